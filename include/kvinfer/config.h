@@ -1,0 +1,56 @@
+#pragma once
+// ModelConfig: the architecture hyper-parameters of a checkpoint, read from HF config.json.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kvinfer {
+
+enum class Architecture { Llama, Mistral, Qwen2 };
+std::string_view architecture_name(Architecture a);
+
+// How rotary frequencies are adjusted for long contexts (HF `rope_scaling`).
+struct RopeScaling {
+  enum class Type { None, Linear, Llama3 };
+  Type type = Type::None;
+  double factor = 1.0;
+  // llama3 only
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+  Architecture arch = Architecture::Llama;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;  // == num_heads: MHA; 1: MQA; in between: GQA
+  int64_t head_dim = 0;      // explicit in config.json or hidden_size / num_heads
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  int64_t max_position_embeddings = 2048;
+  std::optional<int64_t> sliding_window;  // Mistral: attend to the last N positions only
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v (and o for Llama) projections carry biases
+  bool attention_out_bias = false;
+  bool mlp_bias = false;
+  std::optional<int32_t> bos_token_id;
+  std::vector<int32_t> eos_token_ids;
+
+  // Query heads sharing one KV head (num_heads / num_kv_heads).
+  int64_t group_size() const { return num_heads / num_kv_heads; }
+};
+
+// Parses HF config.json text. `source` names the file in error messages.
+ModelConfig parse_config(std::string_view json_text, const std::string& source = "config.json");
+// Reads and parses a config.json file.
+ModelConfig load_config(const std::filesystem::path& config_json);
+
+}  // namespace kvinfer

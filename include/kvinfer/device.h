@@ -1,0 +1,16 @@
+#pragma once
+#include <string_view>
+
+namespace kvinfer {
+
+// Where a model's weights live and its forward pass runs. The forward pass runs on the CPU in
+// this version: Auto resolves to CPU, and CUDA is refused with a clear error at load time.
+enum class Device { Auto, CPU, CUDA };
+
+std::string_view device_name(Device d);
+
+// Number of usable CUDA devices; 0 when built without CUDA or when the driver reports any
+// failure (no driver, insufficient driver, no device). Never throws.
+int cuda_device_count() noexcept;
+
+}  // namespace kvinfer

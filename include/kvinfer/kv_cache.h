@@ -1,0 +1,57 @@
+#pragma once
+// KvCache: the keys and values of one sequence, for every layer, in one contiguous block whose
+// size is exactly plan_kv_bytes(config, capacity, dtype). Heads are num_kv_heads, never the
+// repeated query heads: that is what GQA/MQA save.
+//
+// Layout: (layer, {K, V}, kv_head, position < capacity, head_dim), row-major.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "kvinfer/config.h"
+#include "kvinfer/dtype.h"
+
+namespace kvinfer {
+
+class Model;
+
+class KvCache {
+ public:
+  // A cache for `model`; dtype defaults to the model's weight dtype (as vLLM's "auto").
+  KvCache(const Model& model, int64_t capacity_tokens, std::optional<DType> dtype = std::nullopt);
+  // A cache for any config (no weights needed).
+  KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype);
+
+  int64_t size() const { return size_; }          // positions filled
+  int64_t capacity() const { return capacity_; }  // positions it can hold, fixed at creation
+  int64_t remaining() const { return capacity_ - size_; }
+  uint64_t bytes() const { return bytes_; }  // == plan_kv_bytes(config, capacity, dtype)
+  DType dtype() const { return dtype_; }
+  int64_t num_layers() const { return num_layers_; }
+  int64_t num_kv_heads() const { return num_kv_heads_; }
+  int64_t head_dim() const { return head_dim_; }
+
+  // Forgets every position from n on (rewind); 0 <= n <= size().
+  void truncate(int64_t n);
+  void clear() { size_ = 0; }
+
+  // Backend access. K (or V) of one layer and KV head: (capacity, head_dim) elements of dtype().
+  std::byte* k(int64_t layer, int64_t kv_head);
+  std::byte* v(int64_t layer, int64_t kv_head);
+  const std::byte* k(int64_t layer, int64_t kv_head) const;
+  const std::byte* v(int64_t layer, int64_t kv_head) const;
+  // Marks n more positions as filled; called by the forward pass after it wrote their K/V.
+  void commit(int64_t n);
+
+ private:
+  size_t head_offset(int64_t layer, int which, int64_t kv_head) const;
+
+  int64_t num_layers_, num_kv_heads_, head_dim_, capacity_;
+  DType dtype_;
+  int64_t size_ = 0;
+  uint64_t bytes_ = 0;
+  std::unique_ptr<std::byte[]> data_;  // (layer, {K,V}, kv_head, capacity, head_dim); pages touched on use
+};
+
+}  // namespace kvinfer

@@ -1,0 +1,17 @@
+#pragma once
+// Exact KV-cache memory planning, without loading any weights:
+//   bytes = 2 (K and V) × layers × kv_heads × head_dim × tokens × bytes_per_element
+#include <cstdint>
+
+#include "kvinfer/config.h"
+#include "kvinfer/dtype.h"
+
+namespace kvinfer {
+
+// Bytes one token occupies in the cache across all layers (K and V).
+uint64_t kv_bytes_per_token(const ModelConfig& cfg, DType dtype);
+// Bytes of a cache holding `tokens` positions; what KvCache::bytes() reports for that capacity.
+// Throws kvinfer::Error on a negative count or on overflow of 64 bits.
+uint64_t plan_kv_bytes(const ModelConfig& cfg, int64_t tokens, DType dtype);
+
+}  // namespace kvinfer

@@ -1,0 +1,41 @@
+#pragma once
+// Session: the scratch memory of one forward pass. One per thread; it runs a shared Model
+// over the KvCache it is given.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kvinfer/kv_cache.h"
+#include "kvinfer/model.h"
+
+namespace kvinfer {
+
+struct ForwardScratch;  // src/models/scratch.h
+
+enum class Logits { Last, All };
+
+class Session {
+ public:
+  explicit Session(std::shared_ptr<const Model> model);
+  ~Session();
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+
+  // Runs all of `ids` in one batched pass at positions kv.size() .. kv.size()+n-1, appends
+  // their K/V and returns logits: (vocab) for the last position, or (n, vocab) with
+  // Logits::All. A prompt longer than kv.remaining() throws and leaves the cache unchanged.
+  std::span<const float> prefill(KvCache& kv, std::span<const int32_t> ids, Logits which = Logits::Last);
+  // One new position: computes Q/K/V for `id` only and attends over the cache. (vocab) logits.
+  std::span<const float> decode(KvCache& kv, int32_t id);
+
+  const Model& model() const { return *model_; }
+
+ private:
+  std::span<const float> forward(KvCache& kv, std::span<const int32_t> ids, Logits which);
+
+  std::shared_ptr<const Model> model_;
+  std::unique_ptr<ForwardScratch> scratch_;
+};
+
+}  // namespace kvinfer

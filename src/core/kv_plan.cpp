@@ -1,0 +1,32 @@
+#include "kvinfer/kv_plan.h"
+
+#include <fmt/format.h>
+
+#include "kvinfer/error.h"
+
+namespace kvinfer {
+
+namespace {
+uint64_t checked_mul(uint64_t a, uint64_t b, const char* what) {
+  uint64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) throw Error(fmt::format("KV plan: {} overflows 64 bits", what));
+  return r;
+}
+}  // namespace
+
+uint64_t kv_bytes_per_token(const ModelConfig& cfg, DType dtype) {
+  if (cfg.num_layers <= 0 || cfg.num_kv_heads <= 0 || cfg.head_dim <= 0)
+    throw Error(fmt::format("KV plan: invalid config (layers {}, kv heads {}, head_dim {})", cfg.num_layers,
+                            cfg.num_kv_heads, cfg.head_dim));
+  uint64_t b = checked_mul(2, static_cast<uint64_t>(cfg.num_layers), "bytes per token");
+  b = checked_mul(b, static_cast<uint64_t>(cfg.num_kv_heads), "bytes per token");
+  b = checked_mul(b, static_cast<uint64_t>(cfg.head_dim), "bytes per token");
+  return checked_mul(b, dtype_size(dtype), "bytes per token");
+}
+
+uint64_t plan_kv_bytes(const ModelConfig& cfg, int64_t tokens, DType dtype) {
+  if (tokens < 0) throw Error(fmt::format("KV plan: token count {} is negative", tokens));
+  return checked_mul(kv_bytes_per_token(cfg, dtype), static_cast<uint64_t>(tokens), "cache size");
+}
+
+}  // namespace kvinfer

@@ -1,0 +1,43 @@
+#pragma once
+// The CPU backend: the reference every other backend is compared against.
+//
+// Batch invariance: every output element is computed by the same sequence of floating-point
+// operations whatever the number of rows in the call. A prefill of n tokens and n single-token
+// decodes therefore produce bit-identical results, which makes cache-on == cache-off exact.
+#include <cstdint>
+#include <span>
+
+#include "kvinfer/kv_cache.h"
+#include "models/weights.h"
+
+namespace kvinfer::cpu {
+
+// Dot product of two f32 vectors in a fixed order (8 interleaved partial sums, fixed reduction).
+float dot(const float* a, const float* b, int64_t n);
+// Widens n elements of dtype `t` to f32.
+void to_f32(DType t, const std::byte* src, float* dst, int64_t n);
+// Narrows n f32 values to dtype `t` (round to nearest even).
+void from_f32(DType t, const float* src, std::byte* dst, int64_t n);
+
+// y (n, out) = x (n, in) · Wᵀ (+ b).
+void linear(const Linear& layer, const float* x, int64_t n, float* y);
+// y (n, dim) = x / sqrt(mean(x²) + eps) · weight, per row, as HF's LlamaRMSNorm in f32.
+void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* y);
+// x (n, heads, head_dim) rotated in place, row t at position start + t (half-split layout).
+void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const float* inv_freq);
+// out (n) = silu(gate) · up
+void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+// x (n) += y
+void add(float* x, const float* y, int64_t n);
+// out (n, hidden) = embed[ids]
+void embed(const Matrix& table, std::span<const int32_t> ids, float* out);
+
+// Writes k, v (n, kv_heads, head_dim) into layer `layer` of the cache at positions start..start+n-1.
+void store_kv(KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v);
+// out (n, heads, head_dim): causal softmax attention of q (n, heads, head_dim), row t at
+// position start + t, over the cache's positions [max(0, p - window + 1), p] of `layer`.
+// Query head h reads KV head h / group; window <= 0 means no window.
+void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start, int64_t heads,
+               int64_t window, float* out);
+
+}  // namespace kvinfer::cpu

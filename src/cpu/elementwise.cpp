@@ -1,0 +1,49 @@
+#include <cmath>
+
+#include "core/rope.h"
+#include "cpu/cpu_ops.h"
+
+namespace kvinfer::cpu {
+
+void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* y) {
+  for (int64_t t = 0; t < n; ++t) {
+    const float* xr = x + t * dim;
+    float* yr = y + t * dim;
+    float mean_sq = dot(xr, xr, dim) / static_cast<float>(dim);
+    float inv = 1.0f / std::sqrt(mean_sq + eps);
+    for (int64_t i = 0; i < dim; ++i) yr[i] = weight[i] * (xr[i] * inv);
+  }
+}
+
+void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const float* inv_freq) {
+  const int64_t half = head_dim / 2;
+  for (int64_t t = 0; t < n; ++t) {
+    const float pos = static_cast<float>(start + t);
+    for (int64_t i = 0; i < half; ++i) {
+      const float angle = pos * inv_freq[i];
+      const float c = static_cast<float>(std::cos(static_cast<double>(angle)));
+      const float s = static_cast<float>(std::sin(static_cast<double>(angle)));
+      for (int64_t h = 0; h < heads; ++h) {
+        float* xh = x + (t * heads + h) * head_dim;
+        core::rope_rotate(xh[i], xh[i + half], c, s);
+      }
+    }
+  }
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void add(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void embed(const Matrix& table, std::span<const int32_t> ids, float* out) {
+  const size_t row_bytes = static_cast<size_t>(table.cols) * dtype_size(table.dtype);
+  for (size_t t = 0; t < ids.size(); ++t)
+    to_f32(table.dtype, table.data + static_cast<size_t>(ids[t]) * row_bytes, out + static_cast<int64_t>(t) * table.cols,
+           table.cols);
+}
+
+}  // namespace kvinfer::cpu

@@ -1,0 +1,41 @@
+#include <vector>
+
+#include "cpu/cpu_ops.h"
+
+namespace kvinfer::cpu {
+
+float dot(const float* a, const float* b, int64_t n) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
+  for (int l = 0; i < n; ++i, ++l) acc[l] += a[i] * b[i];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+void linear(const Linear& layer, const float* x, int64_t n, float* y) {
+  const Matrix& w = layer.weight;
+  const int64_t in = w.cols, out = w.rows;
+  const size_t row_bytes = static_cast<size_t>(in) * dtype_size(w.dtype);
+  // Each weight row is widened once and reused by all n input rows; every y element is one
+  // dot() call, so the result does not depend on n.
+#pragma omp parallel
+  {
+    std::vector<float> row(w.dtype == DType::F32 ? 0 : static_cast<size_t>(in));  // (in)
+#pragma omp for schedule(static)
+    for (int64_t o = 0; o < out; ++o) {
+      const float* wrow = reinterpret_cast<const float*>(w.data + static_cast<size_t>(o) * row_bytes);
+      if (w.dtype != DType::F32) {
+        to_f32(w.dtype, w.data + static_cast<size_t>(o) * row_bytes, row.data(), in);
+        wrow = row.data();
+      }
+      const float b = layer.bias.empty() ? 0.0f : layer.bias[static_cast<size_t>(o)];
+      for (int64_t t = 0; t < n; ++t) {
+        float acc = dot(x + t * in, wrow, in);
+        y[t * out + o] = layer.bias.empty() ? acc : acc + b;
+      }
+    }
+  }
+}
+
+}  // namespace kvinfer::cpu

@@ -1,0 +1,200 @@
+// HF config.json → ModelConfig. Accepts both the transformers 4 spelling (rope_theta +
+// rope_scaling) and the transformers 5 one (rope_parameters).
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/std.h>
+#include <nlohmann/json.hpp>
+
+#include "kvinfer/config.h"
+#include "kvinfer/error.h"
+
+namespace kvinfer {
+
+using nlohmann::json;
+
+std::string_view architecture_name(Architecture a) {
+  switch (a) {
+    case Architecture::Llama: return "LlamaForCausalLM";
+    case Architecture::Mistral: return "MistralForCausalLM";
+    case Architecture::Qwen2: return "Qwen2ForCausalLM";
+  }
+  return "?";
+}
+
+namespace {
+
+class Reader {
+ public:
+  Reader(const json& j, const std::string& source) : j_(j), source_(source) {}
+
+  Error error(const std::string& key, const std::string& why) const {
+    return Error(fmt::format("{}: '{}' {}", source_, key, why));
+  }
+  bool has(const std::string& key) const { return j_.contains(key) && !j_[key].is_null(); }
+
+  int64_t positive_int(const std::string& key) const {
+    if (!has(key)) throw error(key, "is missing");
+    return positive_int_value(key, j_[key]);
+  }
+  int64_t positive_int(const std::string& key, int64_t fallback) const {
+    return has(key) ? positive_int_value(key, j_[key]) : fallback;
+  }
+  double number(const std::string& key, double fallback) const {
+    if (!has(key)) return fallback;
+    if (!j_[key].is_number()) throw error(key, fmt::format("is not a number: {}", j_[key].dump()));
+    return j_[key].get<double>();
+  }
+  bool boolean(const std::string& key, bool fallback) const {
+    if (!has(key)) return fallback;
+    if (!j_[key].is_boolean()) throw error(key, fmt::format("is not a boolean: {}", j_[key].dump()));
+    return j_[key].get<bool>();
+  }
+  std::string string(const std::string& key, const std::string& fallback) const {
+    if (!has(key)) return fallback;
+    if (!j_[key].is_string()) throw error(key, fmt::format("is not a string: {}", j_[key].dump()));
+    return j_[key].get<std::string>();
+  }
+  int32_t token_id(const std::string& key, const json& v) const {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
+      throw error(key, fmt::format("holds {}, not a token id", v.dump()));
+    return v.get<int32_t>();
+  }
+  const json& operator[](const std::string& key) const { return j_[key]; }
+
+ private:
+  int64_t positive_int_value(const std::string& key, const json& v) const {
+    if (!v.is_number_integer() || v.get<int64_t>() <= 0)
+      throw error(key, fmt::format("must be a positive integer, got {}", v.dump()));
+    return v.get<int64_t>();
+  }
+  const json& j_;
+  const std::string& source_;
+};
+
+Architecture parse_architecture(const Reader& r) {
+  if (!r.has("architectures") || !r["architectures"].is_array() || r["architectures"].empty())
+    throw r.error("architectures", "is missing (expected e.g. [\"LlamaForCausalLM\"])");
+  const json& a = r["architectures"][0];
+  std::string name = a.is_string() ? a.get<std::string>() : a.dump();
+  for (Architecture arch : {Architecture::Llama, Architecture::Mistral, Architecture::Qwen2})
+    if (name == architecture_name(arch)) return arch;
+  throw r.error("architectures",
+                fmt::format("names unsupported architecture '{}' (supported: LlamaForCausalLM, "
+                            "MistralForCausalLM, Qwen2ForCausalLM)",
+                            name));
+}
+
+// `rope` is either the rope_scaling object (transformers 4) or rope_parameters (5).
+RopeScaling parse_rope_scaling(const json& rope, const std::string& source, const std::string& key) {
+  Reader r(rope, source);
+  RopeScaling s;
+  std::string type = r.string("rope_type", r.string("type", "default"));
+  if (type == "default") return s;
+  s.factor = r.number("factor", 1.0);
+  if (!(s.factor >= 1.0)) throw Error(fmt::format("{}: '{}.factor' must be >= 1, got {}", source, key, s.factor));
+  if (type == "linear") {
+    s.type = RopeScaling::Type::Linear;
+  } else if (type == "llama3") {
+    s.type = RopeScaling::Type::Llama3;
+    s.low_freq_factor = r.number("low_freq_factor", 1.0);
+    s.high_freq_factor = r.number("high_freq_factor", 4.0);
+    s.original_max_position_embeddings = r.positive_int("original_max_position_embeddings", 8192);
+    if (!(s.high_freq_factor > s.low_freq_factor) || !(s.low_freq_factor > 0))
+      throw Error(fmt::format("{}: '{}' needs 0 < low_freq_factor < high_freq_factor, got {} and {}", source, key,
+                              s.low_freq_factor, s.high_freq_factor));
+  } else {
+    throw Error(fmt::format("{}: '{}' has unsupported rope_type '{}' (supported: default, linear, llama3)", source,
+                            key, type));
+  }
+  return s;
+}
+
+}  // namespace
+
+ModelConfig parse_config(std::string_view json_text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("{}: invalid JSON: {}", source, e.what()));
+  }
+  if (!j.is_object()) throw Error(fmt::format("{}: not a JSON object", source));
+  Reader r(j, source);
+
+  ModelConfig c;
+  c.arch = parse_architecture(r);
+  c.vocab_size = r.positive_int("vocab_size");
+  c.hidden_size = r.positive_int("hidden_size");
+  c.intermediate_size = r.positive_int("intermediate_size");
+  c.num_layers = r.positive_int("num_hidden_layers");
+  c.num_heads = r.positive_int("num_attention_heads");
+  c.num_kv_heads = r.positive_int("num_key_value_heads", c.num_heads);
+  if (c.num_heads % c.num_kv_heads != 0)
+    throw r.error("num_key_value_heads", fmt::format("({}) must divide num_attention_heads ({})", c.num_kv_heads,
+                                                     c.num_heads));
+  if (r.has("head_dim")) {
+    c.head_dim = r.positive_int("head_dim");
+  } else {
+    if (c.hidden_size % c.num_heads != 0)
+      throw r.error("hidden_size", fmt::format("({}) is not a multiple of num_attention_heads ({}) and no head_dim "
+                                               "is given", c.hidden_size, c.num_heads));
+    c.head_dim = c.hidden_size / c.num_heads;
+  }
+  if (c.head_dim % 2 != 0) throw r.error("head_dim", fmt::format("must be even for rotary embeddings, got {}", c.head_dim));
+
+  std::string act = r.string("hidden_act", "silu");
+  if (act != "silu") throw r.error("hidden_act", fmt::format("is '{}'; only silu is supported", act));
+  c.rms_norm_eps = r.number("rms_norm_eps", 1e-6);
+  c.max_position_embeddings = r.positive_int("max_position_embeddings", 2048);
+  c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
+
+  c.rope_theta = r.number("rope_theta", 10000.0);
+  if (r.has("rope_parameters")) {
+    if (!r["rope_parameters"].is_object()) throw r.error("rope_parameters", "is not an object");
+    c.rope_theta = Reader(r["rope_parameters"], source).number("rope_theta", c.rope_theta);
+    c.rope_scaling = parse_rope_scaling(r["rope_parameters"], source, "rope_parameters");
+  } else if (r.has("rope_scaling")) {
+    if (!r["rope_scaling"].is_object()) throw r.error("rope_scaling", "is not an object");
+    c.rope_scaling = parse_rope_scaling(r["rope_scaling"], source, "rope_scaling");
+  }
+  if (!(c.rope_theta > 0)) throw r.error("rope_theta", fmt::format("must be positive, got {}", c.rope_theta));
+
+  switch (c.arch) {
+    case Architecture::Llama:
+      c.attention_bias = r.boolean("attention_bias", false);
+      c.attention_out_bias = c.attention_bias;
+      c.mlp_bias = r.boolean("mlp_bias", false);
+      break;
+    case Architecture::Mistral:
+      if (r.has("sliding_window")) c.sliding_window = r.positive_int("sliding_window");
+      break;
+    case Architecture::Qwen2:
+      c.attention_bias = true;  // Qwen2 always has q/k/v biases, never an o_proj bias
+      if (r.boolean("use_sliding_window", false))
+        throw r.error("use_sliding_window", "is true; Qwen2 sliding-window attention is not supported");
+      break;
+  }
+
+  if (r.has("bos_token_id")) c.bos_token_id = r.token_id("bos_token_id", r["bos_token_id"]);
+  if (r.has("eos_token_id")) {
+    const json& eos = r["eos_token_id"];
+    if (eos.is_array()) {
+      for (const json& id : eos) c.eos_token_ids.push_back(r.token_id("eos_token_id", id));
+    } else {
+      c.eos_token_ids.push_back(r.token_id("eos_token_id", eos));
+    }
+  }
+  return c;
+}
+
+ModelConfig load_config(const std::filesystem::path& config_json) {
+  std::ifstream in(config_json, std::ios::binary);
+  if (!in) throw Error(fmt::format("{}: cannot open config", config_json));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), config_json.string());
+}
+
+}  // namespace kvinfer

@@ -1,0 +1,89 @@
+#include "formats/hf_checkpoint.h"
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/std.h>
+#include <nlohmann/json.hpp>
+
+#include "kvinfer/error.h"
+
+namespace kvinfer {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fmt::format("{}: cannot open", path));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Shard file name → tensor names it must hold, from model.safetensors.index.json.
+std::map<std::string, std::vector<std::string>> read_index(const fs::path& index_path) {
+  nlohmann::json index;
+  try {
+    index = nlohmann::json::parse(read_text(index_path));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: invalid JSON: {}", index_path, e.what()));
+  }
+  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
+    throw Error(fmt::format("{}: no 'weight_map' object", index_path));
+  std::map<std::string, std::vector<std::string>> shards;
+  for (const auto& [tensor, file] : index["weight_map"].items()) {
+    if (!file.is_string()) throw Error(fmt::format("{}: weight_map['{}'] is not a file name", index_path, tensor));
+    std::string name = file.get<std::string>();
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+      throw Error(fmt::format("{}: weight_map['{}'] names '{}', not a file in the model directory", index_path,
+                              tensor, name));
+    shards[name].push_back(tensor);
+  }
+  return shards;
+}
+
+}  // namespace
+
+HfCheckpoint::HfCheckpoint(const fs::path& dir) : dir_(dir) {
+  if (!fs::is_directory(dir)) throw Error(fmt::format("{}: not a model directory", dir));
+  fs::path config_path = dir / "config.json";
+  if (!fs::exists(config_path)) throw Error(fmt::format("{}: missing config.json", dir));
+  config_ = load_config(config_path);
+
+  fs::path single = dir / "model.safetensors";
+  fs::path index_path = dir / "model.safetensors.index.json";
+  if (fs::exists(single)) {
+    files_.push_back(std::make_unique<SafetensorsFile>(single));
+    for (const auto& [name, t] : files_.back()->tensors()) tensors_.emplace(name, &t);
+  } else if (fs::exists(index_path)) {
+    for (const auto& [shard, names] : read_index(index_path)) {
+      files_.push_back(std::make_unique<SafetensorsFile>(dir / shard));
+      const SafetensorsFile& file = *files_.back();
+      for (const auto& name : names) {
+        const TensorView* t = file.find(name);
+        if (!t)
+          throw Error(fmt::format("{}: tensor '{}' listed in {} is missing from the shard", file.path(), name,
+                                  index_path.filename()));
+        tensors_.emplace(name, t);
+      }
+    }
+  } else {
+    throw Error(fmt::format("{}: no weights (neither model.safetensors nor model.safetensors.index.json)", dir));
+  }
+}
+
+const TensorView* HfCheckpoint::find(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : it->second;
+}
+
+const TensorView& HfCheckpoint::get(const std::string& name) const {
+  if (const TensorView* t = find(name)) return *t;
+  throw Error(fmt::format("{}: missing tensor '{}'", dir_, name));
+}
+
+}  // namespace kvinfer

@@ -1,0 +1,43 @@
+#include "kvinfer/session.h"
+
+#include <fmt/format.h>
+
+#include "kvinfer/error.h"
+#include "models/forward.h"
+
+namespace kvinfer {
+
+Session::Session(std::shared_ptr<const Model> model)
+    : model_(std::move(model)), scratch_(std::make_unique<ForwardScratch>()) {
+  if (!model_) throw Error("Session needs a model (got a null pointer)");
+}
+Session::~Session() = default;
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+
+std::span<const float> Session::prefill(KvCache& kv, std::span<const int32_t> ids, Logits which) {
+  return forward(kv, ids, which);
+}
+
+std::span<const float> Session::decode(KvCache& kv, int32_t id) { return forward(kv, {&id, 1}, Logits::Last); }
+
+std::span<const float> Session::forward(KvCache& kv, std::span<const int32_t> ids, Logits which) {
+  const ModelConfig& c = model_->config();
+  if (kv.num_layers() != c.num_layers || kv.num_kv_heads() != c.num_kv_heads || kv.head_dim() != c.head_dim)
+    throw Error(fmt::format("KV cache shaped for {} layers × {} KV heads × head_dim {} does not fit this model "
+                            "({} × {} × {})",
+                            kv.num_layers(), kv.num_kv_heads(), kv.head_dim(), c.num_layers, c.num_kv_heads,
+                            c.head_dim));
+  if (ids.empty()) throw Error("forward pass over an empty list of token ids");
+  const auto n = static_cast<int64_t>(ids.size());
+  if (n > kv.remaining())
+    throw Error(fmt::format("{} tokens do not fit in the KV cache: {} of {} positions are free", n, kv.remaining(),
+                            kv.capacity()));
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= c.vocab_size)
+      throw Error(fmt::format("token id {} at index {} is outside the vocabulary (size {})", ids[i], i,
+                              c.vocab_size));
+  return llama_forward(c, model_->weights(), *scratch_, kv, ids, which);
+}
+
+}  // namespace kvinfer

@@ -1,0 +1,99 @@
+// Model::load for HF directories: maps the checkpoint, checks every tensor against the config
+// and binds the weights in their stored dtype.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <fmt/std.h>
+
+#include "core/rope.h"
+#include "cpu/cpu_ops.h"
+#include "formats/hf_checkpoint.h"
+#include "kvinfer/error.h"
+#include "kvinfer/model.h"
+#include "models/weights.h"
+
+namespace kvinfer {
+
+namespace {
+
+class Binder {
+ public:
+  explicit Binder(const HfCheckpoint& ckpt) : ckpt_(ckpt) {}
+
+  const TensorView& shaped(const std::string& name, std::vector<int64_t> shape) const {
+    const TensorView& t = ckpt_.get(name);
+    if (t.shape != shape)
+      throw Error(fmt::format("{}: tensor '{}' has shape [{}] but config.json implies [{}]", *t.file, name,
+                              fmt::join(t.shape, ", "), fmt::join(shape, ", ")));
+    return t;
+  }
+  Matrix matrix(const std::string& name, int64_t rows, int64_t cols) const {
+    const TensorView& t = shaped(name, {rows, cols});
+    return Matrix{t.float_dtype(), t.data, rows, cols};
+  }
+  std::vector<float> vector(const std::string& name, int64_t n) const {
+    const TensorView& t = shaped(name, {n});
+    std::vector<float> out(static_cast<size_t>(n));
+    cpu::to_f32(t.float_dtype(), t.data, out.data(), n);
+    return out;
+  }
+  Linear linear(const std::string& prefix, int64_t out, int64_t in, bool bias) const {
+    Linear l{matrix(prefix + ".weight", out, in), {}};
+    if (bias) l.bias = vector(prefix + ".bias", out);
+    return l;
+  }
+
+ private:
+  const HfCheckpoint& ckpt_;
+};
+
+std::vector<float> rope_inv_freq(const ModelConfig& c) {
+  std::vector<float> f(static_cast<size_t>(c.head_dim / 2));
+  const RopeScaling& s = c.rope_scaling;
+  for (int i = 0; i < static_cast<int>(f.size()); ++i) {
+    float inv = core::rope_default_inv_freq(i, static_cast<int>(c.head_dim), static_cast<float>(c.rope_theta));
+    if (s.type == RopeScaling::Type::Linear) inv /= static_cast<float>(s.factor);
+    if (s.type == RopeScaling::Type::Llama3)
+      inv = core::llama3_inv_freq(inv, static_cast<float>(s.factor), static_cast<float>(s.low_freq_factor),
+                                  static_cast<float>(s.high_freq_factor),
+                                  static_cast<float>(s.original_max_position_embeddings));
+    f[static_cast<size_t>(i)] = inv;
+  }
+  return f;
+}
+
+}  // namespace
+
+std::shared_ptr<const Model> Model::load(const std::filesystem::path& path, const LoadOptions& options) {
+  if (options.device == Device::CUDA)
+    throw Error(fmt::format("{}: Device::CUDA requested, but this version of kvinfer runs the forward pass on the "
+                            "CPU only (use Device::CPU or Device::Auto)",
+                            path));
+  auto ckpt = std::make_shared<const HfCheckpoint>(path);
+  const ModelConfig& c = ckpt->config();
+  const int64_t hidden = c.hidden_size, q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+  Binder bind(*ckpt);
+
+  auto w = std::make_unique<ModelWeights>();
+  w->storage = ckpt;
+  w->embed = bind.matrix("model.embed_tokens.weight", c.vocab_size, hidden);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = fmt::format("model.layers.{}.", l);
+    LayerWeights L;
+    L.attn_norm = bind.vector(p + "input_layernorm.weight", hidden);
+    L.q = bind.linear(p + "self_attn.q_proj", q_dim, hidden, c.attention_bias);
+    L.k = bind.linear(p + "self_attn.k_proj", kv_dim, hidden, c.attention_bias);
+    L.v = bind.linear(p + "self_attn.v_proj", kv_dim, hidden, c.attention_bias);
+    L.o = bind.linear(p + "self_attn.o_proj", hidden, q_dim, c.attention_out_bias);
+    L.ffn_norm = bind.vector(p + "post_attention_layernorm.weight", hidden);
+    L.gate = bind.linear(p + "mlp.gate_proj", c.intermediate_size, hidden, c.mlp_bias);
+    L.up = bind.linear(p + "mlp.up_proj", c.intermediate_size, hidden, c.mlp_bias);
+    L.down = bind.linear(p + "mlp.down_proj", hidden, c.intermediate_size, c.mlp_bias);
+    w->layers.push_back(std::move(L));
+  }
+  w->final_norm = bind.vector("model.norm.weight", hidden);
+  w->lm_head.weight = c.tie_word_embeddings ? w->embed : bind.matrix("lm_head.weight", c.vocab_size, hidden);
+  w->rope_inv_freq = rope_inv_freq(c);
+  return std::make_shared<const Model>(c, std::move(w), Device::CPU);
+}
+
+}  // namespace kvinfer
