@@ -1,0 +1,217 @@
+// Every CPU op against an independent double-precision reference, on fresh random inputs with
+// shapes that are not multiples of the 8-lane dot product.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/convert.h"
+#include "core/rope.h"
+#include "cpu/cpu_ops.h"
+
+namespace kvinfer {
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// max |got - want| / max |want|: a relative error that is not fooled by entries near zero.
+double rel_error(const std::vector<float>& got, const std::vector<double>& want) {
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err = std::max(err, std::fabs(static_cast<double>(got[i]) - want[i]));
+    scale = std::max(scale, std::fabs(want[i]));
+  }
+  return err / scale;
+}
+
+// A weight matrix stored in `dtype`, plus its exact f32 values (the rounded ones).
+struct StoredMatrix {
+  std::vector<std::byte> bytes;
+  std::vector<float> values;
+  Matrix m;
+  StoredMatrix(DType dtype, int64_t rows, int64_t cols, uint32_t seed) {
+    auto v = randn(static_cast<size_t>(rows * cols), seed, 0.5f);
+    bytes.resize(v.size() * dtype_size(dtype));
+    cpu::from_f32(dtype, v.data(), bytes.data(), rows * cols);
+    values.resize(v.size());
+    cpu::to_f32(dtype, bytes.data(), values.data(), rows * cols);
+    m = Matrix{dtype, bytes.data(), rows, cols};
+  }
+};
+
+class LinearTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(LinearTest, MatchesDoubleReferenceWithBias) {
+  const int64_t n = 5, in = 37, out = 19;
+  StoredMatrix w(GetParam(), out, in, 1);
+  Linear layer{w.m, randn(static_cast<size_t>(out), 2)};
+  auto x = randn(static_cast<size_t>(n * in), 3);
+  std::vector<float> y(static_cast<size_t>(n * out), std::nanf(""));  // poisoned
+  cpu::linear(layer, x.data(), n, y.data());
+  std::vector<double> want(y.size());
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t o = 0; o < out; ++o) {
+      double acc = layer.bias[static_cast<size_t>(o)];
+      for (int64_t i = 0; i < in; ++i)
+        acc += static_cast<double>(x[static_cast<size_t>(t * in + i)]) * w.values[static_cast<size_t>(o * in + i)];
+      want[static_cast<size_t>(t * out + o)] = acc;
+    }
+  EXPECT_LT(rel_error(y, want), 1e-6);
+}
+
+// The batch-invariance that cache-on == cache-off rests on: row t of an n-row product is the
+// same bits as the product of row t alone.
+TEST_P(LinearTest, RowsAreBitIdenticalToSingleRowCalls) {
+  const int64_t n = 13, in = 67, out = 23;
+  StoredMatrix w(GetParam(), out, in, 4);
+  Linear layer{w.m, {}};
+  auto x = randn(static_cast<size_t>(n * in), 5);
+  std::vector<float> batched(static_cast<size_t>(n * out)), single(static_cast<size_t>(out));
+  cpu::linear(layer, x.data(), n, batched.data());
+  for (int64_t t = 0; t < n; ++t) {
+    cpu::linear(layer, x.data() + t * in, 1, single.data());
+    for (int64_t o = 0; o < out; ++o)
+      ASSERT_EQ(core::f32_to_bits(batched[static_cast<size_t>(t * out + o)]),
+                core::f32_to_bits(single[static_cast<size_t>(o)]))
+          << "row " << t << " col " << o;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, LinearTest, ::testing::Values(DType::F32, DType::F16, DType::BF16),
+                         [](const auto& p) { return std::string(dtype_name(p.param)); });
+
+TEST(CpuOps, RmsNormMatchesDoubleReference) {
+  const int64_t n = 3, dim = 45;
+  auto x = randn(static_cast<size_t>(n * dim), 6, 3.0f);
+  auto w = randn(static_cast<size_t>(dim), 7);
+  std::vector<float> y(x.size(), std::nanf(""));
+  cpu::rms_norm(x.data(), w.data(), n, dim, 1e-5f, y.data());
+  std::vector<double> want(y.size());
+  for (int64_t t = 0; t < n; ++t) {
+    double ss = 0;
+    for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(x[static_cast<size_t>(t * dim + i)]) * x[static_cast<size_t>(t * dim + i)];
+    double inv = 1.0 / std::sqrt(ss / static_cast<double>(dim) + 1e-5);
+    for (int64_t i = 0; i < dim; ++i)
+      want[static_cast<size_t>(t * dim + i)] = w[static_cast<size_t>(i)] * x[static_cast<size_t>(t * dim + i)] * inv;
+  }
+  EXPECT_LT(rel_error(y, want), 2e-6);
+}
+
+TEST(CpuOps, RopeMatchesDoubleReferenceUpToLongPositions) {
+  const int64_t heads = 3, hd = 24, n = 4;
+  std::vector<float> inv_freq(static_cast<size_t>(hd / 2));
+  for (int i = 0; i < hd / 2; ++i) inv_freq[static_cast<size_t>(i)] = core::rope_default_inv_freq(i, hd, 10000.0f);
+  for (int64_t start : {0, 1000, 16000}) {
+    auto x = randn(static_cast<size_t>(n * heads * hd), static_cast<uint32_t>(8 + start));
+    auto y = x;
+    cpu::rope(y.data(), n, heads, hd, start, inv_freq.data());
+    std::vector<double> want(x.size());
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < hd / 2; ++i) {
+          // The angle is defined as the f32 product (as HF); rotation in double.
+          double a = static_cast<double>(static_cast<float>(start + t) * inv_freq[static_cast<size_t>(i)]);
+          size_t b = static_cast<size_t>((t * heads + h) * hd);
+          double x0 = x[b + static_cast<size_t>(i)], x1 = x[b + static_cast<size_t>(i + hd / 2)];
+          want[b + static_cast<size_t>(i)] = x0 * std::cos(a) - x1 * std::sin(a);
+          want[b + static_cast<size_t>(i + hd / 2)] = x1 * std::cos(a) + x0 * std::sin(a);
+        }
+    EXPECT_LT(rel_error(y, want), 1e-6) << "start " << start;
+  }
+}
+
+TEST(CpuOps, RopeFrequenciesMatchDoubleFormulas) {
+  const int hd = 64;
+  for (int i = 0; i < hd / 2; ++i) {
+    double want = 1.0 / std::pow(500000.0, 2.0 * i / hd);
+    float got = core::rope_default_inv_freq(i, hd, 500000.0f);
+    EXPECT_NEAR(got / want, 1.0, 1e-6) << i;
+    // llama3: the three bands of Llama 3.1 (factor 8, low 1, high 4, original 8192).
+    double wavelen = 2 * M_PI / want, scaled;
+    if (wavelen < 8192.0 / 4) scaled = want;
+    else if (wavelen > 8192.0 / 1) scaled = want / 8;
+    else {
+      double s = (8192.0 / wavelen - 1) / (4 - 1);
+      scaled = (1 - s) * want / 8 + s * want;
+    }
+    EXPECT_NEAR(core::llama3_inv_freq(got, 8.0f, 1.0f, 4.0f, 8192.0f) / scaled, 1.0, 1e-5) << i;
+  }
+}
+
+TEST(CpuOps, SiluMulMatchesDoubleReference) {
+  auto g = randn(101, 9, 4.0f), u = randn(101, 10);
+  std::vector<float> out(101, std::nanf(""));
+  cpu::silu_mul(g.data(), u.data(), out.data(), 101);
+  std::vector<double> want(101);
+  for (size_t i = 0; i < 101; ++i) want[i] = g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i];
+  EXPECT_LT(rel_error(out, want), 1e-6);
+}
+
+// Attention over a cache of 29 positions for 3 query rows, GQA group 3 (6 heads over 2 KV
+// heads), with and without a sliding window, against a double-precision softmax.
+TEST(CpuOps, AttentionMatchesDoubleReferenceWithGqaAndWindow) {
+  ModelConfig cfg;
+  cfg.num_layers = 2;
+  cfg.num_heads = 6;
+  cfg.num_kv_heads = 2;
+  cfg.head_dim = 20;
+  const int64_t ctx = 29, n = 3, start = ctx - n, hd = 20, heads = 6, kvh = 2;
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    for (int64_t window : {0, 7}) {
+      KvCache kv(cfg, 32, dtype);
+      auto k = randn(static_cast<size_t>(ctx * kvh * hd), 11), v = randn(k.size(), 12);
+      cpu::store_kv(kv, 1, 0, ctx, k.data(), v.data());
+      // What the cache holds (rounded for bf16) is what the reference must attend over.
+      std::vector<float> kr(k.size()), vr(v.size());
+      for (size_t i = 0; i < k.size(); ++i) {
+        kr[i] = dtype == DType::F32 ? k[i] : core::bf16_to_f32(core::f32_to_bf16(k[i]));
+        vr[i] = dtype == DType::F32 ? v[i] : core::bf16_to_f32(core::f32_to_bf16(v[i]));
+      }
+      auto q = randn(static_cast<size_t>(n * heads * hd), 13);
+      std::vector<float> out(q.size(), std::nanf(""));
+      cpu::attention(kv, 1, q.data(), n, start, heads, window, out.data());
+
+      std::vector<double> want(out.size(), 0.0);
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t h = 0; h < heads; ++h) {
+          const int64_t g = h / (heads / kvh), pos = start + t;
+          const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+          std::vector<double> s;
+          double mx = -1e300, sum = 0;
+          for (int64_t j = first; j <= pos; ++j) {
+            double d = 0;
+            for (int64_t i = 0; i < hd; ++i)
+              d += static_cast<double>(q[static_cast<size_t>((t * heads + h) * hd + i)]) *
+                   kr[static_cast<size_t>((j * kvh + g) * hd + i)];
+            s.push_back(d / std::sqrt(static_cast<double>(hd)));
+            mx = std::max(mx, s.back());
+          }
+          for (double& e : s) sum += (e = std::exp(e - mx));
+          for (int64_t j = first; j <= pos; ++j)
+            for (int64_t i = 0; i < hd; ++i)
+              want[static_cast<size_t>((t * heads + h) * hd + i)] +=
+                  s[static_cast<size_t>(j - first)] / sum * vr[static_cast<size_t>((j * kvh + g) * hd + i)];
+        }
+      EXPECT_LT(rel_error(out, want), 2e-6) << dtype_name(dtype) << " window " << window;
+    }
+  }
+}
+
+TEST(CpuOps, EmbeddingGathersAndWidensRows) {
+  StoredMatrix table(DType::BF16, 10, 6, 14);
+  const int32_t ids[] = {7, 0, 9, 7};
+  std::vector<float> out(4 * 6, std::nanf(""));
+  cpu::embed(table.m, ids, out.data());
+  for (size_t t = 0; t < 4; ++t)
+    for (size_t i = 0; i < 6; ++i) EXPECT_EQ(out[t * 6 + i], table.values[static_cast<size_t>(ids[t]) * 6 + i]);
+}
+
+}  // namespace
+}  // namespace kvinfer
