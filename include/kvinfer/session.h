@@ -22,6 +22,8 @@ class Session {
   Session(Session&&) noexcept;
   Session& operator=(Session&&) noexcept;
 
+  // The returned logits live in the session's scratch memory: valid until its next call.
+  //
   // Runs all of `ids` in one batched pass at positions kv.size() .. kv.size()+n-1, appends
   // their K/V and returns logits: (vocab) for the last position, or (n, vocab) with
   // Logits::All. A prompt longer than kv.remaining() throws and leaves the cache unchanged.
