@@ -107,14 +107,16 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : map_(path)
     t.data = data + begin;
     t.bytes = end - begin;
     t.file = &map_.path();
-    if (reinterpret_cast<uintptr_t>(t.data) % t.element_size != 0)
+    if (t.bytes > 0 && reinterpret_cast<uintptr_t>(t.data) % t.element_size != 0)
       throw bad(fmt::format("data at offset {} is not aligned to its {}-byte elements", begin, t.element_size));
     tensors_.emplace(name, std::move(t));
   }
 
-  // Tensors must not share bytes.
+  // Tensors must not share bytes. Empty tensors hold none: the safetensors library writes them
+  // at the offset where the next tensor starts, so they are left out rather than ordered by a tie.
   std::vector<const TensorView*> by_offset;
-  for (const auto& [name, t] : tensors_) by_offset.push_back(&t);
+  for (const auto& [name, t] : tensors_)
+    if (t.bytes > 0) by_offset.push_back(&t);
   std::sort(by_offset.begin(), by_offset.end(), [](auto* a, auto* b) { return a->data < b->data; });
   for (size_t i = 1; i < by_offset.size(); ++i) {
     const TensorView* prev = by_offset[i - 1];

@@ -70,7 +70,12 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path, cons
                             path));
   auto ckpt = std::make_shared<const HfCheckpoint>(path);
   const ModelConfig& c = ckpt->config();
-  const int64_t hidden = c.hidden_size, q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+  // config.json is input like any other: its dimensions are positive, but their product may not fit.
+  int64_t q_dim = 0;
+  if (__builtin_mul_overflow(c.num_heads, c.head_dim, &q_dim))
+    throw Error(fmt::format("{}: num_attention_heads ({}) × head_dim ({}) overflows 64 bits", path / "config.json",
+                            c.num_heads, c.head_dim));
+  const int64_t hidden = c.hidden_size, kv_dim = c.num_kv_heads * c.head_dim;  // kv heads <= heads
   Binder bind(*ckpt);
 
   auto w = std::make_unique<ModelWeights>();

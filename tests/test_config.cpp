@@ -1,0 +1,400 @@
+// parse_config / load_config: HF config.json in its transformers 4 and 5 spellings, defaults,
+// and a kvinfer::Error naming the source and the key at fault for everything unsupported.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "kvinfer/config.h"
+#include "kvinfer/error.h"
+#include "test_files.h"
+
+namespace kvinfer {
+namespace {
+
+using test::error_of;
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+
+const std::string kSource = "x/config.json";
+
+// The smallest Llama config.json kvinfer accepts: every optional key absent.
+json llama() {
+  return {{"architectures", {"LlamaForCausalLM"}},
+          {"vocab_size", 32000},
+          {"hidden_size", 4096},
+          {"intermediate_size", 11008},
+          {"num_hidden_layers", 32},
+          {"num_attention_heads", 32}};
+}
+
+ModelConfig parse(const json& j) { return parse_config(j.dump(), kSource); }
+
+// The error message for `j`; the test fails unless it names the source file.
+std::string parse_error(const json& j) {
+  std::string msg = error_of([&] { parse(j); });
+  EXPECT_THAT(msg, HasSubstr(kSource));
+  return msg;
+}
+
+TEST(Config, LlamaDefaults) {
+  ModelConfig c = parse(llama());
+  EXPECT_EQ(c.arch, Architecture::Llama);
+  EXPECT_EQ(c.vocab_size, 32000);
+  EXPECT_EQ(c.hidden_size, 4096);
+  EXPECT_EQ(c.intermediate_size, 11008);
+  EXPECT_EQ(c.num_layers, 32);
+  EXPECT_EQ(c.num_heads, 32);
+  EXPECT_EQ(c.num_kv_heads, 32);  // absent: MHA
+  EXPECT_EQ(c.head_dim, 128);     // absent: hidden / heads
+  EXPECT_EQ(c.group_size(), 1);
+  EXPECT_EQ(c.rope_theta, 10000.0);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::None);
+  EXPECT_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_EQ(c.max_position_embeddings, 2048);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_FALSE(c.attention_out_bias);
+  EXPECT_FALSE(c.mlp_bias);
+  EXPECT_FALSE(c.sliding_window.has_value());
+  EXPECT_FALSE(c.bos_token_id.has_value());
+  EXPECT_TRUE(c.eos_token_ids.empty());
+}
+
+TEST(Config, ExplicitHeadDimWinsOverHiddenOverHeads) {
+  json j = llama();
+  j["hidden_size"] = 56;
+  j["num_attention_heads"] = 14;
+  j["num_key_value_heads"] = 2;
+  j["head_dim"] = 16;
+  ModelConfig c = parse(j);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.group_size(), 7);
+
+  j["head_dim"] = nullptr;  // null is absent: derived, and 56 / 14 = 4
+  EXPECT_EQ(parse(j).head_dim, 4);
+}
+
+TEST(Config, GqaAndMqa) {
+  json j = llama();
+  j["num_key_value_heads"] = 8;
+  EXPECT_EQ(parse(j).num_kv_heads, 8);
+  EXPECT_EQ(parse(j).group_size(), 4);
+  j["num_key_value_heads"] = 1;
+  EXPECT_EQ(parse(j).group_size(), 32);
+}
+
+TEST(Config, Transformers4RopeThetaAndLinearScaling) {
+  json j = llama();
+  j["rope_theta"] = 500000.0;
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};  // old spelling: `type`
+  ModelConfig c = parse(j);
+  EXPECT_EQ(c.rope_theta, 500000.0);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::Linear);
+  EXPECT_EQ(c.rope_scaling.factor, 2.0);
+
+  j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 4.0}};
+  EXPECT_EQ(parse(j).rope_scaling.factor, 4.0);
+
+  j["rope_scaling"] = nullptr;
+  EXPECT_EQ(parse(j).rope_scaling.type, RopeScaling::Type::None);
+}
+
+TEST(Config, Transformers4Llama3Scaling) {
+  json j = llama();
+  j["rope_theta"] = 500000.0;
+  j["rope_scaling"] = {{"factor", 8.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8192},
+                       {"rope_type", "llama3"}};
+  ModelConfig c = parse(j);
+  EXPECT_EQ(c.rope_theta, 500000.0);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::Llama3);
+  EXPECT_EQ(c.rope_scaling.factor, 8.0);
+  EXPECT_EQ(c.rope_scaling.low_freq_factor, 1.0);
+  EXPECT_EQ(c.rope_scaling.high_freq_factor, 4.0);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
+}
+
+TEST(Config, Transformers5RopeParameters) {
+  json j = llama();
+  j["rope_parameters"] = {{"rope_theta", 1000000.0}, {"rope_type", "default"}};
+  ModelConfig c = parse(j);
+  EXPECT_EQ(c.rope_theta, 1000000.0);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::None);
+
+  j["rope_parameters"] = {{"factor", 2.0}, {"rope_theta", 10000.0}, {"rope_type", "linear"}};
+  c = parse(j);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::Linear);
+  EXPECT_EQ(c.rope_scaling.factor, 2.0);
+
+  j["rope_parameters"] = {{"factor", 8.0},         {"high_freq_factor", 4.0}, {"low_freq_factor", 1.0},
+                          {"rope_theta", 500000.0}, {"rope_type", "llama3"},  {"original_max_position_embeddings", 32}};
+  c = parse(j);
+  EXPECT_EQ(c.rope_theta, 500000.0);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::Llama3);
+  EXPECT_EQ(c.rope_scaling.factor, 8.0);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 32);
+
+  // `type` is accepted here too.
+  j["rope_parameters"] = {{"factor", 3.0}, {"type", "linear"}};
+  EXPECT_EQ(parse(j).rope_scaling.type, RopeScaling::Type::Linear);
+}
+
+TEST(Config, UnsupportedRopeTypeIsNamed) {
+  for (const char* type : {"yarn", "dynamic", "longrope"}) {
+    SCOPED_TRACE(type);
+    json j = llama();
+    j["rope_scaling"] = {{"type", type}, {"factor", 2.0}};
+    EXPECT_THAT(parse_error(j), AllOf(HasSubstr("rope_scaling"), HasSubstr(type)));
+    j.erase("rope_scaling");
+    j["rope_parameters"] = {{"rope_type", type}, {"factor", 2.0}, {"rope_theta", 10000.0}};
+    EXPECT_THAT(parse_error(j), AllOf(HasSubstr("rope_parameters"), HasSubstr(type)));
+  }
+}
+
+TEST(Config, BadRopeValuesAreNamed) {
+  json j = llama();
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 0.5}};
+  EXPECT_THAT(parse_error(j), HasSubstr("factor"));
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 4.0}, {"high_freq_factor", 1.0}};
+  EXPECT_THAT(parse_error(j), HasSubstr("low_freq_factor"));
+  j["rope_scaling"] = "linear";
+  EXPECT_THAT(parse_error(j), HasSubstr("'rope_scaling'"));
+  j.erase("rope_scaling");
+  j["rope_theta"] = -1.0;
+  EXPECT_THAT(parse_error(j), HasSubstr("'rope_theta'"));
+}
+
+TEST(Config, EosAndBosForms) {
+  json j = llama();
+  j["eos_token_id"] = 2;
+  j["bos_token_id"] = 1;
+  ModelConfig c = parse(j);
+  EXPECT_THAT(c.eos_token_ids, ElementsAre(2));
+  EXPECT_EQ(c.bos_token_id, 1);
+
+  j["eos_token_id"] = {128001, 128008, 128009};
+  j["bos_token_id"] = nullptr;
+  c = parse(j);
+  EXPECT_THAT(c.eos_token_ids, ElementsAre(128001, 128008, 128009));
+  EXPECT_FALSE(c.bos_token_id.has_value());
+
+  j["eos_token_id"] = nullptr;
+  EXPECT_TRUE(parse(j).eos_token_ids.empty());
+
+  j["eos_token_id"] = {1, -2};
+  EXPECT_THAT(parse_error(j), AllOf(HasSubstr("'eos_token_id'"), HasSubstr("-2")));
+  j["eos_token_id"] = "2";
+  EXPECT_THAT(parse_error(j), HasSubstr("'eos_token_id'"));
+  j["eos_token_id"] = 2;
+  j["bos_token_id"] = 1.5;
+  EXPECT_THAT(parse_error(j), AllOf(HasSubstr("'bos_token_id'"), HasSubstr("1.5")));
+}
+
+TEST(Config, TiedEmbeddingsDefaultToFalse) {
+  json j = llama();
+  EXPECT_FALSE(parse(j).tie_word_embeddings);
+  j["tie_word_embeddings"] = true;
+  EXPECT_TRUE(parse(j).tie_word_embeddings);
+  j["tie_word_embeddings"] = "yes";
+  EXPECT_THAT(parse_error(j), HasSubstr("'tie_word_embeddings'"));
+}
+
+TEST(Config, LlamaBiases) {
+  json j = llama();
+  j["attention_bias"] = true;
+  j["mlp_bias"] = true;
+  ModelConfig c = parse(j);
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_TRUE(c.attention_out_bias);  // Llama's o_proj follows attention_bias
+  EXPECT_TRUE(c.mlp_bias);
+}
+
+TEST(Config, Qwen2HasQkvBiasesAndNoSlidingWindow) {
+  json j = llama();
+  j["architectures"] = {"Qwen2ForCausalLM"};
+  j["use_sliding_window"] = false;
+  j["sliding_window"] = 32768;  // as Qwen2.5 publishes it: not in effect
+  ModelConfig c = parse(j);
+  EXPECT_EQ(c.arch, Architecture::Qwen2);
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_FALSE(c.attention_out_bias);
+  EXPECT_FALSE(c.mlp_bias);
+  EXPECT_FALSE(c.sliding_window.has_value());
+
+  j["use_sliding_window"] = true;
+  EXPECT_THAT(parse_error(j), HasSubstr("'use_sliding_window'"));
+}
+
+TEST(Config, MistralSlidingWindow) {
+  json j = llama();
+  j["architectures"] = {"MistralForCausalLM"};
+  j["sliding_window"] = 4096;
+  ModelConfig c = parse(j);
+  EXPECT_EQ(c.arch, Architecture::Mistral);
+  EXPECT_EQ(c.sliding_window, 4096);
+
+  j["sliding_window"] = nullptr;
+  EXPECT_FALSE(parse(j).sliding_window.has_value());
+  j["sliding_window"] = 0;
+  EXPECT_THAT(parse_error(j), HasSubstr("'sliding_window'"));
+}
+
+TEST(Config, UnsupportedArchitectureIsNamed) {
+  json j = llama();
+  j["architectures"] = {"FalconForCausalLM"};
+  EXPECT_THAT(parse_error(j), AllOf(HasSubstr("'architectures'"), HasSubstr("FalconForCausalLM")));
+  j.erase("architectures");
+  EXPECT_THAT(parse_error(j), HasSubstr("'architectures'"));
+}
+
+TEST(Config, UnsupportedActivationIsNamed) {
+  json j = llama();
+  j["hidden_act"] = "gelu";
+  EXPECT_THAT(parse_error(j), AllOf(HasSubstr("'hidden_act'"), HasSubstr("gelu")));
+}
+
+TEST(Config, KvHeadsMustDivideHeads) {
+  json j = llama();
+  j["num_key_value_heads"] = 5;
+  EXPECT_THAT(parse_error(j), AllOf(HasSubstr("'num_key_value_heads'"), HasSubstr("(5)"), HasSubstr("(32)")));
+  j["num_key_value_heads"] = 64;  // more KV heads than query heads
+  EXPECT_THAT(parse_error(j), HasSubstr("'num_key_value_heads'"));
+}
+
+TEST(Config, HiddenNotDivisibleByHeadsNeedsHeadDim) {
+  json j = llama();
+  j["hidden_size"] = 100;
+  j["num_attention_heads"] = 3;
+  EXPECT_THAT(parse_error(j), AllOf(HasSubstr("'hidden_size'"), HasSubstr("100"), HasSubstr("head_dim")));
+  j["head_dim"] = 32;
+  EXPECT_EQ(parse(j).head_dim, 32);
+  j["head_dim"] = 33;  // rotary embeddings need pairs
+  EXPECT_THAT(parse_error(j), AllOf(HasSubstr("'head_dim'"), HasSubstr("33")));
+}
+
+TEST(Config, MissingRequiredKeysAreNamed) {
+  for (const char* key :
+       {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"}) {
+    SCOPED_TRACE(key);
+    json j = llama();
+    j.erase(key);
+    EXPECT_THAT(parse_error(j), AllOf(HasSubstr(std::string("'") + key + "'"), HasSubstr("missing")));
+  }
+}
+
+TEST(Config, WrongTypesAndValuesAreNamed) {
+  const std::pair<const char*, json> cases[] = {
+      {"hidden_size", "4096"},      {"num_hidden_layers", -2},        {"vocab_size", 0},
+      {"intermediate_size", 11008.5}, {"num_key_value_heads", "8"},  {"max_position_embeddings", -1},
+      {"rms_norm_eps", "1e-5"},     {"head_dim", json::array({64})}, {"hidden_act", 7},
+      {"attention_bias", 1},
+  };
+  for (const auto& [key, value] : cases) {
+    SCOPED_TRACE(key);
+    json j = llama();
+    j[key] = value;
+    EXPECT_THAT(parse_error(j), AllOf(HasSubstr(std::string("'") + key + "'"), HasSubstr(value.dump())));
+  }
+}
+
+TEST(Config, InvalidJsonNamesTheSource) {
+  EXPECT_THAT(error_of([] { parse_config("{\"vocab_size\": 12,", kSource); }),
+              AllOf(HasSubstr(kSource), HasSubstr("invalid JSON")));
+  EXPECT_THAT(error_of([] { parse_config("[1, 2]", kSource); }), HasSubstr(kSource));
+  EXPECT_THAT(error_of([] { parse_config("", kSource); }), HasSubstr(kSource));
+}
+
+TEST(Config, MissingFileIsNamed) {
+  test::TempDir tmp;
+  const auto path = tmp / "config.json";
+  EXPECT_THAT(error_of([&] { load_config(path); }), HasSubstr(path.string()));
+}
+
+// ---- real config.json files from the Hugging Face Hub (tests/data/configs) ----
+
+ModelConfig real(const std::string& name) {
+  return load_config(std::filesystem::path(KVINFER_TEST_DATA) / "configs" / (name + ".json"));
+}
+
+TEST(RealConfigs, SmolLM2) {
+  ModelConfig c = real("smollm2-135m-instruct");
+  EXPECT_EQ(c.arch, Architecture::Llama);
+  EXPECT_EQ(c.num_layers, 30);
+  EXPECT_EQ(c.num_heads, 9);
+  EXPECT_EQ(c.num_kv_heads, 3);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.hidden_size, 576);
+  EXPECT_EQ(c.vocab_size, 49152);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.rope_theta, 100000.0);  // written as an integer
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::None);
+}
+
+TEST(RealConfigs, Llama31) {
+  ModelConfig c = real("llama-3.1-8b-instruct");
+  EXPECT_EQ(c.num_kv_heads, 8);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.rope_theta, 500000.0);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::Llama3);
+  EXPECT_EQ(c.rope_scaling.factor, 8.0);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
+  EXPECT_EQ(c.max_position_embeddings, 131072);
+  EXPECT_THAT(c.eos_token_ids, ElementsAre(128001, 128008, 128009));
+  EXPECT_EQ(c.bos_token_id, 128000);
+  EXPECT_FALSE(c.tie_word_embeddings);
+}
+
+TEST(RealConfigs, Llama2Llama3MistralQwen) {
+  ModelConfig l2 = real("llama-2-7b");
+  EXPECT_EQ(l2.num_kv_heads, 32);
+  EXPECT_EQ(l2.rope_theta, 10000.0);  // absent
+  EXPECT_EQ(l2.rope_scaling.type, RopeScaling::Type::None);  // null
+  EXPECT_EQ(l2.rms_norm_eps, 1e-5);
+
+  ModelConfig l3 = real("llama-3-8b");
+  EXPECT_EQ(l3.vocab_size, 128256);
+  EXPECT_EQ(l3.group_size(), 4);
+  EXPECT_THAT(l3.eos_token_ids, ElementsAre(128001));
+
+  ModelConfig m = real("mistral-7b-v0.1");
+  EXPECT_EQ(m.arch, Architecture::Mistral);
+  EXPECT_EQ(m.sliding_window, 4096);
+  EXPECT_EQ(m.intermediate_size, 14336);
+
+  ModelConfig q = real("qwen2.5-0.5b-instruct");
+  EXPECT_EQ(q.arch, Architecture::Qwen2);
+  EXPECT_EQ(q.head_dim, 64);  // 896 / 14, not written
+  EXPECT_EQ(q.num_kv_heads, 2);
+  EXPECT_FALSE(q.sliding_window.has_value());  // use_sliding_window: false
+  EXPECT_TRUE(q.attention_bias);
+  EXPECT_TRUE(q.tie_word_embeddings);
+  EXPECT_EQ(q.rope_theta, 1000000.0);
+}
+
+TEST(RealConfigs, EveryFixtureConfigParses) {
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(KVINFER_TEST_DATA) / "models")) {
+    if (!entry.is_directory()) continue;
+    SCOPED_TRACE(entry.path().filename().string());
+    ModelConfig c = load_config(entry.path() / "config.json");
+    EXPECT_EQ(c.vocab_size, 128);
+    EXPECT_EQ(c.num_layers, 2);
+  }
+  ModelConfig gqa = load_config(test::fixture_dir("llama_gqa4") / "config.json");
+  EXPECT_THAT(gqa.eos_token_ids, ElementsAre(1, 2));
+  EXPECT_EQ(gqa.bos_token_id, 0);
+  ModelConfig rope = load_config(test::fixture_dir("llama3_rope") / "config.json");
+  EXPECT_EQ(rope.rope_scaling.type, RopeScaling::Type::Llama3);
+  EXPECT_EQ(rope.rope_scaling.original_max_position_embeddings, 32);
+  EXPECT_EQ(rope.rope_theta, 500000.0);
+}
+
+}  // namespace
+}  // namespace kvinfer

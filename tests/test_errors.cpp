@@ -1,0 +1,304 @@
+// Every way a model directory, a prompt or a cache can be wrong ends in a kvinfer::Error whose
+// message names the file and the tensor, key or value at fault. Each test corrupts a copy of a
+// real fixture checkpoint in its own temporary directory.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kvinfer/kvinfer.h"
+#include "reference.h"
+#include "test_files.h"
+
+namespace kvinfer {
+namespace {
+
+namespace fs = std::filesystem;
+using test::copy_fixture;
+using test::edit_json_file;
+using test::edit_safetensors_header;
+using test::error_of;
+using test::TempDir;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+
+// llama_gqa4: f32, tied, 8 heads / 2 KV heads × head_dim 8, hidden 64, intermediate 64.
+const std::string kFixture = "llama_gqa4";
+
+std::string load_error(const fs::path& dir, const LoadOptions& options = {}) {
+  return error_of([&] { Model::load(dir, options); });
+}
+
+TEST(LoadErrors, PristineCopyLoads) {  // the corruptions below are all that break the copies
+  TempDir tmp;
+  EXPECT_NO_THROW(Model::load(copy_fixture(kFixture, tmp)));
+}
+
+TEST(LoadErrors, MissingConfigJson) {
+  TempDir tmp;
+  fs::path dir = copy_fixture(kFixture, tmp);
+  fs::remove(dir / "config.json");
+  EXPECT_THAT(load_error(dir), AllOf(HasSubstr(dir.string()), HasSubstr("config.json")));
+}
+
+TEST(LoadErrors, MissingDirectory) {
+  TempDir tmp;
+  EXPECT_THAT(load_error(tmp / "nowhere"), HasSubstr((tmp / "nowhere").string()));
+}
+
+TEST(LoadErrors, MissingWeights) {
+  TempDir tmp;
+  fs::path dir = copy_fixture(kFixture, tmp);
+  fs::remove(dir / "model.safetensors");
+  EXPECT_THAT(load_error(dir), AllOf(HasSubstr(dir.string()), HasSubstr("model.safetensors"),
+                                     HasSubstr("model.safetensors.index.json")));
+}
+
+TEST(LoadErrors, UnsupportedArchitecture) {
+  TempDir tmp;
+  for (const char* arch : {"GPT2LMHeadModel", "FalconForCausalLM"}) {
+    fs::path dir = copy_fixture(kFixture, tmp, arch);
+    edit_json_file(dir / "config.json", [&](json& c) { c["architectures"] = {arch}; });
+    EXPECT_THAT(load_error(dir), AllOf(HasSubstr((dir / "config.json").string()), HasSubstr(arch)));
+  }
+}
+
+TEST(LoadErrors, InvalidConfigJson) {
+  TempDir tmp;
+  fs::path dir = copy_fixture(kFixture, tmp);
+  test::write_bytes(dir / "config.json", "{\"architectures\": [\"LlamaForCausalLM\"],");
+  EXPECT_THAT(load_error(dir), AllOf(HasSubstr((dir / "config.json").string()), HasSubstr("invalid JSON")));
+}
+
+TEST(LoadErrors, SafetensorsTruncatedBelowEightBytes) {
+  TempDir tmp;
+  fs::path dir = copy_fixture(kFixture, tmp);
+  const fs::path weights = dir / "model.safetensors";
+  test::write_bytes(weights, test::read_bytes(weights).substr(0, 5));
+  EXPECT_THAT(load_error(dir), AllOf(HasSubstr(weights.string()), HasSubstr("truncated")));
+}
+
+TEST(LoadErrors, SafetensorsTruncatedMidData) {
+  TempDir tmp;
+  fs::path dir = copy_fixture(kFixture, tmp);
+  const fs::path weights = dir / "model.safetensors";
+  const std::string bytes = test::read_bytes(weights);
+  test::write_bytes(weights, bytes.substr(0, bytes.size() - 100));
+  // The last tensor in the file (256 bytes) now runs past its end.
+  EXPECT_THAT(load_error(dir), AllOf(HasSubstr(weights.string()), HasSubstr("model.norm.weight"),
+                                     HasSubstr("outside the")));
+}
+
+TEST(LoadErrors, SafetensorsHeaderLengthBeyondTheFile) {
+  TempDir tmp;
+  fs::path dir = copy_fixture(kFixture, tmp);
+  const fs::path weights = dir / "model.safetensors";
+  test::write_bytes(weights, test::read_bytes(weights).substr(0, 8 + 1000));  // cut inside the header
+  EXPECT_THAT(load_error(dir), AllOf(HasSubstr(weights.string()), HasSubstr("beyond the end")));
+}
+
+TEST(LoadErrors, SafetensorsInvalidHeaderJson) {
+  TempDir tmp;
+  fs::path dir = copy_fixture(kFixture, tmp);
+  const fs::path weights = dir / "model.safetensors";
+  auto parts = test::SafetensorsParts::read(weights);
+  std::string header = parts.header.dump();
+  header.pop_back();  // drop the closing brace
+  test::write_safetensors(weights, header, parts.data);
+  EXPECT_THAT(load_error(dir), AllOf(HasSubstr(weights.string()), HasSubstr("invalid header JSON")));
+}
+
+TEST(LoadErrors, TensorOffsetsOutsideTheDataSection) {
+  TempDir tmp;
+  fs::path dir = copy_fixture(kFixture, tmp);
+  const fs::path weights = dir / "model.safetensors";
+  const std::string name = "model.layers.1.self_attn.k_proj.weight";
+  edit_safetensors_header(weights, [&](json& h) {
+    const uint64_t end = h["model.norm.weight"]["data_offsets"][1].get<uint64_t>();
+    h[name]["data_offsets"] = {end, end + 16 * 64 * 4};
+  });
+  EXPECT_THAT(load_error(dir), AllOf(HasSubstr(weights.string()), HasSubstr(name), HasSubstr("outside the")));
+}
+
+TEST(LoadErrors, OverlappingTensors) {
+  TempDir tmp;
+  fs::path dir = copy_fixture(kFixture, tmp);
+  const fs::path weights = dir / "model.safetensors";
+  const std::string q = "model.layers.0.self_attn.q_proj.weight", o = "model.layers.0.self_attn.o_proj.weight";
+  // Both are (64, 64) f32: o_proj now aliases q_proj's bytes.
+  edit_safetensors_header(weights, [&](json& h) { h[o]["data_offsets"] = h[q]["data_offsets"]; });
+  EXPECT_THAT(load_error(dir), AllOf(HasSubstr(weights.string()), HasSubstr(o), HasSubstr(q), HasSubstr("overlap")));
+}
+
+TEST(LoadErrors, WeightWithANonFloatDtype) {
+  TempDir tmp;
+  // I32 has the f32 byte count, so only the dtype is wrong.
+  fs::path dir = copy_fixture(kFixture, tmp, "i32");
+  const std::string up = "model.layers.1.mlp.up_proj.weight";
+  edit_safetensors_header(dir / "model.safetensors", [&](json& h) { h[up]["dtype"] = "I32"; });
+  EXPECT_THAT(load_error(dir),
+              AllOf(HasSubstr((dir / "model.safetensors").string()), HasSubstr(up), HasSubstr("I32")));
+
+  // F64 needs twice the bytes: the norm weight moves to 512 new bytes at the end of the data.
+  dir = copy_fixture(kFixture, tmp, "f64");
+  const fs::path weights = dir / "model.safetensors";
+  auto parts = test::SafetensorsParts::read(weights);
+  const uint64_t end = parts.data.size();
+  parts.header["model.norm.weight"]["dtype"] = "F64";
+  parts.header["model.norm.weight"]["data_offsets"] = {end, end + 64 * 8};
+  parts.data.append(64 * 8, '\0');
+  parts.write(weights);
+  EXPECT_THAT(load_error(dir), AllOf(HasSubstr(weights.string()), HasSubstr("model.norm.weight"), HasSubstr("F64")));
+}
+
+TEST(LoadErrors, ConfigShapeDisagreesWithTensors) {
+  TempDir tmp;
+  fs::path dir = copy_fixture(kFixture, tmp);
+  edit_json_file(dir / "config.json", [](json& c) { c["intermediate_size"] = 96; });
+  EXPECT_THAT(load_error(dir),
+              AllOf(HasSubstr((dir / "model.safetensors").string()), HasSubstr("model.layers.0.mlp.gate_proj.weight"),
+                    HasSubstr("[64, 64]"), HasSubstr("[96, 64]")));
+}
+
+TEST(LoadErrors, ConfigDimensionsWhoseProductOverflows) {
+  TempDir tmp;
+  fs::path dir = copy_fixture(kFixture, tmp);
+  edit_json_file(dir / "config.json", [](json& c) { c["head_dim"] = int64_t{1} << 62; });  // × 8 heads
+  EXPECT_THAT(load_error(dir), AllOf(HasSubstr((dir / "config.json").string()), HasSubstr("head_dim"),
+                                     HasSubstr("overflows")));
+}
+
+TEST(LoadErrors, TensorShapeDisagreesWithConfig) {
+  TempDir tmp;
+  fs::path dir = copy_fixture(kFixture, tmp);
+  const std::string k = "model.layers.1.self_attn.k_proj.weight";
+  // (16, 64) → (64, 16): same bytes, transposed shape.
+  edit_safetensors_header(dir / "model.safetensors", [&](json& h) { h[k]["shape"] = {64, 16}; });
+  EXPECT_THAT(load_error(dir), AllOf(HasSubstr((dir / "model.safetensors").string()), HasSubstr(k),
+                                     HasSubstr("[64, 16]"), HasSubstr("[16, 64]")));
+}
+
+TEST(LoadErrors, MissingTensor) {
+  TempDir tmp;
+  fs::path dir = copy_fixture(kFixture, tmp);
+  const std::string v = "model.layers.1.self_attn.v_proj.weight";
+  edit_safetensors_header(dir / "model.safetensors", [&](json& h) { h.erase(v); });
+  EXPECT_THAT(load_error(dir), AllOf(HasSubstr(dir.string()), HasSubstr(v), HasSubstr("missing")));
+
+  // An untied model needs lm_head.weight.
+  dir = copy_fixture("llama_mha", tmp);
+  edit_safetensors_header(dir / "model.safetensors", [&](json& h) { h.erase("lm_head.weight"); });
+  EXPECT_THAT(load_error(dir), AllOf(HasSubstr(dir.string()), HasSubstr("'lm_head.weight'")));
+}
+
+TEST(LoadErrors, ShardedIndexNamesAMissingShard) {
+  TempDir tmp;
+  fs::path dir = copy_fixture("llama_sharded", tmp);
+  const fs::path shard = dir / "model-00002-of-00003.safetensors";
+  fs::remove(shard);
+  EXPECT_THAT(load_error(dir), HasSubstr(shard.string()));
+}
+
+TEST(LoadErrors, ShardedIndexListsATensorTheShardLacks) {
+  TempDir tmp;
+  // The index names a tensor that no shard holds.
+  fs::path dir = copy_fixture("llama_sharded", tmp, "extra");
+  edit_json_file(dir / "model.safetensors.index.json",
+                 [](json& i) { i["weight_map"]["model.layers.0.ghost.weight"] = "model-00001-of-00003.safetensors"; });
+  EXPECT_THAT(load_error(dir), AllOf(HasSubstr((dir / "model-00001-of-00003.safetensors").string()),
+                                     HasSubstr("model.layers.0.ghost.weight"), HasSubstr("index.json")));
+
+  // A shard lost a tensor the index still places there.
+  dir = copy_fixture("llama_sharded", tmp, "lost");
+  const fs::path shard = dir / "model-00003-of-00003.safetensors";
+  edit_safetensors_header(shard, [](json& h) { h.erase("lm_head.weight"); });
+  EXPECT_THAT(load_error(dir), AllOf(HasSubstr(shard.string()), HasSubstr("lm_head.weight")));
+}
+
+TEST(LoadErrors, ShardedIndexNamingAPathOutsideTheDirectory) {
+  TempDir tmp;
+  fs::path dir = copy_fixture("llama_sharded", tmp);
+  edit_json_file(dir / "model.safetensors.index.json",
+                 [](json& i) { i["weight_map"]["lm_head.weight"] = "../llama_mha/model.safetensors"; });
+  EXPECT_THAT(load_error(dir), AllOf(HasSubstr("model.safetensors.index.json"), HasSubstr("lm_head.weight"),
+                                     HasSubstr("../llama_mha/model.safetensors")));
+}
+
+TEST(LoadErrors, CudaIsRefusedClearly) {
+  const fs::path dir = test::fixture_dir(kFixture);
+  EXPECT_THAT(load_error(dir, {.device = Device::CUDA}), AllOf(HasSubstr(dir.string()), HasSubstr("CUDA")));
+}
+
+// ---- run-time errors: the cache is left as it was ----
+
+// The K and V of the filled positions of every layer and KV head.
+std::vector<std::byte> filled_kv(const KvCache& kv) {
+  std::vector<std::byte> out;
+  const size_t n = static_cast<size_t>(kv.size() * kv.head_dim()) * dtype_size(kv.dtype());
+  for (int64_t l = 0; l < kv.num_layers(); ++l)
+    for (int64_t h = 0; h < kv.num_kv_heads(); ++h)
+      for (const std::byte* p : {kv.k(l, h), kv.v(l, h)}) out.insert(out.end(), p, p + n);
+  return out;
+}
+
+class RunErrors : public ::testing::Test {
+ protected:
+  std::shared_ptr<const Model> model_ = Model::load(test::fixture_dir("llama_mha"));
+  test::Reference ref_{"llama_mha"};  // prompt of 7 ids
+  std::span<const int32_t> prompt(size_t n) const { return {ref_.prompt_ids.data(), n}; }
+};
+
+TEST_F(RunErrors, PromptLongerThanRemainingCapacity) {
+  KvCache kv(*model_, 9);
+  Session s(model_);
+  s.prefill(kv, prompt(5));
+  const auto before = filled_kv(kv);
+
+  EXPECT_THAT(error_of([&] { s.prefill(kv, prompt(7)); }),
+              AllOf(HasSubstr("7 tokens"), HasSubstr("4 of 9 positions")));
+  EXPECT_EQ(kv.size(), 5);
+  EXPECT_EQ(filled_kv(kv), before);
+
+  // The next valid step sees exactly the cache a fresh run builds.
+  auto logits = s.decode(kv, ref_.prompt_ids[5]);
+  const std::vector<float> after_error(logits.begin(), logits.end());
+  KvCache fresh_kv(*model_, 9);
+  Session fresh(model_);
+  fresh.prefill(fresh_kv, prompt(5));
+  logits = fresh.decode(fresh_kv, ref_.prompt_ids[5]);
+  const std::vector<float> expected(logits.begin(), logits.end());
+  EXPECT_EQ(after_error, expected);  // bit for bit
+  EXPECT_EQ(filled_kv(kv), filled_kv(fresh_kv));
+
+  // A full cache refuses one more token the same way.
+  s.prefill(kv, prompt(3));
+  ASSERT_EQ(kv.remaining(), 0);
+  EXPECT_THAT(error_of([&] { s.decode(kv, 1); }), HasSubstr("0 of 9 positions"));
+  EXPECT_EQ(kv.size(), 9);
+}
+
+TEST_F(RunErrors, TokenIdOutsideTheVocabulary) {
+  KvCache kv(*model_, 16);
+  Session s(model_);
+  const std::vector<int32_t> ids = {3, 128, 5};
+  EXPECT_THAT(error_of([&] { s.prefill(kv, ids); }),
+              AllOf(HasSubstr("token id 128"), HasSubstr("index 1"), HasSubstr("size 128")));
+  EXPECT_THAT(error_of([&] { s.decode(kv, -1); }), HasSubstr("token id -1"));
+  EXPECT_EQ(kv.size(), 0);
+  EXPECT_THAT(error_of([&] { s.prefill(kv, std::span<const int32_t>{}); }), HasSubstr("empty"));
+}
+
+TEST_F(RunErrors, KvCacheOfAnotherModel) {
+  auto other = Model::load(test::fixture_dir(kFixture));  // 2 KV heads × 8, not 4 × 16
+  KvCache kv(*other, 16);
+  Session s(model_);
+  EXPECT_THAT(error_of([&] { s.prefill(kv, prompt(3)); }),
+              AllOf(HasSubstr("KV cache"), HasSubstr("2 KV heads × head_dim 8"), HasSubstr("4 × 16")));
+  EXPECT_EQ(kv.size(), 0);
+}
+
+}  // namespace
+}  // namespace kvinfer
