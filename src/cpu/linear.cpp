@@ -4,6 +4,10 @@
 
 namespace kvinfer::cpu {
 
+namespace {
+constexpr double kParallelMinMacs = 1 << 20;
+}  // namespace
+
 float dot(const float* a, const float* b, int64_t n) {
   float acc[8] = {};
   int64_t i = 0;
@@ -18,8 +22,10 @@ void linear(const Linear& layer, const float* x, int64_t n, float* y) {
   const int64_t in = w.cols, out = w.rows;
   const size_t row_bytes = static_cast<size_t>(in) * dtype_size(w.dtype);
   // Each weight row is widened once and reused by all n input rows; every y element is one
-  // dot() call, so the result does not depend on n.
-#pragma omp parallel
+  // dot() call, so the result does not depend on n (nor on the thread count). Small products
+  // stay on one thread: waking (and spinning) a team costs more than they do.
+  const bool parallel = static_cast<double>(n) * static_cast<double>(in) * static_cast<double>(out) >= kParallelMinMacs;
+#pragma omp parallel if (parallel)
   {
     std::vector<float> row(w.dtype == DType::F32 ? 0 : static_cast<size_t>(in));  // (in)
 #pragma omp for schedule(static)
