@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# kvinfer quick start, step 1: install the Debian packages the build needs, configure and build
+# into build/ (Release; the CUDA backend too when nvcc is available), then run the main job:
+# greedy generation with a committed test model.
+#
+#   tools/setup.sh                     everything (as root on a fresh Debian 12, or with the packages present)
+#   tools/setup.sh --deps-only         only the Debian packages
+#   tools/setup.sh --no-run            packages, configure and build; skip the main job
+#   tools/setup.sh -- -DKVINFER_WERROR=ON   extra arguments after -- go to the CMake configure step
+#
+# KVINFER_BUILD_DIR chooses the build directory (default: <repo>/build). Safe to run again:
+# installed packages are not reinstalled and the build is incremental.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${KVINFER_BUILD_DIR:-$ROOT/build}"
+JOBS="$(nproc 2>/dev/null || echo 2)"
+
+# The one list of Debian (bookworm) packages kvinfer builds with; .ci/run installs it through
+# --deps-only. The CUDA toolkit is optional and not installed here.
+PACKAGES=(cmake g++ make libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
+          libcli11-dev)
+
+say() { printf '[setup] %s\n' "$*"; }
+die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
+
+usage() { sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+
+deps_only=0 run_job=1
+cmake_extra=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --deps-only) deps_only=1 ;;
+    --no-run) run_job=0 ;;
+    -h | --help) usage; exit 0 ;;
+    --) shift; cmake_extra=("$@"); break ;;
+    *) usage >&2; die "unknown argument '$1'" ;;
+  esac
+  shift
+done
+
+install_packages() {
+  local missing=() p
+  for p in "${PACKAGES[@]}"; do
+    if [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" != "install ok installed" ]]; then
+      missing+=("$p")
+    fi
+  done
+  if [[ ${#missing[@]} -eq 0 ]]; then
+    say "Debian packages: all ${#PACKAGES[@]} present"
+    return
+  fi
+  say "Debian packages to install: ${missing[*]}"
+  local sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || die "not root and no sudo: install these packages first: ${missing[*]}"
+    sudo=(sudo)
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update
+  "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+# Prints the nvcc to use, or nothing. CMake finds nvcc on PATH by itself; the toolkit's usual
+# home is not on PATH by default, so point CMake at it explicitly.
+find_nvcc() {
+  if command -v nvcc >/dev/null; then
+    command -v nvcc
+  elif [[ -x /usr/local/cuda/bin/nvcc ]]; then
+    echo /usr/local/cuda/bin/nvcc
+  fi
+}
+
+configure_and_build() {
+  local args=(-S "$ROOT" -B "$BUILD_DIR")
+  local nvcc cached_nvcc="" mode="" a
+  if [[ -f "$BUILD_DIR/CMakeCache.txt" ]]; then
+    cached_nvcc="$(sed -n 's/^CMAKE_CUDA_COMPILER:[A-Z]*=//p' "$BUILD_DIR/CMakeCache.txt")"
+    mode="$(sed -n 's/^KVINFER_CUDA:[A-Z]*=//p' "$BUILD_DIR/CMakeCache.txt")"
+  else
+    args+=(-DCMAKE_BUILD_TYPE=Release)  # an existing build directory keeps its own
+  fi
+  for a in "${cmake_extra[@]}"; do
+    if [[ "$a" =~ ^-DKVINFER_CUDA(:[A-Z]+)?=(.*)$ ]]; then mode="${BASH_REMATCH[2]}"; fi
+  done
+  nvcc="$(find_nvcc)"
+  if [[ "$mode" == OFF ]]; then
+    say "CUDA: KVINFER_CUDA=OFF; building the CPU backend only"
+  elif [[ -n "$nvcc" ]]; then
+    say "CUDA: nvcc $("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p') at $nvcc; the CUDA sources build with it (no GPU needed)"
+    # Only when CMake has no compiler yet: changing it on a configured tree would wipe the cache.
+    if [[ -z "$cached_nvcc" || "$cached_nvcc" == *NOTFOUND ]]; then
+      args+=(-DCMAKE_CUDA_COMPILER="$nvcc")
+    fi
+  else
+    say "CUDA: no nvcc on PATH or in /usr/local/cuda/bin; building the CPU backend only"
+  fi
+  say "configuring $BUILD_DIR"
+  cmake "${args[@]}" "${cmake_extra[@]}"
+  say "building $BUILD_DIR with $JOBS jobs"
+  cmake --build "$BUILD_DIR" -j "$JOBS"
+}
+
+# The main job. Until a real default model arrives (GGUF), it runs the committed fixture
+# tests/data/models/llama_gqa4 (a tiny random-weight Llama with GQA, made by HF transformers) on
+# its reference prompt. --ignore-eos because HF's reference run never stops at EOS (this model's
+# eos ids are [1, 2]; id 1 is its 27th token), so all 32 ids can be compared.
+run_main_job() {
+  local generate="$BUILD_DIR/examples/kvinfer-generate"
+  local model="$ROOT/tests/data/models/llama_gqa4"
+  # prompt_ids and greedy_ids of tests/data/models/llama_gqa4/reference.safetensors
+  local prompt="0,4,6,16,58,102,101,80,1"
+  local expected="11 88 88 124 58 4 16 73 124 42 35 42 42 122 122 122 122 122 24 88 50 51 42 42 42 42 1 3 3 127 109 10"
+  [[ -x "$generate" ]] || die "$generate was not built (configured with -DKVINFER_EXAMPLES=OFF?)"
+  say "main job: $generate -m $model --ids $prompt -n 32 --ignore-eos"
+  local out
+  out="$("$generate" -m "$model" --ids "$prompt" -n 32 --ignore-eos)"
+  out="$(echo "$out" | xargs)"  # trim the trailing space and newline
+  echo "generated ids: $out"
+  if [[ "$out" != "$expected" ]]; then
+    echo "expected ids:  $expected" >&2
+    die "the generated ids differ from HF transformers' greedy continuation"
+  fi
+  say "identical to HF transformers' greedy continuation in the fixture's reference.safetensors"
+}
+
+install_packages
+[[ $deps_only -eq 1 ]] && exit 0
+configure_and_build
+if [[ $run_job -eq 1 ]]; then
+  run_main_job
+  say "done. Next: tools/test.sh"
+fi
