@@ -51,14 +51,15 @@ class LinearTest : public ::testing::TestWithParam<DType> {};
 TEST_P(LinearTest, MatchesDoubleReferenceWithBias) {
   const int64_t n = 5, in = 37, out = 19;
   StoredMatrix w(GetParam(), out, in, 1);
-  Linear layer{w.m, randn(static_cast<size_t>(out), 2)};
+  auto bias = randn(static_cast<size_t>(out), 2);
+  Linear layer{w.m, Vector{bias.data(), out}};
   auto x = randn(static_cast<size_t>(n * in), 3);
   std::vector<float> y(static_cast<size_t>(n * out), std::nanf(""));  // poisoned
   cpu::linear(layer, x.data(), n, y.data());
   std::vector<double> want(y.size());
   for (int64_t t = 0; t < n; ++t)
     for (int64_t o = 0; o < out; ++o) {
-      double acc = layer.bias[static_cast<size_t>(o)];
+      double acc = bias[static_cast<size_t>(o)];
       for (int64_t i = 0; i < in; ++i)
         acc += static_cast<double>(x[static_cast<size_t>(t * in + i)]) * w.values[static_cast<size_t>(o * in + i)];
       want[static_cast<size_t>(t * out + o)] = acc;

@@ -35,7 +35,7 @@ void linear(const Linear& layer, const float* x, int64_t n, float* y) {
         to_f32(w.dtype, w.data + static_cast<size_t>(o) * row_bytes, row.data(), in);
         wrow = row.data();
       }
-      const float b = layer.bias.empty() ? 0.0f : layer.bias[static_cast<size_t>(o)];
+      const float b = layer.bias.empty() ? 0.0f : layer.bias.data[o];
       for (int64_t t = 0; t < n; ++t) {
         float acc = dot(x + t * in, wrow, in);
         y[t * out + o] = layer.bias.empty() ? acc : acc + b;

@@ -39,18 +39,18 @@ std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights&
   for (int64_t l = 0; l < cfg.num_layers; ++l) {
     const LayerWeights& L = w.layers[static_cast<size_t>(l)];
     // Self-attention block.
-    cpu::rms_norm(x, L.attn_norm.data(), n, hidden, eps, h);
+    cpu::rms_norm(x, L.attn_norm.data, n, hidden, eps, h);
     cpu::linear(L.q, h, n, q);
     cpu::linear(L.k, h, n, k);
     cpu::linear(L.v, h, n, v);
-    cpu::rope(q, n, heads, hd, start, w.rope_inv_freq.data());
-    cpu::rope(k, n, kvh, hd, start, w.rope_inv_freq.data());
+    cpu::rope(q, n, heads, hd, start, w.rope_inv_freq.data);
+    cpu::rope(k, n, kvh, hd, start, w.rope_inv_freq.data);
     cpu::store_kv(kv, l, start, n, k, v);
     cpu::attention(kv, l, q, n, start, heads, window, att);
     cpu::linear(L.o, att, n, h);
     cpu::add(x, h, n * hidden);
     // Feed-forward block (SwiGLU).
-    cpu::rms_norm(x, L.ffn_norm.data(), n, hidden, eps, h);
+    cpu::rms_norm(x, L.ffn_norm.data, n, hidden, eps, h);
     cpu::linear(L.gate, h, n, gate);
     cpu::linear(L.up, h, n, up);
     cpu::silu_mul(gate, up, gate, n * inter);
@@ -62,7 +62,7 @@ std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights&
   // Only the rows whose logits are wanted go through the final norm and the LM head.
   const int64_t first = which == Logits::All ? 0 : n - 1;
   const int64_t rows = n - first;
-  cpu::rms_norm(x + first * hidden, w.final_norm.data(), rows, hidden, eps, h);
+  cpu::rms_norm(x + first * hidden, w.final_norm.data, rows, hidden, eps, h);
   float* logits = sized(s.logits, rows * vocab);  // (rows, vocab)
   cpu::linear(w.lm_head, h, rows, logits);
   return {logits, static_cast<size_t>(rows * vocab)};

@@ -1,5 +1,7 @@
 // Model::load for HF directories: maps the checkpoint, checks every tensor against the config
 // and binds the weights in their stored dtype.
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <fmt/std.h>
@@ -15,9 +17,20 @@ namespace kvinfer {
 
 namespace {
 
+// What a loaded model keeps alive: the mapped checkpoint and the f32 vectors made from it.
+struct HostStorage {
+  std::shared_ptr<const HfCheckpoint> checkpoint;
+  std::vector<std::unique_ptr<float[]>> vectors;
+  Vector add(std::vector<float> values) {
+    vectors.push_back(std::make_unique<float[]>(values.size()));
+    std::copy(values.begin(), values.end(), vectors.back().get());
+    return Vector{vectors.back().get(), static_cast<int64_t>(values.size())};
+  }
+};
+
 class Binder {
  public:
-  explicit Binder(const HfCheckpoint& ckpt) : ckpt_(ckpt) {}
+  Binder(const HfCheckpoint& ckpt, HostStorage& storage) : ckpt_(ckpt), storage_(storage) {}
 
   const TensorView& shaped(const std::string& name, std::vector<int64_t> shape) const {
     const TensorView& t = ckpt_.get(name);
@@ -30,11 +43,11 @@ class Binder {
     const TensorView& t = shaped(name, {rows, cols});
     return Matrix{t.float_dtype(), t.data, rows, cols};
   }
-  std::vector<float> vector(const std::string& name, int64_t n) const {
+  Vector vector(const std::string& name, int64_t n) const {
     const TensorView& t = shaped(name, {n});
     std::vector<float> out(static_cast<size_t>(n));
     cpu::to_f32(t.float_dtype(), t.data, out.data(), n);
-    return out;
+    return storage_.add(std::move(out));
   }
   Linear linear(const std::string& prefix, int64_t out, int64_t in, bool bias) const {
     Linear l{matrix(prefix + ".weight", out, in), {}};
@@ -44,6 +57,7 @@ class Binder {
 
  private:
   const HfCheckpoint& ckpt_;
+  HostStorage& storage_;
 };
 
 std::vector<float> rope_inv_freq(const ModelConfig& c) {
@@ -76,10 +90,12 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path, cons
     throw Error(fmt::format("{}: num_attention_heads ({}) × head_dim ({}) overflows 64 bits", path / "config.json",
                             c.num_heads, c.head_dim));
   const int64_t hidden = c.hidden_size, kv_dim = c.num_kv_heads * c.head_dim;  // kv heads <= heads
-  Binder bind(*ckpt);
+  auto storage = std::make_shared<HostStorage>();
+  storage->checkpoint = ckpt;
+  Binder bind(*ckpt, *storage);
 
   auto w = std::make_unique<ModelWeights>();
-  w->storage = ckpt;
+  w->storage = storage;
   w->embed = bind.matrix("model.embed_tokens.weight", c.vocab_size, hidden);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
@@ -97,7 +113,7 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path, cons
   }
   w->final_norm = bind.vector("model.norm.weight", hidden);
   w->lm_head.weight = c.tie_word_embeddings ? w->embed : bind.matrix("lm_head.weight", c.vocab_size, hidden);
-  w->rope_inv_freq = rope_inv_freq(c);
+  w->rope_inv_freq = storage->add(rope_inv_freq(c));
   return std::make_shared<const Model>(c, std::move(w), Device::CPU);
 }
 

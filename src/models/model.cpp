@@ -6,7 +6,7 @@ namespace kvinfer {
 
 namespace {
 uint64_t count_bytes(const ModelWeights& w, bool tied) {
-  auto vec = [](const std::vector<float>& v) { return static_cast<uint64_t>(v.size()) * sizeof(float); };
+  auto vec = [](const Vector& v) { return v.bytes(); };
   auto lin = [&](const Linear& l) { return l.weight.bytes() + vec(l.bias); };
   uint64_t b = w.embed.bytes() + vec(w.final_norm) + (tied ? 0 : w.lm_head.weight.bytes());
   for (const LayerWeights& L : w.layers)

@@ -1,5 +1,7 @@
 #pragma once
 // The weights of a decoder-only transformer of the Llama family, as the forward pass sees them.
+// Every pointer lives on the model's device: in the mapped checkpoint (or host memory) for the
+// CPU, in device memory for CUDA (see src/cuda/upload.cpp).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -12,31 +14,56 @@ namespace kvinfer {
 // A (rows, cols) row-major matrix in its stored dtype: HF Linear weights are (out, in).
 struct Matrix {
   DType dtype = DType::F32;
-  const std::byte* data = nullptr;  // into a mapped checkpoint
+  const std::byte* data = nullptr;
   int64_t rows = 0, cols = 0;
   uint64_t bytes() const { return static_cast<uint64_t>(rows * cols) * dtype_size(dtype); }
 };
 
-// A linear layer y = x·Wᵀ + b; bias is empty when the layer has none.
+// An f32 vector (norm weights, biases, rope frequencies); empty when absent.
+struct Vector {
+  const float* data = nullptr;
+  int64_t n = 0;
+  bool empty() const { return n == 0; }
+  uint64_t bytes() const { return static_cast<uint64_t>(n) * sizeof(float); }
+};
+
+// A linear layer y = x·Wᵀ + b.
 struct Linear {
   Matrix weight;
-  std::vector<float> bias;  // (out) or empty
+  Vector bias;  // (out) or empty
 };
 
 struct LayerWeights {
-  std::vector<float> attn_norm;  // (hidden)
-  Linear q, k, v, o;             // (heads·hd, hidden), (kv·hd, hidden) ×2, (hidden, heads·hd)
-  std::vector<float> ffn_norm;   // (hidden)
-  Linear gate, up, down;         // (inter, hidden) ×2, (hidden, inter)
+  Vector attn_norm;       // (hidden)
+  Linear q, k, v, o;      // (heads·hd, hidden), (kv·hd, hidden) ×2, (hidden, heads·hd)
+  Vector ffn_norm;        // (hidden)
+  Linear gate, up, down;  // (inter, hidden) ×2, (hidden, inter)
 };
 
 struct ModelWeights {
-  std::shared_ptr<const void> storage;  // keeps the mapped files alive
+  std::shared_ptr<const void> storage;  // owns what the pointers point into
   Matrix embed;                         // (vocab, hidden)
   std::vector<LayerWeights> layers;     // (num_layers)
-  std::vector<float> final_norm;        // (hidden)
+  Vector final_norm;                    // (hidden)
   Linear lm_head;                       // (vocab, hidden), no bias; the embedding when tied
-  std::vector<float> rope_inv_freq;     // (head_dim / 2), scaling applied
+  Vector rope_inv_freq;                 // (head_dim / 2), scaling applied
 };
+
+// Calls f(Matrix&) or f(Vector&) for every tensor of w (the tied LM head too).
+template <typename F>
+void for_each_tensor(ModelWeights& w, F&& f) {
+  f(w.embed);
+  for (LayerWeights& L : w.layers) {
+    f(L.attn_norm);
+    for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
+      f(l->weight);
+      f(l->bias);
+    }
+    f(L.ffn_norm);
+  }
+  f(w.final_norm);
+  f(w.lm_head.weight);
+  f(w.rope_inv_freq);
+}
 
 }  // namespace kvinfer
