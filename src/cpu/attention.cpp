@@ -2,6 +2,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/online_softmax.h"
 #include "cpu/cpu_ops.h"
 
 namespace kvinfer::cpu {
@@ -22,7 +23,9 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
   const int64_t hd = kv.head_dim();
   const int64_t group = heads / kv.num_kv_heads();
   const size_t row_bytes = static_cast<size_t>(hd) * dtype_size(kv.dtype());
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // Scores in the base-2 domain (kernels/core/online_softmax.h, shared with the CUDA kernels):
+  // exp(q·k / sqrt(hd) - max) = exp2(s - max) with s = q·k · scale.
+  const float scale = core::kLog2e / std::sqrt(static_cast<float>(hd));
   std::vector<float> scores(static_cast<size_t>(start + n));  // (positions)
   std::vector<float> row(static_cast<size_t>(hd));             // (head_dim) one widened K or V row
   for (int64_t t = 0; t < n; ++t) {
@@ -32,24 +35,28 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
       const int64_t g = h / group;
       const float* qh = q + (t * heads + h) * hd;
       float* oh = out + (t * heads + h) * hd;
-      // Scores in position order, then softmax (max-subtracted) and the weighted sum of V rows,
-      // all in the same order for every call: results do not depend on n.
-      float max_score = -INFINITY;
+      // One block of all positions, in position order: scores and their max, the weights and
+      // their sum, then the weighted sum of V rows. Nothing depends on n.
+      float block_max = -INFINITY;
       for (int64_t j = first; j <= pos; ++j) {
         to_f32(kv.dtype(), kv.k(layer, g) + static_cast<size_t>(j) * row_bytes, row.data(), hd);
         float s = dot(qh, row.data(), hd) * scale;
         scores[static_cast<size_t>(j)] = s;
-        max_score = std::max(max_score, s);
+        block_max = std::max(block_max, s);
       }
+      core::OnlineSoftmax softmax;
+      softmax.rescale(block_max);
       float sum = 0.0f;
       for (int64_t j = first; j <= pos; ++j) {
-        float e = std::exp(scores[static_cast<size_t>(j)] - max_score);
-        scores[static_cast<size_t>(j)] = e;
-        sum += e;
+        float w = softmax.weight(scores[static_cast<size_t>(j)]);
+        scores[static_cast<size_t>(j)] = w;
+        sum += w;
       }
+      softmax.add(sum);
+      const float inv_sum = softmax.inv_sum();
       std::fill(oh, oh + hd, 0.0f);
       for (int64_t j = first; j <= pos; ++j) {
-        const float p = scores[static_cast<size_t>(j)] / sum;
+        const float p = scores[static_cast<size_t>(j)] * inv_sum;
         to_f32(kv.dtype(), kv.v(layer, g) + static_cast<size_t>(j) * row_bytes, row.data(), hd);
         for (int64_t d = 0; d < hd; ++d) oh[d] += p * row[static_cast<size_t>(d)];
       }
