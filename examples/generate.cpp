@@ -38,7 +38,7 @@ std::vector<int32_t> parse_ids(const std::string& text) {
 
 int main(int argc, char** argv) {
   CLI::App app{"kvinfer-generate: greedy generation from token ids with a HF model directory"};
-  std::string model_dir, ids_text, kv_dtype = "auto";
+  std::string model_dir, ids_text, kv_dtype = "auto", device = "auto";
   int64_t max_new = 32, ctx = 0;
   bool no_cache = false, ignore_eos = false;
   app.add_option("-m,--model", model_dir, "HF model directory (config.json + *.safetensors)")->required();
@@ -47,13 +47,19 @@ int main(int argc, char** argv) {
   app.add_option("-c,--ctx", ctx, "KV cache capacity in tokens (0: prompt + max new tokens)")->capture_default_str();
   app.add_option("--kv-dtype", kv_dtype, "KV cache element type: auto (the weights' dtype), f32, f16, bf16")
       ->capture_default_str();
+  app.add_option("--device", device, "where the forward pass runs: auto (a CUDA GPU if present), cpu, cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
   app.add_flag("--no-kv-cache", no_cache, "recompute the whole sequence every step (cache-off baseline)");
   app.add_flag("--ignore-eos", ignore_eos, "do not stop at the model's EOS ids");
   CLI11_PARSE(app, argc, argv);
 
   try {
     const std::vector<int32_t> prompt = parse_ids(ids_text);
-    auto model = kvinfer::Model::load(model_dir);
+    const kvinfer::Device dev = device == "cpu"    ? kvinfer::Device::CPU
+                                : device == "cuda" ? kvinfer::Device::CUDA
+                                                   : kvinfer::Device::Auto;
+    auto model = kvinfer::Model::load(model_dir, {.device = dev});
     const int64_t capacity = ctx > 0 ? ctx : static_cast<int64_t>(prompt.size()) + max_new;
     std::optional<kvinfer::DType> dtype;
     if (kv_dtype != "auto") dtype = kvinfer::parse_dtype(kv_dtype);
@@ -72,8 +78,9 @@ int main(int argc, char** argv) {
     std::printf("\n");
     const double decode_steps = static_cast<double>(result.tokens.size()) - 1.0;
     std::fprintf(stderr,
-                 "prompt %lld tokens, generated %zu (stop: %s), kv cache %s %s (%llu bytes), prefill %.3f s "
+                 "%s: prompt %lld tokens, generated %zu (stop: %s), kv cache %s %s (%llu bytes), prefill %.3f s "
                  "(%.1f tok/s), decode %.1f tok/s\n",
+                 std::string(kvinfer::device_name(model->device())).c_str(),
                  static_cast<long long>(result.prompt_tokens), result.tokens.size(),
                  std::string(kvinfer::stop_reason_name(result.stop)).c_str(), no_cache ? "off" : "on",
                  std::string(kvinfer::dtype_name(kv.dtype())).c_str(), static_cast<unsigned long long>(kv.bytes()),

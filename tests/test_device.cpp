@@ -15,16 +15,30 @@ TEST(Device, CountNeverThrowsAndIsStable) {
   if (n == 0) std::printf("no CUDA device here: device discovery reported 0 without crashing\n");
 }
 
-TEST(Device, AutoRunsOnTheCpuAndCudaIsRefusedClearly) {
+TEST(Device, AutoPicksCudaExactlyWhenADeviceExists) {
+  const bool has_device = cuda_device_count() > 0;
   auto model = Model::load(test::model_dir("llama_mha"), {.device = Device::Auto});
-  EXPECT_EQ(model->device(), Device::CPU);
+  EXPECT_EQ(model->device(), has_device ? Device::CUDA : Device::CPU);
+  KvCache kv(*model, 8);
+  EXPECT_EQ(kv.device(), model->device());
+  if (has_device) return;
   try {
     Model::load(test::model_dir("llama_mha"), {.device = Device::CUDA});
-    FAIL() << "Device::CUDA should be refused";
+    FAIL() << "Device::CUDA without a device should be refused";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("CPU only"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no CUDA device is usable"), std::string::npos) << e.what();
   }
   EXPECT_EQ(device_name(Device::CUDA), "cuda");
+}
+
+// A session refuses a cache that lives on another device than its model.
+TEST(Device, CacheOnAnotherDeviceIsRefused) {
+  auto model = Model::load(test::model_dir("llama_mha"), {.device = Device::CPU});
+  Session s(model);
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: cannot make a device cache to refuse";
+  KvCache kv(model->config(), 8, DType::F32, Device::CUDA);
+  const int32_t id = 1;
+  EXPECT_THROW(s.prefill(kv, {&id, 1}), Error);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "kvinfer/config.h"
+#include "kvinfer/device.h"
 #include "kvinfer/dtype.h"
 
 namespace kvinfer {
@@ -18,16 +19,18 @@ class Model;
 
 class KvCache {
  public:
-  // A cache for `model`; dtype defaults to the model's weight dtype (as vLLM's "auto").
+  // A cache for `model`, on the model's device; dtype defaults to the model's weight dtype
+  // (as vLLM's "auto"). Throws when the bytes do not fit, naming the bytes needed and free.
   KvCache(const Model& model, int64_t capacity_tokens, std::optional<DType> dtype = std::nullopt);
-  // A cache for any config (no weights needed).
-  KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype);
+  // A cache for any config (no weights needed). device: CPU or CUDA.
+  KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype, Device device = Device::CPU);
 
   int64_t size() const { return size_; }          // positions filled
   int64_t capacity() const { return capacity_; }  // positions it can hold, fixed at creation
   int64_t remaining() const { return capacity_ - size_; }
   uint64_t bytes() const { return bytes_; }  // == plan_kv_bytes(config, capacity, dtype)
   DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
   int64_t num_layers() const { return num_layers_; }
   int64_t num_kv_heads() const { return num_kv_heads_; }
   int64_t head_dim() const { return head_dim_; }
@@ -36,7 +39,8 @@ class KvCache {
   void truncate(int64_t n);
   void clear() { size_ = 0; }
 
-  // Backend access. K (or V) of one layer and KV head: (capacity, head_dim) elements of dtype().
+  // Backend access, pointers on device(). K (or V) of one layer and KV head: (capacity,
+  // head_dim) elements of dtype(); the heads of one layer follow each other.
   std::byte* k(int64_t layer, int64_t kv_head);
   std::byte* v(int64_t layer, int64_t kv_head);
   const std::byte* k(int64_t layer, int64_t kv_head) const;
@@ -49,9 +53,11 @@ class KvCache {
 
   int64_t num_layers_, num_kv_heads_, head_dim_, capacity_;
   DType dtype_;
+  Device device_;
   int64_t size_ = 0;
   uint64_t bytes_ = 0;
-  std::unique_ptr<std::byte[]> data_;  // (layer, {K,V}, kv_head, capacity, head_dim); pages touched on use
+  // (layer, {K,V}, kv_head, capacity, head_dim); host pages are touched only on use.
+  std::unique_ptr<std::byte, void (*)(std::byte*)> data_{nullptr, nullptr};
 };
 
 }  // namespace kvinfer

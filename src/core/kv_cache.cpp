@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "cuda/device_memory.h"
 #include "kvinfer/error.h"
 #include "kvinfer/kv_plan.h"
 #include "kvinfer/model.h"
@@ -11,22 +12,32 @@
 namespace kvinfer {
 
 KvCache::KvCache(const Model& model, int64_t capacity_tokens, std::optional<DType> dtype)
-    : KvCache(model.config(), capacity_tokens, dtype.value_or(model.weight_dtype())) {}
+    : KvCache(model.config(), capacity_tokens, dtype.value_or(model.weight_dtype()), model.device()) {}
 
-KvCache::KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype)
+namespace {
+void free_host(std::byte* p) { delete[] p; }
+void free_device(std::byte* p) { cuda_backend::device_free(p); }
+}  // namespace
+
+KvCache::KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype, Device device)
     : num_layers_(config.num_layers),
       num_kv_heads_(config.num_kv_heads),
       head_dim_(config.head_dim),
       capacity_(capacity_tokens),
-      dtype_(dtype) {
+      dtype_(dtype),
+      device_(device) {
   if (capacity_tokens <= 0) throw Error(fmt::format("KV cache capacity must be positive, got {}", capacity_tokens));
   bytes_ = plan_kv_bytes(config, capacity_tokens, dtype);
+  const std::string what = fmt::format("KV cache of {} tokens ({})", capacity_tokens, dtype_name(dtype));
+  if (device == Device::CUDA) {
+    data_ = {static_cast<std::byte*>(cuda_backend::device_alloc(bytes_, what)), free_device};
+    return;
+  }
+  if (device != Device::CPU) throw Error(what + ": device must be CPU or CUDA");
   // Left uninitialised: positions are written before they are read, and untouched pages
   // cost no memory until the sequence grows into them.
-  data_.reset(new (std::nothrow) std::byte[bytes_]);
-  if (!data_)
-    throw Error(fmt::format("KV cache: cannot allocate {} bytes for {} tokens ({})", bytes_, capacity_tokens,
-                            dtype_name(dtype)));
+  data_ = {new (std::nothrow) std::byte[bytes_], free_host};
+  if (!data_) throw Error(fmt::format("{}: cannot allocate {} bytes of host memory", what, bytes_));
 }
 
 void KvCache::truncate(int64_t n) {

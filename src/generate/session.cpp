@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "cuda/cuda_backend.h"
 #include "kvinfer/error.h"
 #include "models/forward.h"
 
@@ -10,6 +11,12 @@ namespace kvinfer {
 Session::Session(std::shared_ptr<const Model> model)
     : model_(std::move(model)), scratch_(std::make_unique<ForwardScratch>()) {
   if (!model_) throw Error("Session needs a model (got a null pointer)");
+  scratch_->exec.device = model_->device();
+  if (model_->device() == Device::CUDA) {
+    auto context = cuda_backend::create_context();
+    scratch_->exec.cuda = context.get();
+    scratch_->cuda_context = std::move(context);
+  }
 }
 Session::~Session() = default;
 Session::Session(Session&&) noexcept = default;
@@ -28,6 +35,9 @@ std::span<const float> Session::forward(KvCache& kv, std::span<const int32_t> id
                             "({} × {} × {})",
                             kv.num_layers(), kv.num_kv_heads(), kv.head_dim(), c.num_layers, c.num_kv_heads,
                             c.head_dim));
+  if (kv.device() != model_->device())
+    throw Error(fmt::format("KV cache on {} but the model runs on {}", device_name(kv.device()),
+                            device_name(model_->device())));
   if (ids.empty()) throw Error("forward pass over an empty list of token ids");
   const auto n = static_cast<int64_t>(ids.size());
   if (n > kv.remaining())

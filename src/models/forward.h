@@ -1,31 +1,46 @@
 #pragma once
-// The forward pass of the Llama family (Llama, Mistral, Qwen2).
+// The forward pass of the Llama family (Llama, Mistral, Qwen2), on the CPU or CUDA.
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "cuda/device_memory.h"
 #include "kvinfer/config.h"
 #include "kvinfer/kv_cache.h"
 #include "kvinfer/session.h"
 #include "models/weights.h"
+#include "ops/ops.h"
 
 namespace kvinfer {
 
-// Activations of one forward call over n positions; grown on demand, reused across calls.
+// An f32 activation buffer on the session's device, grown on demand, contents not preserved.
+class Activations {
+ public:
+  float* reserve(Device device, int64_t n);
+
+ private:
+  std::vector<float> host_;
+  DeviceBuffer device_;
+};
+
+// Activations of one forward call over n positions; reused across calls.
 struct ForwardScratch {
-  std::vector<float> x;       // (n, hidden) residual stream
-  std::vector<float> h;       // (n, hidden) normed input of a sub-layer / its output
-  std::vector<float> q;       // (n, heads, head_dim)
-  std::vector<float> k;       // (n, kv_heads, head_dim)
-  std::vector<float> v;       // (n, kv_heads, head_dim)
-  std::vector<float> att;     // (n, heads, head_dim)
-  std::vector<float> gate;    // (n, intermediate)
-  std::vector<float> up;      // (n, intermediate)
-  std::vector<float> logits;  // (n or 1, vocab)
+  ops::Exec exec;
+  std::shared_ptr<void> cuda_context;  // owns exec.cuda
+  Activations x;                       // (n, hidden) residual stream
+  Activations h;                       // (n, hidden) normed input of a sub-layer / its output
+  Activations q;                       // (n, heads, head_dim)
+  Activations k;                       // (n, kv_heads, head_dim)
+  Activations v;                       // (n, kv_heads, head_dim)
+  Activations att;                     // (n, heads, head_dim)
+  Activations gate;                    // (n, intermediate)
+  Activations up;                      // (n, intermediate)
+  Activations logits;                  // (rows, vocab) on the device
+  std::vector<float> logits_host;      // (rows, vocab) what the caller reads
 };
 
 // Runs ids at positions kv.size().. through every layer, writes their K/V into kv (and
-// commits them) and returns the logits of the last position or of all positions.
+// commits them) and returns the logits of the last position or of all positions, on the host.
 std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s, KvCache& kv,
                                      std::span<const int32_t> ids, Logits which);
 

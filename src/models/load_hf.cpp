@@ -8,6 +8,7 @@
 
 #include "core/rope.h"
 #include "cpu/cpu_ops.h"
+#include "cuda/cuda_backend.h"
 #include "formats/hf_checkpoint.h"
 #include "kvinfer/error.h"
 #include "kvinfer/model.h"
@@ -16,6 +17,12 @@
 namespace kvinfer {
 
 namespace {
+
+#if defined(KVINFER_WITH_CUDA)
+constexpr bool kWithCuda = true;
+#else
+constexpr bool kWithCuda = false;
+#endif
 
 // What a loaded model keeps alive: the mapped checkpoint and the f32 vectors made from it.
 struct HostStorage {
@@ -78,10 +85,11 @@ std::vector<float> rope_inv_freq(const ModelConfig& c) {
 }  // namespace
 
 std::shared_ptr<const Model> Model::load(const std::filesystem::path& path, const LoadOptions& options) {
-  if (options.device == Device::CUDA)
-    throw Error(fmt::format("{}: Device::CUDA requested, but this version of kvinfer runs the forward pass on the "
-                            "CPU only (use Device::CPU or Device::Auto)",
-                            path));
+  Device device = options.device;
+  if (device == Device::Auto) device = cuda_device_count() > 0 ? Device::CUDA : Device::CPU;
+  if (device == Device::CUDA && cuda_device_count() == 0)
+    throw Error(fmt::format("{}: Device::CUDA requested but no CUDA device is usable here{}", path,
+                            kWithCuda ? "" : " (this build has no CUDA backend)"));
   auto ckpt = std::make_shared<const HfCheckpoint>(path);
   const ModelConfig& c = ckpt->config();
   // config.json is input like any other: its dimensions are positive, but their product may not fit.
@@ -114,7 +122,8 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path, cons
   w->final_norm = bind.vector("model.norm.weight", hidden);
   w->lm_head.weight = c.tie_word_embeddings ? w->embed : bind.matrix("lm_head.weight", c.vocab_size, hidden);
   w->rope_inv_freq = storage->add(rope_inv_freq(c));
-  return std::make_shared<const Model>(c, std::move(w), Device::CPU);
+  if (device == Device::CUDA) w = cuda_backend::upload(*w);  // the mapped checkpoint is released
+  return std::make_shared<const Model>(c, std::move(w), device);
 }
 
 }  // namespace kvinfer

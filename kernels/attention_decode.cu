@@ -1,0 +1,465 @@
+// Flash-Decoding (Dao, Haziza, Massa, Sizov 2023) for the one query row of a decode step.
+//
+// Grid (split, kv_head). A block streams its range of cache positions through shared memory once
+// (cp.async, two stages, 16-byte copies) and serves all `group` query heads of its KV head from
+// it, so the cache is read once whatever the group size (1..64, any value). Per tile of kTile
+// positions, in f32:
+//   QK       scores (kTile, group)   thread = one position × some heads, K row chunks from smem
+//   softmax  one warp per head       the online-softmax step of kernels/core/online_softmax.h
+//   PV       o (group, hd) += p · V   thread = 8 dims × HV heads × every PG-th position
+// A block then writes a partial (m, l, o) per head to the workspace (or the output itself when
+// the plan has one split), and the combine kernel merges the splits.
+#include <cuda_pipeline.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "core/kv_load.h"
+#include "core/online_softmax.h"
+#include "core/split_plan.h"
+#include "cuda_check.h"
+#include "cuda_ops.h"
+
+namespace kvinfer::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kMaxGroup = 64;
+constexpr int kMinTile = 32;             // the smallest tile below: sizes the workspace bound
+constexpr int64_t kMaxSplits = 128;      // also the combine kernel's block size
+constexpr int64_t kMinTilesPerSplit = 2;  // a shorter split costs more in fixed work than it hides
+constexpr int kBlocksPerSm = 4;          // split target: about two waves of two resident blocks
+
+template <int HD, DType KV, int HV>
+struct Shape {
+  static constexpr int kHd = HD;
+  static constexpr DType kKv = KV;
+  static constexpr int kElem = KV == DType::F32 ? 4 : 2;
+  static constexpr int kRowBytes = HD * kElem;
+  static constexpr int kTile = kRowBytes <= 256 ? 64 : 32;  // positions per tile: ~16 KB of K
+  static constexpr int kPitch = kRowBytes + 16;  // +16 B: the 8 lanes of a quarter-warp hit distinct banks
+  static constexpr int kStageBytes = 2 * kTile * kPitch;  // K tile, then V tile
+  // Two stages overlap the next tile's copy with this tile's math; an f32 head_dim-256 stage
+  // (66 KB) gets one, so that group 64 still fits sm_80's 163 KB of shared memory.
+  static constexpr int kStages = kStageBytes > 40000 ? 1 : 2;
+  static constexpr int kCopies = kRowBytes / 16;     // 16-byte copies per row
+  static constexpr int kChunks = HD / 8;             // 8-element chunks per row
+  static constexpr int kQkLanes = kThreads / kTile;  // threads sharing one position in QK
+  static constexpr int kPvRows = kThreads / kChunks;  // thread rows in PV (position groups × head sets)
+  static constexpr int kQkHeads = HV >= 8 ? 2 : 4;    // heads per QK pass: registers beside PV's o[HV][8]
+  static_assert(kTile >= kMinTile && kTile % 32 == 0 && kThreads % kChunks == 0);
+};
+
+// Byte offsets into dynamic shared memory; the K/V stages come first and are reused, after the
+// last tile, for the PV partial sums.
+struct Layout {
+  int q, p, stats, bytes;
+};
+
+__host__ __device__ constexpr int round16(int x) { return (x + 15) / 16 * 16; }
+
+template <class S, int HV>
+__host__ __device__ Layout layout(int group) {
+  const int stages = S::kStages * S::kStageBytes;
+  const int partials = kThreads * HV * 8 * 4;  // (kPvRows, HV, HD) floats
+  Layout l{};
+  l.q = round16(stages > partials ? stages : partials);                // (group, HD) floats
+  l.p = l.q + group * S::kHd * 4;                                      // (kTile, group | 1) floats
+  l.stats = l.p + round16(S::kTile * (group | 1) * 4);                 // m, l, alpha: (3, group)
+  l.bytes = l.stats + 3 * group * 4;
+  return l;
+}
+
+struct DecodeArgs {
+  const float* q;          // (heads, HD): the one query row
+  const unsigned char* k;  // (kv_heads, capacity, HD) of the cache dtype
+  const unsigned char* v;  // (kv_heads, capacity, HD)
+  float* out;              // (heads, HD): written directly when splits == 1
+  float* part_o;           // (heads, splits, HD) unnormalised partial outputs
+  float* part_ml;          // (heads, splits, 2) partial (m, l)
+  float q_scale;           // 1/sqrt(HD) · log2(e): scores in the base-2 domain
+  int group, splits;
+  int64_t capacity, first, context, per_split;  // attended positions: first .. first+context-1
+};
+
+__device__ __forceinline__ unsigned char* shared_bytes() {
+  extern __shared__ __align__(16) unsigned char kvi_decode_smem[];
+  return kvi_decode_smem;
+}
+
+template <typename T>
+__host__ __device__ constexpr T min_of(T a, T b) {
+  return a < b ? a : b;
+}
+
+__device__ __forceinline__ float warp_max(float x) {
+  for (int o = 16; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// 8 consecutive cache elements (16 B of f16/bf16, 32 B of f32) from a 16-byte aligned address.
+template <DType KV>
+__device__ __forceinline__ void load8(const unsigned char* p, float (&x)[8]) {
+  if constexpr (KV == DType::F32) {
+    const float4 a = *reinterpret_cast<const float4*>(p), b = *reinterpret_cast<const float4*>(p + 16);
+    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+  } else {
+    const uint4 r = *reinterpret_cast<const uint4*>(p);
+    const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+    if constexpr (KV == DType::BF16) core::widen8_bf16(w, x);
+    else core::widen8_f16(w, x);
+  }
+}
+
+// Scores of position t for NH heads h0, h0 + kQkLanes, ...; -inf past the end of the split.
+template <class S, int NH>
+__device__ __forceinline__ void qk_heads(const unsigned char* k_tile, const float* q_s, float* p_s, int ps, int t,
+                                         int h0, bool live) {
+  float acc[NH];
+#pragma unroll
+  for (int j = 0; j < NH; ++j) acc[j] = 0.0f;
+  if (live) {
+    const unsigned char* k_row = k_tile + t * S::kPitch;
+#pragma unroll 2
+    for (int c = 0; c < S::kChunks; ++c) {
+      float k[8];
+      load8<S::kKv>(k_row + c * 8 * S::kElem, k);
+#pragma unroll
+      for (int j = 0; j < NH; ++j) {
+        const float4* qv = reinterpret_cast<const float4*>(q_s + (h0 + j * S::kQkLanes) * S::kHd + c * 8);
+        const float4 x = qv[0], y = qv[1];
+        float d = x.x * k[0];  // one short chain per chunk: chunks overlap in the pipeline
+        d = fmaf(x.y, k[1], d), d = fmaf(x.z, k[2], d), d = fmaf(x.w, k[3], d);
+        d = fmaf(y.x, k[4], d), d = fmaf(y.y, k[5], d), d = fmaf(y.z, k[6], d), d = fmaf(y.w, k[7], d);
+        acc[j] += d;
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < NH; ++j) p_s[t * ps + h0 + j * S::kQkLanes] = live ? acc[j] : -INFINITY;
+}
+
+template <class S>
+__device__ void qk_tile(const unsigned char* k_tile, const float* q_s, float* p_s, int ps, int group, int rows) {
+  const int t = threadIdx.x % S::kTile, lane_h = threadIdx.x / S::kTile;  // lane_h: warp-uniform
+  for (int h0 = lane_h; h0 < group; h0 += S::kQkHeads * S::kQkLanes) {
+    const int left = (group - h0 + S::kQkLanes - 1) / S::kQkLanes;  // heads h0 + j·kQkLanes < group
+    if (left >= S::kQkHeads) qk_heads<S, S::kQkHeads>(k_tile, q_s, p_s, ps, t, h0, t < rows);
+    else if (left == 3) qk_heads<S, 3>(k_tile, q_s, p_s, ps, t, h0, t < rows);
+    else if (left == 2) qk_heads<S, 2>(k_tile, q_s, p_s, ps, t, h0, t < rows);
+    else qk_heads<S, 1>(k_tile, q_s, p_s, ps, t, h0, t < rows);
+  }
+}
+
+// One online-softmax step per head over the tile's scores; scores become weights in place.
+template <class S>
+__device__ void softmax_tile(float* p_s, int ps, int group, float* m_s, float* l_s, float* alpha_s) {
+  constexpr int kPer = S::kTile / 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int h = warp; h < group; h += kWarps) {
+    float s[kPer];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      s[i] = p_s[(lane + 32 * i) * ps + h];
+      mx = fmaxf(mx, s[i]);
+    }
+    core::OnlineSoftmax st{m_s[h], l_s[h]};
+    const float alpha = st.rescale(warp_max(mx));
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const float w = st.weight(s[i]);
+      p_s[(lane + 32 * i) * ps + h] = w;
+      sum += w;
+    }
+    sum = warp_sum(sum);
+    __syncwarp();  // every lane has read m_s[h], l_s[h] before lane 0 replaces them
+    if (lane == 0) m_s[h] = st.m, l_s[h] = st.l + sum, alpha_s[h] = alpha;
+  }
+}
+
+// o (HV heads h_base.., 8 dims at dg·8) = o·alpha + Σ_t p[t] v[t] over t = pg, pg + pgs, ... < rows.
+template <class S, int HV>
+__device__ __forceinline__ void pv_tile(const unsigned char* v_tile, const float* p_s, int ps, const float* alpha_s,
+                                        int h_base, int nh, int dg, int pg, int pgs, int rows, float (&o)[HV][8]) {
+#pragma unroll
+  for (int j = 0; j < HV; ++j) {
+    if (j >= nh) continue;
+    const float a = alpha_s[h_base + j];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o[j][e] *= a;
+  }
+  for (int t = pg; t < rows; t += pgs) {
+    float v[8];
+    load8<S::kKv>(v_tile + t * S::kPitch + dg * 8 * S::kElem, v);
+    const float* p = p_s + t * ps + h_base;
+#pragma unroll
+    for (int j = 0; j < HV; ++j) {
+      if (j >= nh) continue;
+      const float w = p[j];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o[j][e] = fmaf(w, v[e], o[j][e]);
+    }
+  }
+}
+
+template <int HD, DType KV, int HV>
+__global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const DecodeArgs a) {
+  using S = Shape<HD, KV, HV>;
+  const int tid = threadIdx.x, split = blockIdx.x, g = blockIdx.y, group = a.group;
+  const Layout lay = layout<S, HV>(group);
+  unsigned char* smem = shared_bytes();
+  float* q_s = reinterpret_cast<float*>(smem + lay.q);      // (group, HD) scaled query
+  float* p_s = reinterpret_cast<float*>(smem + lay.p);      // (kTile, ps) scores, then weights
+  float* m_s = reinterpret_cast<float*>(smem + lay.stats);  // (group) running max
+  float* l_s = m_s + group;                                 // (group) running sum
+  float* alpha_s = l_s + group;                             // (group) this tile's rescale
+  const int ps = group | 1;  // odd pitch: the 32 positions a warp touches land on distinct banks
+
+  const int64_t b = split * a.per_split;
+  const int n = static_cast<int>(min_of(a.context, b + a.per_split) - b);  // positions of this split
+  const int tiles = (n + S::kTile - 1) / S::kTile;
+  const size_t row0 = static_cast<size_t>(g * a.capacity + a.first + b) * S::kRowBytes;
+  const unsigned char* k_rows = a.k + row0;  // (n, HD) of this split
+  const unsigned char* v_rows = a.v + row0;
+
+  // Rows past the split's end are not copied: QK masks them and PV stops before them.
+  auto load_tile = [&](int tile) {
+    unsigned char* dk = smem + (tile % S::kStages) * S::kStageBytes;
+    unsigned char* dv = dk + S::kTile * S::kPitch;
+    const int t0 = tile * S::kTile;
+    for (int c = tid; c < S::kTile * S::kCopies; c += kThreads) {
+      const int r = c / S::kCopies, col = (c % S::kCopies) * 16;
+      if (t0 + r >= n) continue;
+      const size_t src = static_cast<size_t>(t0 + r) * S::kRowBytes + col;
+      __pipeline_memcpy_async(dk + r * S::kPitch + col, k_rows + src, 16);
+      __pipeline_memcpy_async(dv + r * S::kPitch + col, v_rows + src, 16);
+    }
+  };
+  for (int tile = 0; tile < S::kStages - 1; ++tile) {
+    if (tile < tiles) load_tile(tile);
+    __pipeline_commit();
+  }
+  for (int i = tid; i < group * HD; i += kThreads) q_s[i] = a.q[static_cast<size_t>(g) * group * HD + i] * a.q_scale;
+  for (int h = tid; h < group; h += kThreads) m_s[h] = -INFINITY, l_s[h] = 0.0f;
+
+  // PV roles: pr = pg · ns + hs. Head set hs holds heads hs·HV .. +HV; position group pg takes
+  // every pgs-th position of a tile.
+  const int dg = tid % S::kChunks, pr = tid / S::kChunks;
+  const int ns = (group + HV - 1) / HV, pgs = S::kPvRows / ns;
+  const int hs = pr % ns, pg = pr / ns;
+  const bool pv_active = pg < pgs;
+  const int h_base = hs * HV, nh = min_of(HV, group - h_base);
+  float o[HV][8];
+#pragma unroll
+  for (int j = 0; j < HV; ++j)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o[j][e] = 0.0f;
+
+  __syncthreads();  // q_s and the stats are visible (also when the split is empty)
+  for (int tile = 0; tile < tiles; ++tile) {
+    if (tile + S::kStages - 1 < tiles) load_tile(tile + S::kStages - 1);
+    __pipeline_commit();
+    __pipeline_wait_prior(S::kStages - 1);  // this tile's copies have landed; newer ones may be pending
+    __syncthreads();
+    const unsigned char* k_tile = smem + (tile % S::kStages) * S::kStageBytes;
+    const int rows = min_of(int{S::kTile}, n - tile * S::kTile);
+    qk_tile<S>(k_tile, q_s, p_s, ps, group, rows);
+    __syncthreads();
+    softmax_tile<S>(p_s, ps, group, m_s, l_s, alpha_s);
+    __syncthreads();
+    if (pv_active) pv_tile<S, HV>(k_tile + S::kTile * S::kPitch, p_s, ps, alpha_s, h_base, nh, dg, pg, pgs, rows, o);
+    __syncthreads();  // the stage and p_s are free for the next tile
+  }
+
+  // Sum the position groups' partial outputs (the stages are free now; no copy is in flight).
+  float* red = reinterpret_cast<float*>(smem);  // (kPvRows, HV, HD)
+  if (pv_active) {
+#pragma unroll
+    for (int j = 0; j < HV; ++j) {
+      if (j >= nh) continue;
+      float4* dst = reinterpret_cast<float4*>(red + (pr * HV + j) * HD + dg * 8);
+      dst[0] = make_float4(o[j][0], o[j][1], o[j][2], o[j][3]);
+      dst[1] = make_float4(o[j][4], o[j][5], o[j][6], o[j][7]);
+    }
+  }
+  __syncthreads();
+  for (int i = tid; i < group * HD; i += kThreads) {
+    const int h = i / HD, d = i % HD;
+    float sum = 0.0f;
+    for (int pgi = 0; pgi < pgs; ++pgi) sum += red[((pgi * ns + h / HV) * HV + h % HV) * HD + d];
+    const int64_t head = static_cast<int64_t>(g) * group + h;
+    if (a.splits == 1) {
+      a.out[head * HD + d] = sum * core::OnlineSoftmax{m_s[h], l_s[h]}.inv_sum();
+    } else {
+      const int64_t slot = head * a.splits + split;
+      a.part_o[slot * HD + d] = sum;
+      if (d == 0) a.part_ml[2 * slot] = m_s[h], a.part_ml[2 * slot + 1] = l_s[h];
+    }
+  }
+}
+
+struct CombineArgs {
+  const float* part_o;   // (heads, splits, head_dim)
+  const float* part_ml;  // (heads, splits, 2)
+  float* out;            // (heads, head_dim)
+  int splits, head_dim;
+};
+
+// One block per head; thread s < splits owns split s's (m, l). Dynamic smem: (kMaxSplits + 8) floats.
+__global__ void __launch_bounds__(kMaxSplits) decode_combine_kernel(const CombineArgs a) {
+  constexpr int kCombineWarps = kMaxSplits / 32;
+  float* w_s = reinterpret_cast<float*>(shared_bytes());  // (splits) combine weights
+  float* red_max = w_s + kMaxSplits;                      // (kCombineWarps)
+  float* red_sum = red_max + kCombineWarps;               // (kCombineWarps)
+  const int64_t h = blockIdx.x;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const bool has = tid < a.splits;
+  const float m = has ? a.part_ml[2 * (h * a.splits + tid)] : -INFINITY;
+  const float l = has ? a.part_ml[2 * (h * a.splits + tid) + 1] : 0.0f;
+  float x = warp_max(m);
+  if (lane == 0) red_max[warp] = x;
+  __syncthreads();
+  float m_max = -INFINITY;
+  for (int i = 0; i < kCombineWarps; ++i) m_max = fmaxf(m_max, red_max[i]);
+  const float w = has ? core::combine_weight(m, m_max) : 0.0f;
+  w_s[tid] = w;
+  x = warp_sum(w * l);
+  if (lane == 0) red_sum[warp] = x;
+  __syncthreads();
+  float l_sum = 0.0f;
+  for (int i = 0; i < kCombineWarps; ++i) l_sum += red_sum[i];
+  const float inv = core::OnlineSoftmax{m_max, l_sum}.inv_sum();
+  for (int d = tid; d < a.head_dim; d += kMaxSplits) {
+    float acc = 0.0f;
+    for (int s = 0; s < a.splits; ++s) acc = fmaf(w_s[s], a.part_o[(h * a.splits + s) * a.head_dim + d], acc);
+    a.out[h * a.head_dim + d] = acc * inv;
+  }
+}
+
+template <typename... Args>
+void launch(void (*kernel)(Args...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
+}
+
+size_t partials_bytes(int64_t heads, int64_t head_dim, int64_t splits) {
+  return static_cast<size_t>(heads * splits * (head_dim + 2)) * sizeof(float);
+}
+
+struct DecodeCall {
+  const AttentionParams& p;
+  int64_t first, context;
+  int sms;
+  void* workspace;
+  size_t workspace_bytes;
+  cudaStream_t stream;
+};
+
+template <int HD, DType KV, int HV>
+void run(const DecodeCall& c) {
+  using S = Shape<HD, KV, HV>;
+  const AttentionParams& p = c.p;
+  const int group = static_cast<int>(p.heads / p.kv_heads);
+  const core::SplitPlan plan =
+      core::plan_splits(c.context, p.kv_heads, int64_t{kBlocksPerSm} * c.sms, S::kTile, kMaxSplits, kMinTilesPerSplit);
+  const size_t need = plan.splits > 1 ? partials_bytes(p.heads, HD, plan.splits) : 0;
+  if (need > 0 && (c.workspace == nullptr || c.workspace_bytes < need))
+    throw Error("attention_decode: workspace of " + std::to_string(c.workspace_bytes) + " bytes is too small: " +
+                std::to_string(p.heads) + " heads × " + std::to_string(plan.splits) + " splits need " +
+                std::to_string(need) + " bytes (size it with attention_decode_workspace_bytes)");
+  DecodeArgs a{};
+  a.q = p.q;
+  a.k = static_cast<const unsigned char*>(p.k);
+  a.v = static_cast<const unsigned char*>(p.v);
+  a.out = p.out;
+  a.part_o = static_cast<float*>(c.workspace);
+  a.part_ml = need > 0 ? a.part_o + p.heads * plan.splits * HD : nullptr;
+  a.q_scale = 1.0f / sqrtf(static_cast<float>(HD)) * core::kLog2e;
+  a.group = group;
+  a.splits = static_cast<int>(plan.splits);
+  a.capacity = p.capacity;
+  a.first = c.first;
+  a.context = c.context;
+  a.per_split = plan.per_split;
+  const Layout lay = layout<S, HV>(group);
+  auto* kernel = decode_split_kernel<HD, KV, HV>;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, lay.bytes));
+  launch(kernel, dim3(static_cast<unsigned>(plan.splits), static_cast<unsigned>(p.kv_heads)), dim3(kThreads),
+         static_cast<size_t>(lay.bytes), c.stream, a);
+  if (plan.splits == 1) return;
+  CombineArgs ca{a.part_o, a.part_ml, p.out, a.splits, HD};
+  launch(decode_combine_kernel, dim3(static_cast<unsigned>(p.heads)), dim3(kMaxSplits),
+         (kMaxSplits + 8) * sizeof(float), c.stream, ca);
+}
+
+// HV, the heads a PV thread accumulates: the group itself up to 4, then sets of 8.
+template <int HD, DType KV>
+void run_group(const DecodeCall& c) {
+  const int64_t group = c.p.heads / c.p.kv_heads;
+  if (group == 1) run<HD, KV, 1>(c);
+  else if (group == 2) run<HD, KV, 2>(c);
+  else if (group <= 4) run<HD, KV, 4>(c);
+  else run<HD, KV, 8>(c);
+}
+
+template <int HD>
+void run_dtype(const DecodeCall& c) {
+  switch (c.p.kv_dtype) {
+    case DType::F32: return run_group<HD, DType::F32>(c);
+    case DType::F16: return run_group<HD, DType::F16>(c);
+    case DType::BF16: return run_group<HD, DType::BF16>(c);
+  }
+  throw Error("attention_decode: unsupported KV cache dtype");
+}
+
+void check(bool ok, const std::string& what) {
+  if (!ok) throw Error("attention_decode: " + what);
+}
+
+}  // namespace
+
+size_t attention_decode_workspace_bytes(int64_t heads, int64_t head_dim, int64_t max_context) {
+  if (heads <= 0 || head_dim <= 0) return 0;
+  return partials_bytes(heads, head_dim, core::max_splits_bound(max_context, kMinTile, kMaxSplits));
+}
+
+void attention_decode(const AttentionParams& p, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  const auto s = [](int64_t x) { return std::to_string(x); };
+  check(p.n == 1, "n must be 1 (one query row per call; use attention_prefill for more), got " + s(p.n));
+  check(p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 256,
+        "head_dim " + s(p.head_dim) + " is not supported (64, 128 or 256)");
+  check(p.kv_heads > 0 && p.kv_heads <= 65535 && p.heads > 0 && p.heads % p.kv_heads == 0,
+        "heads (" + s(p.heads) + ") must be a positive multiple of kv_heads (" + s(p.kv_heads) + ", at most 65535)");
+  check(p.heads / p.kv_heads <= kMaxGroup,
+        "group size heads / kv_heads = " + s(p.heads / p.kv_heads) + " exceeds " + s(kMaxGroup));
+  check(p.q && p.k && p.v && p.out, "q, k, v and out must be non-null device pointers");
+  check(reinterpret_cast<uintptr_t>(p.k) % 16 == 0 && reinterpret_cast<uintptr_t>(p.v) % 16 == 0,
+        "k and v must be 16-byte aligned");
+  check(p.start >= 0 && p.start + 1 <= p.capacity,
+        "position start = " + s(p.start) + " must lie in the cache (capacity " + s(p.capacity) + ")");
+  const int64_t first = p.window > 0 ? std::max<int64_t>(0, p.start - p.window + 1) : 0;
+  int device = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const DecodeCall c{p, first, p.start - first + 1, sms, workspace, workspace_bytes, stream};
+  switch (p.head_dim) {
+    case 64: return run_dtype<64>(c);
+    case 128: return run_dtype<128>(c);
+    default: return run_dtype<256>(c);
+  }
+}
+
+}  // namespace kvinfer::cuda

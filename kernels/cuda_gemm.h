@@ -1,0 +1,17 @@
+#pragma once
+// The projections through cuBLAS (cublasGemmEx), fp32 accumulation.
+#include <cublas_v2.h>
+
+#include <cstdint>
+
+#include "kvinfer/dtype.h"
+
+namespace kvinfer::cuda {
+
+// y (n, out) = x (n, in) · Wᵀ with W (out, in) row-major of w_dtype (HF Linear layout).
+// For f16/bf16 weights x is first narrowed to w_dtype into x_lowp, (n, in) elements of w_dtype;
+// for f32 weights x_lowp is unused (may be null). Accumulates in f32 (CUBLAS_COMPUTE_32F).
+void gemm(cublasHandle_t handle, DType w_dtype, const void* w, int64_t out, int64_t in, const float* x, int64_t n,
+          float* y, void* x_lowp, cudaStream_t stream);
+
+}  // namespace kvinfer::cuda

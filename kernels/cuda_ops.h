@@ -1,0 +1,61 @@
+#pragma once
+// Launchers of the CUDA kernels (kernels/*.cu). They take raw device pointers and sizes and
+// enqueue on the given stream; argument errors and launch failures throw kvinfer::Error.
+// Layouts are those of the CPU backend (src/cpu/cpu_ops.h), which is their reference.
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kvinfer/dtype.h"
+
+namespace kvinfer::cuda {
+
+// Rotary layouts: HF's half split pairs (i, i + d/2); GGUF's interleaved pairs (2i, 2i + 1).
+enum class RopeLayout { HalfSplit, Interleaved };
+
+// ---- kernels/elementwise.cu -----------------------------------------------------------------
+// out (n, hidden) = table[ids], widened to f32. table (vocab, hidden) of table_dtype.
+void embed(DType table_dtype, const void* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t n,
+           float* out, cudaStream_t stream);
+// y (n, dim) = x / sqrt(mean(x²) + eps) · weight
+void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* y, cudaStream_t stream);
+// x (n, heads, head_dim) rotated in place; row t at position start + t; inv_freq (head_dim / 2).
+void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const float* inv_freq,
+          RopeLayout layout, cudaStream_t stream);
+// out (n) = silu(gate) · up   (out may alias gate)
+void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
+// x (n) += y
+void add(float* x, const float* y, int64_t n, cudaStream_t stream);
+// y (rows, cols) += bias (cols)
+void add_bias(float* y, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream);
+// out (n) = src narrowed to dtype (round to nearest even), for GEMM inputs.
+void convert_from_f32(DType dtype, const float* src, void* out, int64_t n, cudaStream_t stream);
+// Writes k, v (n, kv_heads, head_dim) at positions start .. start+n-1 of one layer's cache
+// blocks k_layer, v_layer: (kv_heads, capacity, head_dim) of kv_dtype.
+void store_kv(DType kv_dtype, const float* k, const float* v, int64_t n, int64_t kv_heads, int64_t head_dim,
+              int64_t start, int64_t capacity, void* k_layer, void* v_layer, cudaStream_t stream);
+// *out = index of the largest logit (lowest index on ties, as torch.argmax).
+void argmax(const float* logits, int64_t vocab, int32_t* out, cudaStream_t stream);
+
+// ---- kernels/attention_prefill.cu, kernels/attention_decode.cu ------------------------------
+// Causal softmax attention of q over one layer's cache, scale 1/sqrt(head_dim). Query row t sits
+// at position start + t and attends to positions [max(0, pos - window + 1), pos] (window <= 0:
+// no window). Query head h reads KV head h / (heads / kv_heads): any group size.
+struct AttentionParams {
+  const float* q = nullptr;  // (n, heads, head_dim)
+  const void* k = nullptr;   // (kv_heads, capacity, head_dim) of kv_dtype
+  const void* v = nullptr;   // (kv_heads, capacity, head_dim) of kv_dtype
+  float* out = nullptr;      // (n, heads, head_dim)
+  DType kv_dtype = DType::F32;
+  int64_t n = 0, start = 0, heads = 0, kv_heads = 0, head_dim = 0, capacity = 0, window = 0;
+};
+// Tiled prefill (FlashAttention-style online softmax); a K/V tile is loaded once for all query
+// heads of its group. Any n >= 1.
+void attention_prefill(const AttentionParams& p, cudaStream_t stream);
+// Bytes of workspace attention_decode needs for this shape at up to max_context positions.
+size_t attention_decode_workspace_bytes(int64_t heads, int64_t head_dim, int64_t max_context);
+// Flash-Decoding: n == 1; the context is split across thread blocks, then combined.
+void attention_decode(const AttentionParams& p, void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
+}  // namespace kvinfer::cuda

@@ -1,0 +1,366 @@
+// The elementwise CUDA kernels of kernels/cuda_ops.h: thin loops over the scalar math of
+// kernels/core/, so that every value they produce is the one the CPU backend produces (up to
+// the summation order of rms_norm and the contraction of rope's products into FMAs).
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "core/convert.h"
+#include "core/rope.h"
+#include "cuda_check.h"
+#include "cuda_ops.h"
+
+namespace kvinfer::cuda {
+namespace {
+
+constexpr int kThreads = 256;           // elementwise blocks
+constexpr int kNormThreads = 512;       // rms_norm: one block per row
+constexpr int kArgmaxThreads = 1024;    // argmax: one block for the whole vocabulary
+constexpr int kRopeHeadsPerBlock = 8;   // rope: heads sharing one cos/sin evaluation
+constexpr int64_t kMaxBlocks = 1 << 20; // grid-stride loops cover the rest
+constexpr int64_t kMaxGridY = 65535;
+
+// Storage formats: load widens to f32 (exact), store narrows with round to nearest even.
+struct F32 {
+  using T = float;
+  static __device__ __forceinline__ float load(T v) { return v; }
+  static __device__ __forceinline__ T store(float v) { return v; }
+};
+struct F16 {
+  using T = uint16_t;
+  static __device__ __forceinline__ float load(T v) { return core::f16_to_f32(v); }
+  static __device__ __forceinline__ T store(float v) { return core::f32_to_f16(v); }
+};
+struct BF16 {
+  using T = uint16_t;
+  static __device__ __forceinline__ float load(T v) { return core::bf16_to_f32(v); }
+  static __device__ __forceinline__ T store(float v) { return core::f32_to_bf16(v); }
+};
+
+// Calls f(F32{}), f(F16{}) or f(BF16{}): one template instance per dtype, no per-element branch.
+template <typename F>
+void visit_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::F32: f(F32{}); return;
+    case DType::F16: f(F16{}); return;
+    case DType::BF16: f(BF16{}); return;
+  }
+  throw Error("cuda: unknown dtype " + std::to_string(static_cast<int>(t)));
+}
+
+// ---- argument checks (host) -------------------------------------------------------------------
+void require(bool ok, const char* op, const std::string& what) {
+  if (!ok) throw Error(std::string("cuda::") + op + ": " + what);
+}
+void require_ptr(const void* p, const char* op, const char* name) {
+  require(p != nullptr, op, std::string(name) + " is a null pointer");
+}
+void require_positive(int64_t v, const char* op, const char* name) {
+  require(v > 0, op, std::string(name) + " must be positive, got " + std::to_string(v));
+}
+void require_grid_x(int64_t v, const char* op, const char* name) {
+  require(v <= std::numeric_limits<int32_t>::max(), op,
+          std::string(name) + " = " + std::to_string(v) + " exceeds the grid's 2^31 - 1 blocks");
+}
+
+unsigned blocks_for(int64_t total, int threads) {
+  const int64_t b = (total + threads - 1) / threads;
+  return static_cast<unsigned>(b < kMaxBlocks ? b : kMaxBlocks);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+__device__ __forceinline__ int64_t global_thread() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t grid_threads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+// ---- kernels -----------------------------------------------------------------------------------
+
+// grid (n, column chunks). Token ids are validated on the host (src/ops); an id outside
+// [0, vocab) is never read from: its row comes out NaN, so that a missed check is loud.
+template <typename D>
+__global__ void embed_kernel(const typename D::T* table, int64_t vocab, int64_t hidden, const int32_t* ids,
+                             float* out) {
+  const int64_t t = blockIdx.x;
+  const int32_t id = ids[t];
+  float* row = out + t * hidden;  // (hidden)
+  const int64_t step = static_cast<int64_t>(gridDim.y) * blockDim.x;
+  if (id < 0 || id >= vocab) {
+    for (int64_t j = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; j < hidden; j += step) row[j] = NAN;
+    return;
+  }
+  const typename D::T* src = table + static_cast<int64_t>(id) * hidden;  // (hidden)
+  for (int64_t j = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; j < hidden; j += step)
+    row[j] = D::load(src[j]);
+}
+
+// Sum over the block; every thread gets the total. `scratch` holds one float per warp.
+__device__ float block_sum(float v, float* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int warps = static_cast<int>(blockDim.x) / 32;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < warps ? scratch[lane] : 0.0f;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// One block per row; y may alias x (every x is read before the reduction's barrier).
+__global__ void rms_norm_kernel(const float* x, const float* weight, int64_t dim, float eps, float* y) {
+  __shared__ float scratch[32];
+  const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;  // (dim)
+  float* yr = y + static_cast<int64_t>(blockIdx.x) * dim;        // (dim)
+  float sum_sq = 0.0f;
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) sum_sq += xr[j] * xr[j];
+  sum_sq = block_sum(sum_sq, scratch);
+  // As the CPU and HF: inverse of the root, then weight · (x · inv).
+  const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(dim) + eps);
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) yr[j] = weight[j] * (xr[j] * inv);
+}
+
+// Threads over (t, i) pairs, grid.y over groups of heads: one cos/sin serves kRopeHeadsPerBlock
+// heads. The angle is one f32 product as in HF; its cos/sin are taken in double and rounded, as
+// the CPU backend does: sinf/cosf of angles near 16K+ radians would already differ by ulps.
+template <RopeLayout kLayout>
+__global__ void rope_kernel(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start,
+                            const float* inv_freq) {
+  const int64_t half = head_dim / 2;
+  const int64_t h0 = static_cast<int64_t>(blockIdx.y) * kRopeHeadsPerBlock;
+  const int64_t h1 = h0 + kRopeHeadsPerBlock < heads ? h0 + kRopeHeadsPerBlock : heads;
+  for (int64_t p = global_thread(); p < n * half; p += grid_threads()) {
+    const int64_t t = p / half, i = p % half;
+    const float angle = static_cast<float>(start + t) * inv_freq[i];
+    double s, c;
+    sincos(static_cast<double>(angle), &s, &c);
+    const float cos_a = static_cast<float>(c), sin_a = static_cast<float>(s);
+    for (int64_t h = h0; h < h1; ++h) {
+      float* xh = x + (t * heads + h) * head_dim;  // (head_dim)
+      if constexpr (kLayout == RopeLayout::HalfSplit)
+        core::rope_rotate(xh[i], xh[i + half], cos_a, sin_a);
+      else
+        core::rope_rotate(xh[2 * i], xh[2 * i + 1], cos_a, sin_a);
+    }
+  }
+}
+
+__device__ __forceinline__ float silu_mul1(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+// kVec: all pointers 16-byte aligned; float4 for the first n/4 groups, scalars for the tail.
+template <bool kVec>
+__global__ void silu_mul_kernel(const float* gate, const float* up, float* out, int64_t n) {
+  const int64_t vec_end = kVec ? n / 4 : 0;
+  for (int64_t v = global_thread(); v < vec_end; v += grid_threads()) {
+    const float4 g = reinterpret_cast<const float4*>(gate)[v];
+    const float4 u = reinterpret_cast<const float4*>(up)[v];
+    reinterpret_cast<float4*>(out)[v] =
+        make_float4(silu_mul1(g.x, u.x), silu_mul1(g.y, u.y), silu_mul1(g.z, u.z), silu_mul1(g.w, u.w));
+  }
+  for (int64_t j = vec_end * 4 + global_thread(); j < n; j += grid_threads()) out[j] = silu_mul1(gate[j], up[j]);
+}
+
+template <bool kVec>
+__global__ void add_kernel(float* x, const float* y, int64_t n) {
+  const int64_t vec_end = kVec ? n / 4 : 0;
+  for (int64_t v = global_thread(); v < vec_end; v += grid_threads()) {
+    float4 a = reinterpret_cast<float4*>(x)[v];
+    const float4 b = reinterpret_cast<const float4*>(y)[v];
+    a.x += b.x, a.y += b.y, a.z += b.z, a.w += b.w;
+    reinterpret_cast<float4*>(x)[v] = a;
+  }
+  for (int64_t j = vec_end * 4 + global_thread(); j < n; j += grid_threads()) x[j] += y[j];
+}
+
+__global__ void add_bias_kernel(float* y, const float* bias, int64_t rows, int64_t cols) {
+  for (int64_t j = global_thread(); j < rows * cols; j += grid_threads()) y[j] += bias[j % cols];
+}
+
+template <typename D>
+__global__ void convert_kernel(const float* src, typename D::T* out, int64_t n) {
+  for (int64_t j = global_thread(); j < n; j += grid_threads()) out[j] = D::store(src[j]);
+}
+
+// Threads over the elements of k, v (n, kv_heads, head_dim) → (kv_heads, capacity, head_dim).
+template <typename D>
+__global__ void store_kv_kernel(const float* k, const float* v, int64_t n, int64_t kv_heads, int64_t head_dim,
+                                int64_t start, int64_t capacity, typename D::T* k_layer, typename D::T* v_layer) {
+  for (int64_t j = global_thread(); j < n * kv_heads * head_dim; j += grid_threads()) {
+    const int64_t d = j % head_dim, g = (j / head_dim) % kv_heads, t = j / (head_dim * kv_heads);
+    const int64_t dst = (g * capacity + start + t) * head_dim + d;
+    k_layer[dst] = D::store(k[j]);
+    v_layer[dst] = D::store(v[j]);
+  }
+}
+
+// (value, index) a beats (value, index) b: larger value, or equal value and lower index.
+// NaN never wins (as std::max_element, the CPU's argmax, when the first logit is not NaN).
+__device__ __forceinline__ bool beats(float va, int32_t ia, float vb, int32_t ib) {
+  return va > vb || (va == vb && ia < ib);
+}
+
+// One block; vocab < 2^31 - 1 (index `vocab` is the "nothing yet" sentinel).
+__global__ void argmax_kernel(const float* logits, int32_t vocab, int32_t* out) {
+  __shared__ float best_v[32];
+  __shared__ int32_t best_i[32];
+  float v = -INFINITY;
+  int32_t idx = vocab;
+  for (int32_t j = static_cast<int32_t>(threadIdx.x); j < vocab; j += static_cast<int32_t>(blockDim.x))
+    if (beats(logits[j], j, v, idx)) v = logits[j], idx = j;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_down_sync(0xffffffffu, v, o);
+    const int32_t oi = __shfl_down_sync(0xffffffffu, idx, o);
+    if (beats(ov, oi, v, idx)) v = ov, idx = oi;
+  }
+  if (lane == 0) best_v[warp] = v, best_i[warp] = idx;
+  __syncthreads();
+  if (warp != 0) return;
+  const int warps = static_cast<int>(blockDim.x) / 32;
+  v = lane < warps ? best_v[lane] : -INFINITY;
+  idx = lane < warps ? best_i[lane] : vocab;
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_down_sync(0xffffffffu, v, o);
+    const int32_t oi = __shfl_down_sync(0xffffffffu, idx, o);
+    if (beats(ov, oi, v, idx)) v = ov, idx = oi;
+  }
+  if (lane == 0) *out = idx == vocab ? 0 : idx;  // all NaN: 0, as the CPU
+}
+
+}  // namespace
+
+// ---- launchers ---------------------------------------------------------------------------------
+
+void embed(DType table_dtype, const void* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t n,
+           float* out, cudaStream_t stream) {
+  require_ptr(table, "embed", "table");
+  require_ptr(ids, "embed", "ids");
+  require_ptr(out, "embed", "out");
+  require_positive(vocab, "embed", "vocab");
+  require_positive(hidden, "embed", "hidden");
+  require_positive(n, "embed", "n");
+  require_grid_x(n, "embed", "n");
+  const int64_t chunks = (hidden + kThreads - 1) / kThreads;
+  const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(chunks < 64 ? chunks : 64));
+  visit_dtype(table_dtype, [&](auto d) {
+    using D = decltype(d);
+    embed_kernel<D><<<grid, kThreads, 0, stream>>>(static_cast<const typename D::T*>(table), vocab, hidden, ids, out);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* y, cudaStream_t stream) {
+  require_ptr(x, "rms_norm", "x");
+  require_ptr(weight, "rms_norm", "weight");
+  require_ptr(y, "rms_norm", "y");
+  require_positive(n, "rms_norm", "n");
+  require_positive(dim, "rms_norm", "dim");
+  require_grid_x(n, "rms_norm", "n");
+  require(eps >= 0.0f, "rms_norm", "eps must be >= 0, got " + std::to_string(eps));
+  rms_norm_kernel<<<static_cast<unsigned>(n), kNormThreads, 0, stream>>>(x, weight, dim, eps, y);
+  CUDA_CHECK_LAUNCH();
+}
+
+void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const float* inv_freq,
+          RopeLayout layout, cudaStream_t stream) {
+  require_ptr(x, "rope", "x");
+  require_ptr(inv_freq, "rope", "inv_freq");
+  require_positive(n, "rope", "n");
+  require_positive(heads, "rope", "heads");
+  require_positive(head_dim, "rope", "head_dim");
+  require(head_dim % 2 == 0, "rope", "head_dim must be even, got " + std::to_string(head_dim));
+  require(start >= 0, "rope", "start must be >= 0, got " + std::to_string(start));
+  const int64_t head_groups = (heads + kRopeHeadsPerBlock - 1) / kRopeHeadsPerBlock;
+  require(head_groups <= kMaxGridY, "rope", "too many heads: " + std::to_string(heads));
+  const dim3 grid(blocks_for(n * (head_dim / 2), kThreads), static_cast<unsigned>(head_groups));
+  switch (layout) {
+    case RopeLayout::HalfSplit:
+      rope_kernel<RopeLayout::HalfSplit><<<grid, kThreads, 0, stream>>>(x, n, heads, head_dim, start, inv_freq);
+      break;
+    case RopeLayout::Interleaved:
+      rope_kernel<RopeLayout::Interleaved><<<grid, kThreads, 0, stream>>>(x, n, heads, head_dim, start, inv_freq);
+      break;
+    default: throw Error("cuda::rope: unknown layout " + std::to_string(static_cast<int>(layout)));
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream) {
+  require_ptr(gate, "silu_mul", "gate");
+  require_ptr(up, "silu_mul", "up");
+  require_ptr(out, "silu_mul", "out");
+  require_positive(n, "silu_mul", "n");
+  if (aligned16(gate) && aligned16(up) && aligned16(out))
+    silu_mul_kernel<true><<<blocks_for(n / 4 + 4, kThreads), kThreads, 0, stream>>>(gate, up, out, n);
+  else
+    silu_mul_kernel<false><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(gate, up, out, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void add(float* x, const float* y, int64_t n, cudaStream_t stream) {
+  require_ptr(x, "add", "x");
+  require_ptr(y, "add", "y");
+  require_positive(n, "add", "n");
+  if (aligned16(x) && aligned16(y))
+    add_kernel<true><<<blocks_for(n / 4 + 4, kThreads), kThreads, 0, stream>>>(x, y, n);
+  else
+    add_kernel<false><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(x, y, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void add_bias(float* y, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream) {
+  require_ptr(y, "add_bias", "y");
+  require_ptr(bias, "add_bias", "bias");
+  require_positive(rows, "add_bias", "rows");
+  require_positive(cols, "add_bias", "cols");
+  add_bias_kernel<<<blocks_for(rows * cols, kThreads), kThreads, 0, stream>>>(y, bias, rows, cols);
+  CUDA_CHECK_LAUNCH();
+}
+
+void convert_from_f32(DType dtype, const float* src, void* out, int64_t n, cudaStream_t stream) {
+  require_ptr(src, "convert_from_f32", "src");
+  require_ptr(out, "convert_from_f32", "out");
+  require_positive(n, "convert_from_f32", "n");
+  visit_dtype(dtype, [&](auto d) {
+    using D = decltype(d);
+    convert_kernel<D><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(src, static_cast<typename D::T*>(out), n);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void store_kv(DType kv_dtype, const float* k, const float* v, int64_t n, int64_t kv_heads, int64_t head_dim,
+              int64_t start, int64_t capacity, void* k_layer, void* v_layer, cudaStream_t stream) {
+  require_ptr(k, "store_kv", "k");
+  require_ptr(v, "store_kv", "v");
+  require_ptr(k_layer, "store_kv", "k_layer");
+  require_ptr(v_layer, "store_kv", "v_layer");
+  require_positive(n, "store_kv", "n");
+  require_positive(kv_heads, "store_kv", "kv_heads");
+  require_positive(head_dim, "store_kv", "head_dim");
+  require_positive(capacity, "store_kv", "capacity");
+  require(start >= 0 && start <= capacity - n, "store_kv",
+          "positions " + std::to_string(start) + " .. " + std::to_string(start + n - 1) + " outside a capacity of " +
+              std::to_string(capacity));
+  visit_dtype(kv_dtype, [&](auto d) {
+    using D = decltype(d);
+    using T = typename D::T;
+    store_kv_kernel<D><<<blocks_for(n * kv_heads * head_dim, kThreads), kThreads, 0, stream>>>(
+        k, v, n, kv_heads, head_dim, start, capacity, static_cast<T*>(k_layer), static_cast<T*>(v_layer));
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void argmax(const float* logits, int64_t vocab, int32_t* out, cudaStream_t stream) {
+  require_ptr(logits, "argmax", "logits");
+  require_ptr(out, "argmax", "out");
+  require_positive(vocab, "argmax", "vocab");
+  require(vocab < std::numeric_limits<int32_t>::max(), "argmax",
+          "vocab " + std::to_string(vocab) + " does not fit int32 token ids");
+  argmax_kernel<<<1, kArgmaxThreads, 0, stream>>>(logits, static_cast<int32_t>(vocab), out);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace kvinfer::cuda

@@ -1,0 +1,146 @@
+#include "cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <type_traits>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cuda/device_memory.h"
+#include "cuda_check.h"
+#include "cuda_gemm.h"
+#include "cuda_ops.h"
+#include "kvinfer/error.h"
+
+namespace kvinfer::cuda_backend {
+
+class Context {
+ public:
+  Context() {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) {
+      cudaStreamDestroy(stream);
+      throw Error("cuBLAS: cublasCreate failed");
+    }
+  }
+  ~Context() {
+    cublasDestroy(blas);
+    cudaStreamDestroy(stream);
+  }
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // A scratch buffer of at least `bytes`, grown (not preserved) on demand.
+  void* scratch(DeviceBuffer& buf, size_t bytes, const char* what) {
+    if (buf.bytes() < bytes) {
+      CUDA_CHECK(cudaStreamSynchronize(stream));  // in-flight work may still read the old one
+      buf = DeviceBuffer(bytes, what);
+    }
+    return buf.get();
+  }
+
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  DeviceBuffer ids;        // (n) int32
+  DeviceBuffer x_lowp;     // (n, in) of the weights' dtype
+  DeviceBuffer workspace;  // split-K partials of decode attention
+};
+
+std::shared_ptr<Context> create_context() { return std::make_shared<Context>(); }
+
+namespace {
+struct DeviceStorage {
+  std::vector<DeviceBuffer> buffers;
+};
+}  // namespace
+
+std::unique_ptr<ModelWeights> upload(const ModelWeights& host) {
+  auto dev = std::make_unique<ModelWeights>(host);
+  auto storage = std::make_shared<DeviceStorage>();
+  std::map<const void*, const void*> copies;  // host pointer → device pointer (tied LM head)
+  auto copy = [&](const void* src, size_t bytes, const char* what) -> const void* {
+    if (!src || bytes == 0) return src;
+    if (auto it = copies.find(src); it != copies.end()) return it->second;
+    storage->buffers.emplace_back(bytes, what);
+    copy_to_device(storage->buffers.back().get(), src, bytes);
+    return copies[src] = storage->buffers.back().get();
+  };
+  for_each_tensor(*dev, [&](auto& t) {
+    using T = std::remove_reference_t<decltype(t)>;
+    if constexpr (std::is_same_v<T, Matrix>)
+      t.data = static_cast<const std::byte*>(copy(t.data, t.bytes(), "model weights"));
+    else
+      t.data = static_cast<const float*>(copy(t.data, t.bytes(), "model weights"));
+  });
+  dev->storage = storage;
+  return dev;
+}
+
+void embed(Context& c, const Matrix& table, std::span<const int32_t> ids, float* out) {
+  const auto n = static_cast<int64_t>(ids.size());
+  auto* d_ids = static_cast<int32_t*>(c.scratch(c.ids, ids.size_bytes(), "token ids"));
+  CUDA_CHECK(cudaMemcpyAsync(d_ids, ids.data(), ids.size_bytes(), cudaMemcpyHostToDevice, c.stream));
+  cuda::embed(table.dtype, table.data, table.rows, table.cols, d_ids, n, out, c.stream);
+}
+
+void rms_norm(Context& c, const float* x, const Vector& weight, int64_t n, int64_t dim, float eps, float* y) {
+  cuda::rms_norm(x, weight.data, n, dim, eps, y, c.stream);
+}
+
+void linear(Context& c, const Linear& layer, const float* x, int64_t n, float* y) {
+  const Matrix& w = layer.weight;
+  void* x_lowp = nullptr;
+  if (w.dtype != DType::F32)
+    x_lowp = c.scratch(c.x_lowp, static_cast<size_t>(n * w.cols) * dtype_size(w.dtype), "GEMM input");
+  cuda::gemm(c.blas, w.dtype, w.data, w.rows, w.cols, x, n, y, x_lowp, c.stream);
+  if (!layer.bias.empty()) cuda::add_bias(y, layer.bias.data, n, w.rows, c.stream);
+}
+
+void rope(Context& c, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq) {
+  cuda::rope(x, n, heads, head_dim, start, inv_freq.data, cuda::RopeLayout::HalfSplit, c.stream);
+}
+
+void silu_mul(Context& c, const float* gate, const float* up, float* out, int64_t n) {
+  cuda::silu_mul(gate, up, out, n, c.stream);
+}
+
+void add(Context& c, float* x, const float* y, int64_t n) { cuda::add(x, y, n, c.stream); }
+
+void store_kv(Context& c, KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v) {
+  cuda::store_kv(kv.dtype(), k, v, n, kv.num_kv_heads(), kv.head_dim(), start, kv.capacity(), kv.k(layer, 0),
+                 kv.v(layer, 0), c.stream);
+}
+
+void attention(Context& c, const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start, int64_t heads,
+               int64_t window, float* out) {
+  cuda::AttentionParams p;
+  p.q = q;
+  p.k = kv.k(layer, 0);
+  p.v = kv.v(layer, 0);
+  p.out = out;
+  p.kv_dtype = kv.dtype();
+  p.n = n;
+  p.start = start;
+  p.heads = heads;
+  p.kv_heads = kv.num_kv_heads();
+  p.head_dim = kv.head_dim();
+  p.capacity = kv.capacity();
+  p.window = window;
+  if (n == 1) {
+    const size_t bytes = cuda::attention_decode_workspace_bytes(heads, kv.head_dim(), kv.capacity());
+    void* ws = c.scratch(c.workspace, bytes, "decode attention workspace");
+    cuda::attention_decode(p, ws, bytes, c.stream);
+  } else {
+    cuda::attention_prefill(p, c.stream);
+  }
+}
+
+void to_host(Context& c, const float* device, float* host, int64_t n) {
+  CUDA_CHECK(cudaMemcpyAsync(host, device, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost, c.stream));
+  CUDA_CHECK(cudaStreamSynchronize(c.stream));
+}
+
+}  // namespace kvinfer::cuda_backend

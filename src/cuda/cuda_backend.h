@@ -1,0 +1,35 @@
+#pragma once
+// The CUDA backend as the forward pass sees it: the same ops as src/cpu/cpu_ops.h over device
+// pointers, enqueued on one stream. No CUDA headers here: built with CUDA in cuda_backend.cpp,
+// without it in stubs.cpp (every call throws "built without CUDA").
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "kvinfer/kv_cache.h"
+#include "models/weights.h"
+
+namespace kvinfer::cuda_backend {
+
+// One session's stream, cuBLAS handle and device scratch (token ids, narrowed GEMM inputs,
+// the split-K workspace of decode attention).
+class Context;
+std::shared_ptr<Context> create_context();
+
+// Copies every tensor of host weights to device memory; the result's pointers are device
+// pointers and its storage owns them. A tied LM head shares the embedding's copy.
+std::unique_ptr<ModelWeights> upload(const ModelWeights& host);
+
+void embed(Context& c, const Matrix& table, std::span<const int32_t> ids, float* out);
+void rms_norm(Context& c, const float* x, const Vector& weight, int64_t n, int64_t dim, float eps, float* y);
+void linear(Context& c, const Linear& layer, const float* x, int64_t n, float* y);
+void rope(Context& c, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq);
+void silu_mul(Context& c, const float* gate, const float* up, float* out, int64_t n);
+void add(Context& c, float* x, const float* y, int64_t n);
+void store_kv(Context& c, KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v);
+void attention(Context& c, const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start, int64_t heads,
+               int64_t window, float* out);
+// Waits for the stream and copies n floats of device memory to the host.
+void to_host(Context& c, const float* device, float* host, int64_t n);
+
+}  // namespace kvinfer::cuda_backend

@@ -1,0 +1,36 @@
+#include "cuda/device_memory.h"
+
+#include <cuda_runtime_api.h>
+
+#include <fmt/format.h>
+
+#include "cuda_check.h"
+
+namespace kvinfer::cuda_backend {
+
+void* device_alloc(size_t bytes, std::string_view what) {
+  if (bytes == 0) return nullptr;
+  size_t free_bytes = 0, total_bytes = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  void* p = nullptr;
+  if (bytes > free_bytes || cudaMalloc(&p, bytes) != cudaSuccess) {
+    cudaGetLastError();  // clear the allocation failure
+    throw Error(fmt::format("{}: needs {} bytes of CUDA device memory but only {} of {} bytes are free", what, bytes,
+                            free_bytes, total_bytes));
+  }
+  return p;
+}
+
+void device_free(void* p) noexcept {
+  if (p) cudaFree(p);
+}
+
+void copy_to_device(void* dst, const void* src, size_t bytes) {
+  if (bytes) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+
+void copy_to_host(void* dst, const void* src, size_t bytes) {
+  if (bytes) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+}  // namespace kvinfer::cuda_backend

@@ -1,0 +1,46 @@
+#pragma once
+// Device memory without CUDA headers, so host code that is built either way can hold it.
+// Implemented in device_memory.cpp with CUDA, in stubs.cpp without (where every call throws).
+#include <cstddef>
+#include <string_view>
+#include <utility>
+
+namespace kvinfer::cuda_backend {
+
+// Allocates `bytes` of device memory. When they do not fit, throws kvinfer::Error naming
+// `what`, the bytes needed and the bytes free on the device.
+void* device_alloc(size_t bytes, std::string_view what);
+void device_free(void* p) noexcept;
+void copy_to_device(void* dst, const void* src, size_t bytes);  // synchronous
+void copy_to_host(void* dst, const void* src, size_t bytes);    // synchronous
+
+}  // namespace kvinfer::cuda_backend
+
+namespace kvinfer {
+
+// An owned block of device memory.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(size_t bytes, std::string_view what) : p_(cuda_backend::device_alloc(bytes, what)), bytes_(bytes) {}
+  ~DeviceBuffer() { cuda_backend::device_free(p_); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const { return p_; }
+  size_t bytes() const { return bytes_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(p_); }
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace kvinfer

@@ -1,0 +1,35 @@
+// The CUDA backend of a build without CUDA: every entry throws, so that a request for the CUDA
+// device fails with a clear message instead of at link time. Device::Auto never gets here,
+// because cuda_device_count() is 0 in such a build.
+#include "cuda/cuda_backend.h"
+#include "cuda/device_memory.h"
+#include "kvinfer/error.h"
+
+namespace kvinfer::cuda_backend {
+
+namespace {
+[[noreturn]] void unavailable() {
+  throw Error("this build of kvinfer has no CUDA backend (configure with -DKVINFER_CUDA=ON and nvcc)");
+}
+}  // namespace
+
+class Context {};
+std::shared_ptr<Context> create_context() { unavailable(); }
+std::unique_ptr<ModelWeights> upload(const ModelWeights&) { unavailable(); }
+void* device_alloc(size_t, std::string_view) { unavailable(); }
+void device_free(void* p) noexcept { (void)p; }
+void copy_to_device(void*, const void*, size_t) { unavailable(); }
+void copy_to_host(void*, const void*, size_t) { unavailable(); }
+void embed(Context&, const Matrix&, std::span<const int32_t>, float*) { unavailable(); }
+void rms_norm(Context&, const float*, const Vector&, int64_t, int64_t, float, float*) { unavailable(); }
+void linear(Context&, const Linear&, const float*, int64_t, float*) { unavailable(); }
+void rope(Context&, float*, int64_t, int64_t, int64_t, int64_t, const Vector&) { unavailable(); }
+void silu_mul(Context&, const float*, const float*, float*, int64_t) { unavailable(); }
+void add(Context&, float*, const float*, int64_t) { unavailable(); }
+void store_kv(Context&, KvCache&, int64_t, int64_t, int64_t, const float*, const float*) { unavailable(); }
+void attention(Context&, const KvCache&, int64_t, const float*, int64_t, int64_t, int64_t, int64_t, float*) {
+  unavailable();
+}
+void to_host(Context&, const float*, float*, int64_t) { unavailable(); }
+
+}  // namespace kvinfer::cuda_backend

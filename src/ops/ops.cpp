@@ -1,0 +1,51 @@
+#include "ops/ops.h"
+
+#include "cpu/cpu_ops.h"
+#include "cuda/cuda_backend.h"
+
+namespace kvinfer::ops {
+
+// Device::Auto is resolved when a model loads: an Exec holds CPU or CUDA.
+
+void embed(const Exec& e, const Matrix& table, std::span<const int32_t> ids, float* out) {
+  if (e.device == Device::CUDA) return cuda_backend::embed(*e.cuda, table, ids, out);
+  cpu::embed(table, ids, out);
+}
+
+void rms_norm(const Exec& e, const float* x, const Vector& weight, int64_t n, int64_t dim, float eps, float* y) {
+  if (e.device == Device::CUDA) return cuda_backend::rms_norm(*e.cuda, x, weight, n, dim, eps, y);
+  cpu::rms_norm(x, weight.data, n, dim, eps, y);
+}
+
+void linear(const Exec& e, const Linear& layer, const float* x, int64_t n, float* y) {
+  if (e.device == Device::CUDA) return cuda_backend::linear(*e.cuda, layer, x, n, y);
+  cpu::linear(layer, x, n, y);
+}
+
+void rope(const Exec& e, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq) {
+  if (e.device == Device::CUDA) return cuda_backend::rope(*e.cuda, x, n, heads, head_dim, start, inv_freq);
+  cpu::rope(x, n, heads, head_dim, start, inv_freq.data);
+}
+
+void silu_mul(const Exec& e, const float* gate, const float* up, float* out, int64_t n) {
+  if (e.device == Device::CUDA) return cuda_backend::silu_mul(*e.cuda, gate, up, out, n);
+  cpu::silu_mul(gate, up, out, n);
+}
+
+void add(const Exec& e, float* x, const float* y, int64_t n) {
+  if (e.device == Device::CUDA) return cuda_backend::add(*e.cuda, x, y, n);
+  cpu::add(x, y, n);
+}
+
+void store_kv(const Exec& e, KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v) {
+  if (e.device == Device::CUDA) return cuda_backend::store_kv(*e.cuda, kv, layer, start, n, k, v);
+  cpu::store_kv(kv, layer, start, n, k, v);
+}
+
+void attention(const Exec& e, const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start,
+               int64_t heads, int64_t window, float* out) {
+  if (e.device == Device::CUDA) return cuda_backend::attention(*e.cuda, kv, layer, q, n, start, heads, window, out);
+  cpu::attention(kv, layer, q, n, start, heads, window, out);
+}
+
+}  // namespace kvinfer::ops

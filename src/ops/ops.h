@@ -1,0 +1,35 @@
+#pragma once
+// One entry per op for the forward pass: a switch on the device to the CPU backend
+// (src/cpu/cpu_ops.h) or the CUDA backend (src/cuda/cuda_backend.h). Pointers live on the
+// device of the Exec; layouts and semantics are those documented in cpu_ops.h.
+#include <cstdint>
+#include <span>
+
+#include "kvinfer/device.h"
+#include "kvinfer/kv_cache.h"
+#include "models/weights.h"
+
+namespace kvinfer {
+namespace cuda_backend {
+class Context;
+}
+
+namespace ops {
+
+struct Exec {
+  Device device = Device::CPU;
+  cuda_backend::Context* cuda = nullptr;  // set when device == CUDA
+};
+
+void embed(const Exec& e, const Matrix& table, std::span<const int32_t> ids, float* out);
+void rms_norm(const Exec& e, const float* x, const Vector& weight, int64_t n, int64_t dim, float eps, float* y);
+void linear(const Exec& e, const Linear& layer, const float* x, int64_t n, float* y);
+void rope(const Exec& e, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq);
+void silu_mul(const Exec& e, const float* gate, const float* up, float* out, int64_t n);
+void add(const Exec& e, float* x, const float* y, int64_t n);
+void store_kv(const Exec& e, KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v);
+void attention(const Exec& e, const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start,
+               int64_t heads, int64_t window, float* out);
+
+}  // namespace ops
+}  // namespace kvinfer

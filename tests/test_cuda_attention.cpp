@@ -1,0 +1,322 @@
+// The CUDA attention kernels (kernels/attention_decode.cu, kernels/attention_prefill.cu) against
+// the CPU backend (cpu::attention) on fresh random inputs, and against a double-precision
+// reference on a subset. Skips with a message where no CUDA device exists; the argument checks,
+// which throw before touching the device, run everywhere.
+//
+// Pass rules (FlashAttention's, adapted):
+//  - every case: max|gpu - cpu| / max|cpu| <= kRelTol. Both sides widen the same cache values and
+//    accumulate in f32, differing only in summation order and exp vs exp2: observed ~1e-6 (up
+//    to ~1e-5 at 16K positions). A wrong index, mask or rescale is an O(1e-2..1) error.
+//  - fp64 subset: the GPU's distance to the fp64 reference is at most twice the naive f32 CPU
+//    kernel's, plus a floor of kRefFloor · max|ref| for the cases where the CPU is lucky.
+// Outputs and workspace are poisoned with NaN before each call, as are the cache rows the
+// kernels must not read (past the context; before the window, for decode).
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cpu/cpu_ops.h"
+#include "cuda_check.h"
+#include "cuda_ops.h"
+#include "kvinfer/kvinfer.h"
+
+namespace kvinfer {
+namespace {
+
+constexpr double kRelTol = 1e-4;
+constexpr double kRefFloor = 2e-6;
+
+#define SKIP_WITHOUT_DEVICE()                                                                   \
+  do {                                                                                          \
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: attention kernels not run"; \
+  } while (0)
+
+template <typename T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t count) : bytes_(std::max<size_t>(count, 1) * sizeof(T)) {
+    CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), bytes_));
+    CUDA_CHECK(cudaMemset(p_, 0xFF, bytes_));  // NaN for float: unwritten output shows
+  }
+  ~DeviceArray() { cudaFree(p_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  T* get() const { return p_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  T* p_ = nullptr;
+  size_t bytes_;
+};
+
+enum class Kernel { Decode, Prefill };
+
+struct Shape {
+  int64_t kv_heads, group, head_dim;
+  DType dtype;
+  int64_t start, n, window;
+  int64_t heads() const { return kv_heads * group; }
+};
+
+std::string describe(Kernel kernel, const Shape& s) {
+  return std::string(kernel == Kernel::Decode ? "decode" : "prefill") + " kv_heads " + std::to_string(s.kv_heads) +
+         " group " + std::to_string(s.group) + " head_dim " + std::to_string(s.head_dim) + " " +
+         std::string(dtype_name(s.dtype)) + " start " + std::to_string(s.start) + " n " + std::to_string(s.n) +
+         " window " + std::to_string(s.window);
+}
+
+struct Outcome {
+  double rel_to_cpu = 0;
+  double gpu_to_ref = -1, cpu_to_ref = -1, ref_scale = 0;  // fp64 subset, when computed
+};
+
+std::vector<float> uniform(std::mt19937& rng, size_t count, float a) {
+  std::uniform_real_distribution<float> u(-a, a);
+  std::vector<float> x(count);
+  for (auto& e : x) e = u(rng);
+  return x;
+}
+
+// fp64 attention for row t, head h over the widened cache: out (head_dim).
+std::vector<double> reference_row(const KvCache& kv, const Shape& s, const std::vector<float>& q, int64_t t, int64_t h) {
+  const int64_t hd = s.head_dim, pos = s.start + t, g = h / s.group;
+  const int64_t first = s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0;
+  const size_t row_bytes = static_cast<size_t>(hd) * dtype_size(s.dtype);
+  std::vector<float> k(static_cast<size_t>(hd)), v(static_cast<size_t>(hd));
+  std::vector<double> score(static_cast<size_t>(pos - first + 1)), out(static_cast<size_t>(hd), 0.0);
+  const float* qh = q.data() + (t * s.heads() + h) * hd;
+  double mx = -INFINITY;
+  for (int64_t j = first; j <= pos; ++j) {
+    cpu::to_f32(s.dtype, kv.k(0, g) + static_cast<size_t>(j) * row_bytes, k.data(), hd);
+    double d = 0;
+    for (int64_t i = 0; i < hd; ++i) d += static_cast<double>(qh[i]) * k[static_cast<size_t>(i)];
+    score[static_cast<size_t>(j - first)] = d / std::sqrt(static_cast<double>(hd));
+    mx = std::max(mx, score[static_cast<size_t>(j - first)]);
+  }
+  double sum = 0;
+  for (auto& e : score) sum += (e = std::exp(e - mx));
+  for (int64_t j = first; j <= pos; ++j) {
+    cpu::to_f32(s.dtype, kv.v(0, g) + static_cast<size_t>(j) * row_bytes, v.data(), hd);
+    const double p = score[static_cast<size_t>(j - first)] / sum;
+    for (int64_t i = 0; i < hd; ++i) out[static_cast<size_t>(i)] += p * v[static_cast<size_t>(i)];
+  }
+  return out;
+}
+
+// Runs one call on the CPU and the GPU. ref_stride > 0: fp64 reference on every ref_stride-th row.
+Outcome run(Kernel kernel, const Shape& s, int64_t ref_stride = 0) {
+  const int64_t hd = s.head_dim, kvh = s.kv_heads, heads = s.heads(), ctx = s.start + s.n;
+  const int64_t capacity = ctx + 5;  // poisoned rows after the context
+  ModelConfig cfg;
+  cfg.num_layers = 1;
+  cfg.num_heads = heads;
+  cfg.num_kv_heads = kvh;
+  cfg.head_dim = hd;
+  KvCache kv(cfg, capacity, s.dtype);
+  std::mt19937 rng(static_cast<uint32_t>(s.group * 1000003 + hd * 7919 + s.start * 31 + s.n + s.window));
+  const auto k = uniform(rng, static_cast<size_t>(ctx * kvh * hd), 1.0f);  // (ctx, kv_heads, hd)
+  const auto v = uniform(rng, static_cast<size_t>(ctx * kvh * hd), 1.0f);
+  cpu::store_kv(kv, 0, 0, ctx, k.data(), v.data());
+  const std::vector<float> nan_rows(static_cast<size_t>(std::max(ctx, capacity - ctx) * kvh * hd),
+                                    std::numeric_limits<float>::quiet_NaN());
+  cpu::store_kv(kv, 0, ctx, capacity - ctx, nan_rows.data(), nan_rows.data());
+  const int64_t first = s.window > 0 ? std::max<int64_t>(0, s.start - s.window + 1) : 0;
+  // Decode never needs the rows before its window; the CPU reads none of them either.
+  if (kernel == Kernel::Decode && first > 0) cpu::store_kv(kv, 0, 0, first, nan_rows.data(), nan_rows.data());
+  // |q| up to 6: scores with a standard deviation of ~2, so the softmax is neither flat nor one-hot.
+  const auto q = uniform(rng, static_cast<size_t>(s.n * heads * hd), 6.0f);  // (n, heads, hd)
+  std::vector<float> want(q.size()), got(q.size());
+  cpu::attention(kv, 0, q.data(), s.n, s.start, heads, s.window, want.data());
+
+  const size_t block_bytes = static_cast<size_t>(kvh * capacity * hd) * dtype_size(s.dtype);
+  DeviceArray<std::byte> k_d(block_bytes), v_d(block_bytes);
+  CUDA_CHECK(cudaMemcpy(k_d.get(), kv.k(0, 0), block_bytes, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(v_d.get(), kv.v(0, 0), block_bytes, cudaMemcpyHostToDevice));
+  DeviceArray<float> q_d(q.size()), out_d(q.size());
+  CUDA_CHECK(cudaMemcpy(q_d.get(), q.data(), q.size() * sizeof(float), cudaMemcpyHostToDevice));
+  cuda::AttentionParams p;
+  p.q = q_d.get();
+  p.k = k_d.get();
+  p.v = v_d.get();
+  p.out = out_d.get();
+  p.kv_dtype = s.dtype;
+  p.n = s.n;
+  p.start = s.start;
+  p.heads = heads;
+  p.kv_heads = kvh;
+  p.head_dim = hd;
+  p.capacity = capacity;
+  p.window = s.window;
+  if (kernel == Kernel::Decode) {
+    DeviceArray<std::byte> ws(cuda::attention_decode_workspace_bytes(heads, hd, capacity));
+    cuda::attention_decode(p, ws.get(), ws.bytes(), nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+  } else {
+    cuda::attention_prefill(p, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  CUDA_CHECK(cudaMemcpy(got.data(), out_d.get(), got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+
+  Outcome o;
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return Outcome{INFINITY};
+    err = std::max(err, std::abs(static_cast<double>(got[i]) - want[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
+  }
+  o.rel_to_cpu = err / scale;
+  if (ref_stride <= 0) return o;
+  o.gpu_to_ref = o.cpu_to_ref = 0;
+  for (int64_t t = 0; t < s.n; t += ref_stride)
+    for (int64_t h = 0; h < heads; ++h) {
+      const auto ref = reference_row(kv, s, q, t, h);
+      for (int64_t i = 0; i < hd; ++i) {
+        const size_t at = static_cast<size_t>((t * heads + h) * hd + i);
+        const double r = ref[static_cast<size_t>(i)];
+        o.gpu_to_ref = std::max(o.gpu_to_ref, std::abs(got[at] - r));
+        o.cpu_to_ref = std::max(o.cpu_to_ref, std::abs(want[at] - r));
+        o.ref_scale = std::max(o.ref_scale, std::abs(r));
+      }
+    }
+  return o;
+}
+
+void expect_close(Kernel kernel, const Shape& s, int64_t ref_stride = 0) {
+  const Outcome o = run(kernel, s, ref_stride);
+  EXPECT_LE(o.rel_to_cpu, kRelTol) << describe(kernel, s);
+  if (ref_stride > 0) {
+    EXPECT_LE(o.gpu_to_ref, 2 * o.cpu_to_ref + kRefFloor * o.ref_scale)
+        << describe(kernel, s) << ": gpu to fp64 " << o.gpu_to_ref << ", cpu to fp64 " << o.cpu_to_ref;
+  }
+}
+
+constexpr DType kDtypes[] = {DType::F32, DType::F16, DType::BF16};
+
+// Every group size × head_dim, each with every cache dtype, with and without a window.
+class CudaAttentionSweep : public ::testing::TestWithParam<std::tuple<int64_t, int64_t>> {};
+
+TEST_P(CudaAttentionSweep, DecodeMatchesCpu) {
+  SKIP_WITHOUT_DEVICE();
+  const auto [group, hd] = GetParam();
+  const int64_t kvh = group == 64 ? 1 : 2;
+  int64_t i = 0;
+  for (DType dt : kDtypes)
+    for (int64_t window : {int64_t{0}, int64_t{333}}) {
+      const int64_t start = 700 + 61 * (i++) + group;  // not a tile multiple; several splits
+      expect_close(Kernel::Decode, {kvh, group, hd, dt, start, 1, window}, i == 1 ? 1 : 0);
+    }
+}
+
+TEST_P(CudaAttentionSweep, PrefillMatchesCpu) {
+  SKIP_WITHOUT_DEVICE();
+  const auto [group, hd] = GetParam();
+  const int64_t kvh = group == 64 ? 1 : 2;
+  for (DType dt : kDtypes)
+    for (int64_t window : {int64_t{0}, int64_t{23}}) {
+      expect_close(Kernel::Prefill, {kvh, group, hd, dt, 0, 70, window}, dt == DType::BF16 ? 5 : 0);
+      expect_close(Kernel::Prefill, {kvh, group, hd, dt, 45, 37, window});
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaAttentionSweep,
+                         ::testing::Combine(::testing::Values(1, 2, 4, 5, 7, 8, 12, 16, 64),
+                                            ::testing::Values(64, 128, 256)),
+                         [](const auto& test) {
+                           return "group" + std::to_string(std::get<0>(test.param)) + "_hd" +
+                                  std::to_string(std::get<1>(test.param));
+                         });
+
+// Short contexts (one split, partial tiles, the direct-output path) and windows of 1 and 2.
+TEST(CudaAttention, DecodeShortContextsAndTinyWindows) {
+  SKIP_WITHOUT_DEVICE();
+  for (int64_t start : {0, 1, 31, 32, 33, 63, 64, 65, 127, 128, 129, 200})
+    for (int64_t window : {0, 1, 2, 33})
+      for (int64_t group : {1, 7}) expect_close(Kernel::Decode, {2, group, 64, DType::BF16, start, 1, window}, 1);
+}
+
+// Long contexts: many splits, combine over up to the maximum split count.
+TEST(CudaAttention, DecodeLongContexts) {
+  SKIP_WITHOUT_DEVICE();
+  for (int64_t group : {1, 7, 8})
+    for (int64_t window : {0, 4000}) expect_close(Kernel::Decode, {8, group, 128, DType::BF16, 16396, 1, window}, 1);
+  expect_close(Kernel::Decode, {1, 64, 64, DType::F16, 16400, 1, 0}, 1);
+  expect_close(Kernel::Decode, {1, 5, 256, DType::F32, 20011, 1, 0}, 1);
+}
+
+TEST(CudaAttention, PrefillThousandsOfPositions) {
+  SKIP_WITHOUT_DEVICE();
+  expect_close(Kernel::Prefill, {2, 4, 128, DType::BF16, 1500, 1000, 0}, 37);
+  expect_close(Kernel::Prefill, {2, 4, 128, DType::BF16, 1500, 1000, 700}, 37);
+  expect_close(Kernel::Prefill, {1, 7, 64, DType::F16, 0, 2100, 0}, 97);
+  expect_close(Kernel::Prefill, {4, 1, 256, DType::F32, 3, 1, 0}, 1);  // n == 1 through prefill
+}
+
+TEST(CudaAttention, DecodeRefusesTooSmallWorkspace) {
+  SKIP_WITHOUT_DEVICE();
+  DeviceArray<std::byte> buf(1 << 20);
+  cuda::AttentionParams p;
+  p.q = p.out = reinterpret_cast<float*>(buf.get());
+  p.k = p.v = buf.get();
+  p.kv_dtype = DType::BF16;
+  p.n = 1, p.start = 4000, p.heads = 8, p.kv_heads = 1, p.head_dim = 64, p.capacity = 4096;
+  try {
+    cuda::attention_decode(p, buf.get(), 16, nullptr);
+    FAIL() << "a 16-byte workspace was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("workspace"), std::string::npos) << e.what();
+  }
+}
+
+// Argument checks throw before any CUDA call, so they run without a device. The pointers are
+// never dereferenced.
+TEST(CudaAttention, RefusesBadArguments) {
+  alignas(16) static float dummy[64];
+  const auto good = [] {
+    cuda::AttentionParams p;
+    p.q = p.out = dummy;
+    p.k = p.v = dummy;
+    p.n = 1, p.start = 10, p.heads = 8, p.kv_heads = 2, p.head_dim = 128, p.capacity = 16;
+    return p;
+  };
+  const auto expect_error = [](auto call, const std::string& needle) {
+    try {
+      call();
+      ADD_FAILURE() << "no error; expected one mentioning '" << needle << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  const auto decode = [](cuda::AttentionParams p) { return [p] { cuda::attention_decode(p, nullptr, 0, nullptr); }; };
+  const auto prefill = [](cuda::AttentionParams p) { return [p] { cuda::attention_prefill(p, nullptr); }; };
+  auto p = good();
+  p.n = 2;
+  expect_error(decode(p), "n must be 1");
+  p = good(), p.head_dim = 96;
+  expect_error(decode(p), "head_dim 96");
+  expect_error(prefill(p), "head_dim 96");
+  p = good(), p.heads = 130, p.kv_heads = 2;
+  expect_error(decode(p), "exceeds 64");
+  p = good(), p.heads = 9;
+  expect_error(decode(p), "multiple of kv_heads");
+  expect_error(prefill(p), "multiple of kv_heads");
+  p = good(), p.v = nullptr;
+  expect_error(decode(p), "non-null");
+  expect_error(prefill(p), "non-null");
+  p = good(), p.k = reinterpret_cast<const std::byte*>(dummy) + 4;
+  expect_error(decode(p), "16-byte aligned");
+  p = good(), p.start = 16;
+  expect_error(decode(p), "capacity 16");
+  p = good(), p.n = 7;
+  expect_error(prefill(p), "capacity 16");
+  p = good(), p.n = 0;
+  expect_error(prefill(p), "at least 1");
+}
+
+}  // namespace
+}  // namespace kvinfer

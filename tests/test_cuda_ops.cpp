@@ -1,0 +1,361 @@
+// The elementwise kernels and the cuBLAS GEMM against the CPU backend (src/cpu/), their
+// reference, on random inputs, with every output poisoned (NaN) before the call and shapes that
+// are not multiples of any block size. Skips with a message where no CUDA device exists.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/rope.h"
+#include "cpu/cpu_ops.h"
+#include "cuda_check.h"
+#include "cuda_gemm.h"
+#include "cuda_ops.h"
+#include "kvinfer/device.h"
+#include "kvinfer/generate.h"
+
+namespace kvinfer_test {
+namespace {
+
+using kvinfer::DType;
+namespace cpu = kvinfer::cpu;
+namespace cuda = kvinfer::cuda;
+
+constexpr DType kDtypes[] = {DType::F32, DType::F16, DType::BF16};
+constexpr double kU32 = 0x1p-24;  // unit roundoff of f32
+
+// Owned device memory, poisoned with 0xFF bytes at birth: NaN in f32, f16 and bf16, -1 in int32.
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  explicit DeviceBuffer(size_t b) : bytes(b) {
+    CUDA_CHECK(cudaMalloc(&ptr, b));
+    CUDA_CHECK(cudaMemset(ptr, 0xFF, b));
+  }
+  template <typename T>
+  explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size() * sizeof(T)) {
+    CUDA_CHECK(cudaMemcpy(ptr, host.data(), bytes, cudaMemcpyHostToDevice));
+  }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr); }
+  template <typename T>
+  std::vector<T> to_host() const {
+    std::vector<T> h(bytes / sizeof(T));
+    CUDA_CHECK(cudaMemcpy(h.data(), ptr, bytes, cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<std::byte> narrow(DType t, const std::vector<float>& v) {
+  std::vector<std::byte> out(v.size() * kvinfer::dtype_size(t));
+  cpu::from_f32(t, v.data(), out.data(), static_cast<int64_t>(v.size()));
+  return out;
+}
+
+std::vector<float> widen(DType t, const std::vector<std::byte>& b) {
+  std::vector<float> out(b.size() / kvinfer::dtype_size(t));
+  cpu::to_f32(t, b.data(), out.data(), static_cast<int64_t>(out.size()));
+  return out;
+}
+
+double max_rel_err(const std::vector<float>& gpu, const std::vector<float>& ref) {
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    err = std::max(err, std::fabs(static_cast<double>(gpu[i]) - ref[i]));
+    if (std::isnan(gpu[i])) return INFINITY;
+    scale = std::max(scale, std::fabs(static_cast<double>(ref[i])));
+  }
+  return err / scale;
+}
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (kvinfer::cuda_device_count() == 0)
+      GTEST_SKIP() << "no CUDA device: the CUDA elementwise kernels and cuBLAS GEMM are not run";
+    CUDA_CHECK(cudaStreamCreate(&stream_));
+  }
+  void TearDown() override {
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+  void sync() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  cudaStream_t stream_ = nullptr;
+};
+
+TEST_F(CudaOps, EmbedWidensTheRowsOfEveryDtype) {
+  const int64_t vocab = 32001, hidden = 67;
+  const std::vector<int32_t> ids = {0, 32000, 17, 17, 31999, 4242, 1};
+  for (DType t : kDtypes) {
+    const auto table = narrow(t, random_floats(static_cast<size_t>(vocab * hidden), 1));
+    DeviceBuffer d_table(table), d_ids(ids), d_out(ids.size() * hidden * sizeof(float));
+    cuda::embed(t, d_table.ptr, vocab, hidden, d_ids.as<int32_t>(), std::ssize(ids), d_out.as<float>(), stream_);
+    sync();
+    std::vector<float> ref(ids.size() * hidden);
+    cpu::embed({.dtype = t, .data = table.data(), .rows = vocab, .cols = hidden}, ids, ref.data());
+    EXPECT_EQ(d_out.to_host<float>(), ref) << kvinfer::dtype_name(t);  // widening is exact
+  }
+}
+
+TEST_F(CudaOps, EmbedNeverReadsOutsideTheTable) {
+  // Ids are validated on the host; a bad one that slips through gives a NaN row, not a read.
+  const int64_t vocab = 5, hidden = 300;
+  const std::vector<int32_t> ids = {-1, 5, 2};
+  DeviceBuffer d_table(random_floats(vocab * hidden, 2)), d_ids(ids), d_out(ids.size() * hidden * sizeof(float));
+  cuda::embed(DType::F32, d_table.ptr, vocab, hidden, d_ids.as<int32_t>(), 3, d_out.as<float>(), stream_);
+  sync();
+  const auto out = d_out.to_host<float>();
+  for (int64_t j = 0; j < 2 * hidden; ++j) ASSERT_TRUE(std::isnan(out[j])) << j;
+  for (int64_t j = 2 * hidden; j < 3 * hidden; ++j) ASSERT_FALSE(std::isnan(out[j])) << j;
+}
+
+// Sums of squares: the CPU adds up to dim/8 terms in sequence (≤ ~512·u relative error), the
+// GPU ≤ dim/512 + 10; the square root halves that. 4e-5 per element covers dim 4097 with room.
+TEST_F(CudaOps, RmsNormMatchesCpu) {
+  for (int64_t dim : {1, 31, 4096, 4097}) {
+    const int64_t n = 3;
+    const auto x = random_floats(static_cast<size_t>(n * dim), 3, -2.0f, 2.0f);
+    const auto w = random_floats(static_cast<size_t>(dim), 4, 0.5f, 1.5f);
+    DeviceBuffer d_x(x), d_w(w), d_y(x.size() * sizeof(float));
+    cuda::rms_norm(d_x.as<float>(), d_w.as<float>(), n, dim, 1e-5f, d_y.as<float>(), stream_);
+    sync();
+    std::vector<float> ref(x.size());
+    cpu::rms_norm(x.data(), w.data(), n, dim, 1e-5f, ref.data());
+    const auto y = d_y.to_host<float>();
+    for (size_t i = 0; i < y.size(); ++i)
+      ASSERT_NEAR(y[i], ref[i], 4e-5 * std::fabs(ref[i])) << "dim " << dim << " i " << i;
+  }
+}
+
+// Double-precision reference of both layouts: the angle is HF's f32 product, the rest double.
+std::vector<float> rope_reference(std::vector<float> x, int64_t n, int64_t heads, int64_t hd, int64_t start,
+                                  const std::vector<float>& inv_freq, cuda::RopeLayout layout) {
+  const int64_t half = hd / 2;
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t i = 0; i < half; ++i) {
+      const double a = static_cast<float>(start + t) * inv_freq[static_cast<size_t>(i)];
+      for (int64_t h = 0; h < heads; ++h) {
+        float* xh = x.data() + (t * heads + h) * hd;
+        float& x0 = layout == cuda::RopeLayout::HalfSplit ? xh[i] : xh[2 * i];
+        float& x1 = layout == cuda::RopeLayout::HalfSplit ? xh[i + half] : xh[2 * i + 1];
+        const double r0 = x0 * std::cos(a) - x1 * std::sin(a), r1 = x1 * std::cos(a) + x0 * std::sin(a);
+        x0 = static_cast<float>(r0), x1 = static_cast<float>(r1);
+      }
+    }
+  return x;
+}
+
+// |x| ≤ 1: cos/sin rounded to f32 (u each), two products and a sum (FMA-contracted on the GPU,
+// not on the CPU): ≤ ~4u·(|x0| + |x1|) ≈ 5e-7. Positions up to 131K: a fast __sinf would be off
+// by 1e-3 there, and so would any angle not formed as one f32 product.
+TEST_F(CudaOps, RopeMatchesCpuAndDoubleReferenceAtLongPositions) {
+  const double kTol = 1e-6;
+  const int64_t n = 7, heads = 11;
+  for (int64_t hd : {6, 64, 128})
+    for (int64_t start : {0, 16380, 131067})
+      for (auto layout : {cuda::RopeLayout::HalfSplit, cuda::RopeLayout::Interleaved}) {
+        std::vector<float> inv_freq(static_cast<size_t>(hd / 2));
+        for (int i = 0; i < hd / 2; ++i)
+          inv_freq[i] = kvinfer::core::rope_default_inv_freq(i, static_cast<int>(hd), 1e4f);
+        const auto x = random_floats(static_cast<size_t>(n * heads * hd), 5);
+        DeviceBuffer d_x(x), d_f(inv_freq);
+        cuda::rope(d_x.as<float>(), n, heads, hd, start, d_f.as<float>(), layout, stream_);
+        sync();
+        const auto y = d_x.to_host<float>();
+        const auto ref = rope_reference(x, n, heads, hd, start, inv_freq, layout);
+        const bool half_split = layout == cuda::RopeLayout::HalfSplit;
+        for (size_t i = 0; i < y.size(); ++i)
+          ASSERT_NEAR(y[i], ref[i], kTol) << "hd " << hd << " start " << start << " half_split " << half_split;
+        if (half_split) {
+          auto cpu_y = x;
+          cpu::rope(cpu_y.data(), n, heads, hd, start, inv_freq.data());
+          for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], cpu_y[i], kTol) << "vs cpu, hd " << hd;
+        }
+      }
+}
+
+// expf (≤ 2 ulp), one division, one product against glibc's exp: a few u relative.
+TEST_F(CudaOps, SiluMulMatchesCpuAlignedUnalignedAndInPlace) {
+  for (int64_t n : {1, 4096, 4097})
+    for (int64_t offset : {0, 1}) {  // offset 1: pointers not 16-byte aligned (scalar path)
+      const auto gate = random_floats(static_cast<size_t>(n + 1), 6, -8.0f, 8.0f);
+      const auto up = random_floats(static_cast<size_t>(n + 1), 7);
+      std::vector<float> ref(gate.size());
+      cpu::silu_mul(gate.data(), up.data(), ref.data(), n + 1);
+      DeviceBuffer d_g(gate), d_u(up), d_out(gate.size() * sizeof(float));
+      cuda::silu_mul(d_g.as<float>() + offset, d_u.as<float>() + offset, d_out.as<float>() + offset, n, stream_);
+      cuda::silu_mul(d_g.as<float>() + offset, d_u.as<float>() + offset, d_g.as<float>() + offset, n, stream_);
+      sync();
+      const auto out = d_out.to_host<float>(), in_place = d_g.to_host<float>();
+      for (int64_t i = offset; i < n + offset; ++i) {
+        ASSERT_NEAR(out[i], ref[i], 1e-6 * std::fabs(ref[i])) << "n " << n << " i " << i;
+        ASSERT_EQ(in_place[i], out[i]) << "in place, n " << n << " i " << i;
+      }
+    }
+}
+
+TEST_F(CudaOps, AddAndAddBiasAreExact) {
+  for (int64_t n : {1, 4096, 4097})
+    for (int64_t offset : {0, 1}) {
+      const auto x = random_floats(static_cast<size_t>(n + 1), 8), y = random_floats(static_cast<size_t>(n + 1), 9);
+      DeviceBuffer d_x(x), d_y(y);
+      cuda::add(d_x.as<float>() + offset, d_y.as<float>() + offset, n, stream_);
+      sync();
+      auto ref = x;
+      cpu::add(ref.data() + offset, y.data() + offset, n);
+      EXPECT_EQ(d_x.to_host<float>(), ref) << "n " << n << " offset " << offset;
+    }
+  const int64_t rows = 3, cols = 4097;
+  const auto y = random_floats(static_cast<size_t>(rows * cols), 10), bias = random_floats(cols, 11);
+  DeviceBuffer d_y(y), d_b(bias);
+  cuda::add_bias(d_y.as<float>(), d_b.as<float>(), rows, cols, stream_);
+  sync();
+  auto ref = y;
+  for (int64_t r = 0; r < rows; ++r) cpu::add(ref.data() + r * cols, bias.data(), cols);
+  EXPECT_EQ(d_y.to_host<float>(), ref);
+}
+
+TEST_F(CudaOps, ConvertFromF32IsBitExactIncludingSpecialValues) {
+  auto src = random_floats(4097, 12, -70000.0f, 70000.0f);
+  const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 65504.0f, 65520.0f, 6e-8f, 3e-8f, 1e-40f,
+                            1.0f + 0x1p-11f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-11f, 3e38f};
+  std::copy(std::begin(specials), std::end(specials), src.begin());
+  for (DType t : kDtypes) {
+    DeviceBuffer d_src(src), d_out(src.size() * kvinfer::dtype_size(t));
+    cuda::convert_from_f32(t, d_src.as<float>(), d_out.ptr, std::ssize(src), stream_);
+    sync();
+    EXPECT_EQ(d_out.to_host<std::byte>(), narrow(t, src)) << kvinfer::dtype_name(t);
+  }
+}
+
+TEST_F(CudaOps, StoreKvMatchesCpuCacheAndWritesNothingElse) {
+  kvinfer::ModelConfig cfg;
+  cfg.num_layers = 2, cfg.num_kv_heads = 3, cfg.head_dim = 67;
+  const int64_t capacity = 37, start = 30, n = 7, layer = 1, hd = cfg.head_dim, kvh = cfg.num_kv_heads;
+  const auto k = random_floats(static_cast<size_t>(n * kvh * hd), 13), v = random_floats(k.size(), 14);
+  auto is_poison = [](std::byte b) { return b == std::byte{0xFF}; };
+  for (DType t : kDtypes) {
+    const size_t esz = kvinfer::dtype_size(t), row = static_cast<size_t>(hd) * esz;
+    kvinfer::KvCache kv(cfg, capacity, t, kvinfer::Device::CPU);
+    cpu::store_kv(kv, layer, start, n, k.data(), v.data());
+    DeviceBuffer d_k(k), d_v(v), d_kl(kvh * capacity * row), d_vl(kvh * capacity * row);
+    cuda::store_kv(t, d_k.as<float>(), d_v.as<float>(), n, kvh, hd, start, capacity, d_kl.ptr, d_vl.ptr, stream_);
+    sync();
+    const auto kl = d_kl.to_host<std::byte>(), vl = d_vl.to_host<std::byte>();
+    for (int64_t g = 0; g < kvh; ++g)
+      for (int64_t p = 0; p < capacity; ++p) {
+        const size_t off = static_cast<size_t>(g * capacity + p) * row;
+        if (p < start) {  // untouched: still poison
+          ASSERT_TRUE(std::all_of(kl.begin() + off, kl.begin() + off + row, is_poison)) << g << "," << p;
+          ASSERT_TRUE(std::all_of(vl.begin() + off, vl.begin() + off + row, is_poison)) << g << "," << p;
+          continue;
+        }
+        const auto name = kvinfer::dtype_name(t);
+        ASSERT_EQ(std::memcmp(kl.data() + off, kv.k(layer, g) + p * row, row), 0) << name << " K " << g << "," << p;
+        ASSERT_EQ(std::memcmp(vl.data() + off, kv.v(layer, g) + p * row, row), 0) << name << " V " << g << "," << p;
+      }
+  }
+}
+
+TEST_F(CudaOps, ArgmaxMatchesCpuWithTiesAndLargeVocabularies) {
+  DeviceBuffer d_out(sizeof(int32_t));
+  auto gpu_argmax = [&](const std::vector<float>& logits) {
+    DeviceBuffer d_l(logits);
+    CUDA_CHECK(cudaMemset(d_out.ptr, 0xFF, sizeof(int32_t)));
+    cuda::argmax(d_l.as<float>(), std::ssize(logits), d_out.as<int32_t>(), stream_);
+    sync();
+    return d_out.to_host<int32_t>()[0];
+  };
+  for (int64_t vocab : {1, 31, 1025, 32001, 262147}) {
+    auto logits = random_floats(static_cast<size_t>(vocab), 15, -10.0f, 10.0f);
+    EXPECT_EQ(gpu_argmax(logits), kvinfer::argmax(logits)) << "vocab " << vocab;
+    logits.back() = 11.0f;  // the last index, in the last thread's stride
+    EXPECT_EQ(gpu_argmax(logits), vocab - 1) << "vocab " << vocab;
+    if (vocab < 3) continue;
+    // Ties in different lanes, warps and strides: the lowest index wins.
+    for (int64_t i : {vocab / 3 + 1, vocab / 2, vocab - 1}) logits[static_cast<size_t>(i)] = 12.0f;
+    EXPECT_EQ(gpu_argmax(logits), vocab / 3 + 1) << "ties, vocab " << vocab;
+    logits[static_cast<size_t>(vocab / 2)] = NAN;  // NaN never wins
+    EXPECT_EQ(gpu_argmax(logits), kvinfer::argmax(logits)) << "NaN, vocab " << vocab;
+  }
+  EXPECT_EQ(gpu_argmax(std::vector<float>(70000, -INFINITY)), 0);
+}
+
+// Relative error max|gpu − cpu| / max|cpu| with inputs uniform in [-1, 1]:
+//  - f32 (CUBLAS_COMPUTE_32F, no TF32): both sides round each product and partial sum in f32;
+//    the errors walk randomly, ~u·sqrt(k) relative; we allow 16·u·sqrt(k) (k = 4097: 6e-5).
+//    TF32 (u = 2^-11 on both operands) would give ~2e-4 and fail.
+//  - f16/bf16: the GPU narrows x to the weights' dtype. Against the CPU fed the same narrowed x,
+//    only the f32 accumulation differs (tensor-core accumulation is not guaranteed RNE: 4× the
+//    f32 bound). Against plain cpu::linear, each x_j carries |δ_j| ≤ u_lowp (bf16 2^-8, f16 2^-11);
+//    the error Σ w_j x_j δ_j has std ≤ u/√3·‖w∘x‖₂ ≈ u/√3·std(y), its max over the outputs is
+//    ≈ 0.7u·max|y|; we allow 2u (+ the f32 bound).
+TEST_F(CudaOps, GemmMatchesCpuLinearForEveryDtype) {
+  cublasHandle_t handle = nullptr;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  struct Shape { int64_t n, out, in; };
+  for (Shape s : {Shape{1, 32001, 67}, Shape{3, 1001, 4097}, Shape{17, 257, 1031}})
+    for (DType t : kDtypes) {
+      const auto w = narrow(t, random_floats(static_cast<size_t>(s.out * s.in), 16));
+      const auto x = random_floats(static_cast<size_t>(s.n * s.in), 17);
+      DeviceBuffer d_w(w), d_x(x), d_y(static_cast<size_t>(s.n * s.out) * sizeof(float));
+      DeviceBuffer d_lowp(x.size() * kvinfer::dtype_size(t));
+      cuda::gemm(handle, t, d_w.ptr, s.out, s.in, d_x.as<float>(), s.n, d_y.as<float>(),
+                 t == DType::F32 ? nullptr : d_lowp.ptr, stream_);
+      sync();
+      const auto y = d_y.to_host<float>();
+      const kvinfer::Linear layer{.weight = {.dtype = t, .data = w.data(), .rows = s.out, .cols = s.in}, .bias = {}};
+      std::vector<float> ref(y.size()), ref_narrowed(y.size());
+      cpu::linear(layer, x.data(), s.n, ref.data());
+      const auto x_narrowed = widen(t, narrow(t, x));
+      cpu::linear(layer, x_narrowed.data(), s.n, ref_narrowed.data());
+      const double tol32 = 16 * kU32 * std::sqrt(static_cast<double>(s.in));
+      const double u = t == DType::BF16 ? 0x1p-8 : t == DType::F16 ? 0x1p-11 : 0.0;
+      const char* what = kvinfer::dtype_name(t).data();
+      EXPECT_LE(max_rel_err(y, ref_narrowed), t == DType::F32 ? tol32 : 4 * tol32) << what << " in " << s.in;
+      EXPECT_LE(max_rel_err(y, ref), 2 * u + tol32) << what << " in " << s.in;
+    }
+  cublasDestroy(handle);
+}
+
+// Argument checks run on the host before any CUDA call: no device needed.
+TEST(CudaOpsArguments, LaunchersRejectBadArgumentsWithClearErrors) {
+  using ::testing::HasSubstr;
+  auto* p = reinterpret_cast<float*>(uintptr_t{256});  // never dereferenced: checks come first
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const kvinfer::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(message([&] { cuda::rope(p, 1, 1, 7, 0, p, cuda::RopeLayout::HalfSplit, nullptr); }),
+              HasSubstr("head_dim must be even, got 7"));
+  EXPECT_THAT(message([&] { cuda::embed(DType::F16, nullptr, 10, 4, nullptr, 1, p, nullptr); }),
+              HasSubstr("table is a null pointer"));
+  EXPECT_THAT(message([&] { cuda::rms_norm(p, p, 0, 4, 1e-6f, p, nullptr); }), HasSubstr("n must be positive, got 0"));
+  EXPECT_THAT(message([&] { cuda::store_kv(DType::F32, p, p, 4, 1, 8, 6, 9, p, p, nullptr); }),
+              HasSubstr("positions 6 .. 9 outside a capacity of 9"));
+  EXPECT_THAT(message([&] { cuda::argmax(p, 0, nullptr, nullptr); }), HasSubstr("out is a null pointer"));
+  auto fake_handle = reinterpret_cast<cublasHandle_t>(uintptr_t{256});
+  EXPECT_THAT(message([&] { cuda::gemm(fake_handle, DType::BF16, p, 8, 8, p, 1, p, nullptr, nullptr); }),
+              HasSubstr("x_lowp is a null pointer"));
+}
+
+}  // namespace
+}  // namespace kvinfer_test
