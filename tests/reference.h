@@ -1,14 +1,31 @@
 #pragma once
 // Reads a fixture's reference.safetensors: HF transformers' logits for a prompt and a 32-step
 // greedy continuation (see tests/data/models/PROVENANCE.md).
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "formats/safetensors.h"
 
 namespace kvinfer::test {
+
+// Every fixture of tests/data/models (PROVENANCE.md says what each covers).
+inline const char* const kFixtures[] = {
+    "llama_mha",         "llama_gqa4",      "llama_mqa",  "llama_group7",   "llama_head_dim",
+    "llama3_rope",       "llama_rope_linear", "llama_attn_bias", "qwen2_bias", "mistral_window",
+    "llama_bf16",        "llama_f16",       "llama_sharded"};
+
+// max |a - b|; infinity when the sizes differ.
+inline float max_abs_diff(std::span<const float> a, std::span<const float> b) {
+  if (a.size() != b.size()) return INFINITY;
+  float m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
 
 inline std::filesystem::path model_dir(const std::string& name) {
   return std::filesystem::path(KVINFER_TEST_DATA) / "models" / name;

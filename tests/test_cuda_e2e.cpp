@@ -14,6 +14,7 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using test::max_abs_diff;
 
 #define SKIP_WITHOUT_DEVICE()                                                       \
   do {                                                                              \
@@ -21,11 +22,6 @@ using ::testing::HasSubstr;
       GTEST_SKIP() << "no CUDA device: the GPU end-to-end tests need one";          \
     }                                                                               \
   } while (0)
-
-const char* const kFixtures[] = {"llama_mha",      "llama_gqa4",        "llama_mqa",       "llama_group7",
-                                 "llama_head_dim", "llama3_rope",       "llama_rope_linear", "llama_attn_bias",
-                                 "qwen2_bias",     "mistral_window",    "llama_bf16",      "llama_f16",
-                                 "llama_sharded"};
 
 // f32 weights: cuBLAS runs true f32 (CUBLAS_COMPUTE_32F, no TF32) and the attention kernels
 // accumulate in f32, so the GPU is held to the CPU's bound against HF: 1e-4. f16/bf16 weights:
@@ -38,12 +34,6 @@ float tolerance(DType weights) {
     case DType::BF16: return 0.12f;
   }
   return 0;
-}
-
-float max_abs_diff(std::span<const float> a, std::span<const float> b) {
-  float m = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return a.size() == b.size() ? m : INFINITY;
 }
 
 class CudaEndToEnd : public ::testing::TestWithParam<const char*> {};
@@ -93,7 +83,7 @@ TEST_P(CudaEndToEnd, CacheOnAndCacheOffGiveTheSameTokens) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, CudaEndToEnd, ::testing::ValuesIn(kFixtures),
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaEndToEnd, ::testing::ValuesIn(test::kFixtures),
                          [](const auto& p) { return std::string(p.param); });
 
 TEST(CudaKvCache, LargerThanFreeMemoryFailsWithBytesNeededAndFree) {

@@ -13,23 +13,12 @@
 namespace kvinfer {
 namespace {
 
+using test::max_abs_diff;
 using test::Reference;
 
 // f32 math on the same weights: HF and we differ only in summation order (~1e-6 here, see the
 // cache on/off column of PROVENANCE.md for HF's own spread). 1e-4 is the bound.
 constexpr float kF32Tolerance = 1e-4f;
-
-const char* const kFixtures[] = {"llama_mha",       "llama_gqa4",        "llama_mqa",       "llama_group7",
-                                 "llama_head_dim",  "llama3_rope",       "llama_rope_linear", "llama_attn_bias",
-                                 "qwen2_bias",      "mistral_window",    "llama_bf16",      "llama_f16",
-                                 "llama_sharded"};
-
-float max_abs_diff(std::span<const float> a, std::span<const float> b) {
-  EXPECT_EQ(a.size(), b.size());
-  float m = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
-}
 
 std::span<const float> row(const std::vector<float>& m, size_t r, size_t width) {
   return {m.data() + r * width, width};
@@ -128,7 +117,7 @@ TEST_P(HfParity, PrefillRowsEqualDecodeSteps) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity, ::testing::ValuesIn(kFixtures),
+INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity, ::testing::ValuesIn(test::kFixtures),
                          [](const auto& p) { return std::string(p.param); });
 
 // Half-precision fixtures, against HF running natively in bf16/f16 (every activation rounded to
