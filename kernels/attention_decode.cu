@@ -29,7 +29,8 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxGroup = 64;
 constexpr int kMinTile = 32;             // the smallest tile below: sizes the workspace bound
-constexpr int64_t kMaxSplits = 128;      // also the combine kernel's block size
+constexpr int64_t kMaxSplits = 128;
+constexpr int kCombineThreads = 128;
 constexpr int64_t kMinTilesPerSplit = 2;  // a shorter split costs more in fixed work than it hides
 constexpr int kBlocksPerSm = 4;          // split target: about two waves of two resident blocks
 
@@ -122,9 +123,7 @@ __device__ __forceinline__ void load8(const unsigned char* p, float (&x)[8]) {
 template <class S, int NH>
 __device__ __forceinline__ void qk_heads(const unsigned char* k_tile, const float* q_s, float* p_s, int ps, int t,
                                          int h0, bool live) {
-  float acc[NH];
-#pragma unroll
-  for (int j = 0; j < NH; ++j) acc[j] = 0.0f;
+  float acc[NH] = {};
   if (live) {
     const unsigned char* k_row = k_tile + t * S::kPitch;
 #pragma unroll 2
@@ -223,7 +222,6 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const DecodeA
   float* l_s = m_s + group;                                 // (group) running sum
   float* alpha_s = l_s + group;                             // (group) this tile's rescale
   const int ps = group | 1;  // odd pitch: the 32 positions a warp touches land on distinct banks
-
   const int64_t b = split * a.per_split;
   const int n = static_cast<int>(min_of(a.context, b + a.per_split) - b);  // positions of this split
   const int tiles = (n + S::kTile - 1) / S::kTile;
@@ -258,11 +256,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const DecodeA
   const int hs = pr % ns, pg = pr / ns;
   const bool pv_active = pg < pgs;
   const int h_base = hs * HV, nh = min_of(HV, group - h_base);
-  float o[HV][8];
-#pragma unroll
-  for (int j = 0; j < HV; ++j)
-#pragma unroll
-    for (int e = 0; e < 8; ++e) o[j][e] = 0.0f;
+  float o[HV][8] = {};
 
   __syncthreads();  // q_s and the stats are visible (also when the split is empty)
   for (int tile = 0; tile < tiles; ++tile) {
@@ -314,31 +308,19 @@ struct CombineArgs {
   int splits, head_dim;
 };
 
-// One block per head; thread s < splits owns split s's (m, l). Dynamic smem: (kMaxSplits + 8) floats.
-__global__ void __launch_bounds__(kMaxSplits) decode_combine_kernel(const CombineArgs a) {
-  constexpr int kCombineWarps = kMaxSplits / 32;
+// One block per head. Every thread scans the (at most kMaxSplits) split maxima itself: the
+// same addresses for the whole block, so the loads are broadcasts. Dynamic smem: (splits) floats.
+__global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const CombineArgs a) {
   float* w_s = reinterpret_cast<float*>(shared_bytes());  // (splits) combine weights
-  float* red_max = w_s + kMaxSplits;                      // (kCombineWarps)
-  float* red_sum = red_max + kCombineWarps;               // (kCombineWarps)
   const int64_t h = blockIdx.x;
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const bool has = tid < a.splits;
-  const float m = has ? a.part_ml[2 * (h * a.splits + tid)] : -INFINITY;
-  const float l = has ? a.part_ml[2 * (h * a.splits + tid) + 1] : 0.0f;
-  float x = warp_max(m);
-  if (lane == 0) red_max[warp] = x;
+  const float* ml = a.part_ml + 2 * h * a.splits;  // (splits, 2)
+  float m_max = -INFINITY, l_sum = 0.0f;
+  for (int s = 0; s < a.splits; ++s) m_max = fmaxf(m_max, ml[2 * s]);
+  for (int s = threadIdx.x; s < a.splits; s += kCombineThreads) w_s[s] = core::combine_weight(ml[2 * s], m_max);
   __syncthreads();
-  float m_max = -INFINITY;
-  for (int i = 0; i < kCombineWarps; ++i) m_max = fmaxf(m_max, red_max[i]);
-  const float w = has ? core::combine_weight(m, m_max) : 0.0f;
-  w_s[tid] = w;
-  x = warp_sum(w * l);
-  if (lane == 0) red_sum[warp] = x;
-  __syncthreads();
-  float l_sum = 0.0f;
-  for (int i = 0; i < kCombineWarps; ++i) l_sum += red_sum[i];
+  for (int s = 0; s < a.splits; ++s) l_sum = fmaf(w_s[s], ml[2 * s + 1], l_sum);
   const float inv = core::OnlineSoftmax{m_max, l_sum}.inv_sum();
-  for (int d = tid; d < a.head_dim; d += kMaxSplits) {
+  for (int d = threadIdx.x; d < a.head_dim; d += kCombineThreads) {
     float acc = 0.0f;
     for (int s = 0; s < a.splits; ++s) acc = fmaf(w_s[s], a.part_o[(h * a.splits + s) * a.head_dim + d], acc);
     a.out[h * a.head_dim + d] = acc * inv;
@@ -380,20 +362,11 @@ void run(const DecodeCall& c) {
     throw Error("attention_decode: workspace of " + std::to_string(c.workspace_bytes) + " bytes is too small: " +
                 std::to_string(p.heads) + " heads × " + std::to_string(plan.splits) + " splits need " +
                 std::to_string(need) + " bytes (size it with attention_decode_workspace_bytes)");
-  DecodeArgs a{};
-  a.q = p.q;
-  a.k = static_cast<const unsigned char*>(p.k);
-  a.v = static_cast<const unsigned char*>(p.v);
-  a.out = p.out;
-  a.part_o = static_cast<float*>(c.workspace);
-  a.part_ml = need > 0 ? a.part_o + p.heads * plan.splits * HD : nullptr;
-  a.q_scale = 1.0f / sqrtf(static_cast<float>(HD)) * core::kLog2e;
-  a.group = group;
-  a.splits = static_cast<int>(plan.splits);
-  a.capacity = p.capacity;
-  a.first = c.first;
-  a.context = c.context;
-  a.per_split = plan.per_split;
+  float* part_o = static_cast<float*>(c.workspace);
+  const DecodeArgs a{p.q, static_cast<const unsigned char*>(p.k), static_cast<const unsigned char*>(p.v), p.out,
+                     part_o, need > 0 ? part_o + p.heads * plan.splits * HD : nullptr,
+                     1.0f / sqrtf(static_cast<float>(HD)) * core::kLog2e, group, static_cast<int>(plan.splits),
+                     p.capacity, c.first, c.context, plan.per_split};
   const Layout lay = layout<S, HV>(group);
   auto* kernel = decode_split_kernel<HD, KV, HV>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, lay.bytes));
@@ -401,27 +374,24 @@ void run(const DecodeCall& c) {
          static_cast<size_t>(lay.bytes), c.stream, a);
   if (plan.splits == 1) return;
   CombineArgs ca{a.part_o, a.part_ml, p.out, a.splits, HD};
-  launch(decode_combine_kernel, dim3(static_cast<unsigned>(p.heads)), dim3(kMaxSplits),
-         (kMaxSplits + 8) * sizeof(float), c.stream, ca);
+  launch(decode_combine_kernel, dim3(static_cast<unsigned>(p.heads)), dim3(kCombineThreads),
+         static_cast<size_t>(plan.splits) * sizeof(float), c.stream, ca);
 }
 
 // HV, the heads a PV thread accumulates: the group itself up to 4, then sets of 8.
 template <int HD, DType KV>
 void run_group(const DecodeCall& c) {
   const int64_t group = c.p.heads / c.p.kv_heads;
-  if (group == 1) run<HD, KV, 1>(c);
-  else if (group == 2) run<HD, KV, 2>(c);
-  else if (group <= 4) run<HD, KV, 4>(c);
-  else run<HD, KV, 8>(c);
+  if (group == 1) return run<HD, KV, 1>(c);
+  if (group == 2) return run<HD, KV, 2>(c);
+  return group <= 4 ? run<HD, KV, 4>(c) : run<HD, KV, 8>(c);
 }
 
 template <int HD>
 void run_dtype(const DecodeCall& c) {
-  switch (c.p.kv_dtype) {
-    case DType::F32: return run_group<HD, DType::F32>(c);
-    case DType::F16: return run_group<HD, DType::F16>(c);
-    case DType::BF16: return run_group<HD, DType::BF16>(c);
-  }
+  if (c.p.kv_dtype == DType::F32) return run_group<HD, DType::F32>(c);
+  if (c.p.kv_dtype == DType::F16) return run_group<HD, DType::F16>(c);
+  if (c.p.kv_dtype == DType::BF16) return run_group<HD, DType::BF16>(c);
   throw Error("attention_decode: unsupported KV cache dtype");
 }
 

@@ -173,7 +173,8 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
       }
       const float alpha = st[i].rescale(row_max(mx));
 #pragma unroll
-      for (int k = 0; k < S::kDimVecs; ++k) o[i][k].x *= alpha, o[i][k].y *= alpha, o[i][k].z *= alpha, o[i][k].w *= alpha;
+      for (int k = 0; k < S::kDimVecs; ++k)
+        o[i][k] = make_float4(o[i][k].x * alpha, o[i][k].y * alpha, o[i][k].z * alpha, o[i][k].w * alpha);
       float sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
@@ -184,7 +185,8 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
     }
 #pragma unroll
     for (int j = 0; j < 2; ++j)
-      *reinterpret_cast<float4*>(p_s + (tx + 16 * j) * S::kPPitch + ty * 4) = make_float4(s[0][j], s[1][j], s[2][j], s[3][j]);
+      *reinterpret_cast<float4*>(p_s + (tx + 16 * j) * S::kPPitch + ty * 4) =
+          make_float4(s[0][j], s[1][j], s[2][j], s[3][j]);
     __syncthreads();
 
 #pragma unroll 4

@@ -5,10 +5,13 @@
 //
 // Pass rules (FlashAttention's, adapted):
 //  - every case: max|gpu - cpu| / max|cpu| <= kRelTol. Both sides widen the same cache values and
-//    accumulate in f32, differing only in summation order and exp vs exp2: observed ~1e-6 (up
-//    to ~1e-5 at 16K positions). A wrong index, mask or rescale is an O(1e-2..1) error.
+//    accumulate in f32, differing only in summation order and rounding: the kernels' source run
+//    under a host emulation of CUDA gave at most 6.2e-6 (16K positions). A wrong index, mask or
+//    rescale is an O(1e-2..1) error.
 //  - fp64 subset: the GPU's distance to the fp64 reference is at most twice the naive f32 CPU
-//    kernel's, plus a floor of kRefFloor · max|ref| for the cases where the CPU is lucky.
+//    kernel's, plus a floor of kRefFloor · max|ref|: where few positions are attended both sides
+//    are within a few ulps (emulation: GPU up to 1.4e-6 · max|ref|, CPU 4e-7) and the ratio alone
+//    measures luck. The floor leaves room for the device's exp2f (2 ulp).
 // Outputs and workspace are poisoned with NaN before each call, as are the cache rows the
 // kernels must not read (past the context; before the window, for decode).
 #include <cuda_runtime_api.h>
@@ -30,7 +33,7 @@ namespace kvinfer {
 namespace {
 
 constexpr double kRelTol = 1e-4;
-constexpr double kRefFloor = 2e-6;
+constexpr double kRefFloor = 4e-6;
 
 #define SKIP_WITHOUT_DEVICE()                                                                   \
   do {                                                                                          \
@@ -84,7 +87,8 @@ std::vector<float> uniform(std::mt19937& rng, size_t count, float a) {
 }
 
 // fp64 attention for row t, head h over the widened cache: out (head_dim).
-std::vector<double> reference_row(const KvCache& kv, const Shape& s, const std::vector<float>& q, int64_t t, int64_t h) {
+std::vector<double> reference_row(const KvCache& kv, const Shape& s, const std::vector<float>& q, int64_t t,
+                                  int64_t h) {
   const int64_t hd = s.head_dim, pos = s.start + t, g = h / s.group;
   const int64_t first = s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0;
   const size_t row_bytes = static_cast<size_t>(hd) * dtype_size(s.dtype);

@@ -161,7 +161,8 @@ TEST(SplitCombine, MatchesUnsplit) {
     bounds.resize(std::min(bounds.size(), static_cast<size_t>(splits + 1)));
     bounds.back() = n;
     std::vector<Partial> parts;
-    for (size_t s = 0; s + 1 < bounds.size(); ++s) parts.push_back(run_blocks(r, random_cuts(rng, bounds[s], bounds[s + 1])));
+    for (size_t s = 0; s + 1 < bounds.size(); ++s)
+      parts.push_back(run_blocks(r, random_cuts(rng, bounds[s], bounds[s + 1])));
 
     // All at once, as the combine kernel does it.
     float m_max = -INFINITY;
@@ -178,7 +179,8 @@ TEST(SplitCombine, MatchesUnsplit) {
 
     // Pairwise, left to right.
     Partial merged = parts.front();
-    for (size_t s = 1; s < parts.size(); ++s) merge_partial(merged.st, merged.o.data(), parts[s].st, parts[s].o.data(), kDim);
+    for (size_t s = 1; s < parts.size(); ++s)
+      merge_partial(merged.st, merged.o.data(), parts[s].st, parts[s].o.data(), kDim);
 
     const auto ref = reference(r, 0, n);
     const auto unsplit = finish(run_blocks(r, {0, n}));
@@ -235,7 +237,8 @@ TEST(SplitPlan, CoversContextExactlyOnceWithoutEmptySplits) {
               }
               ASSERT_EQ(p.end(p.splits - 1, ctx), ctx);  // covers to the end
               // Close to what was asked: rounding to whole tiles at most halves the splits.
-              const int64_t want = std::min({ceil_div(target, items), cap, tiles, std::max<int64_t>(1, tiles / min_tiles)});
+              const int64_t want =
+                  std::min({ceil_div(target, items), cap, tiles, std::max<int64_t>(1, tiles / min_tiles)});
               ASSERT_GE(2 * p.splits, want);
             }
 }
