@@ -1,0 +1,89 @@
+#pragma once
+// Tokenizer: text ↔ token ids, exactly as the model's reference tokenizer (HF `tokenizers`,
+// llama.cpp's vocab) does it. Two algorithms:
+//  - byte-level BPE (GPT-2, Llama-3, Qwen2, SmolLM2): pre-tokenizer regex, bytes mapped to
+//    printable code points, merges applied by rank;
+//  - SentencePiece-style BPE (Llama-2, TinyLlama, Mistral, Phi-3): spaces as "▁", an optional
+//    prepended "▁", merges by rank (tokenizer.json) or by score (GGUF), byte fallback <0xNN>.
+// Added/special tokens are matched in the text before the model runs.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kvinfer {
+
+class GgufFile;  // src/formats/gguf.h
+struct TokenizerData;  // src/tokenizer/tokenizer_data.h
+
+struct EncodeOptions {
+  // Add the tokenizer's own special tokens (BOS, and EOS where the tokenizer says so), as
+  // HF's add_special_tokens=True. Chat templates are encoded without (they write BOS themselves).
+  bool add_special = true;
+  // Match special/added tokens written in the text ("<|im_end|>") as single ids. false treats
+  // them as plain text, as llama.cpp's parse_special=false.
+  bool parse_special = true;
+};
+
+class Tokenizer {
+ public:
+  // From a model directory (tokenizer.json + optional tokenizer_config.json and
+  // chat_template.jinja) or a tokenizer.json path. Throws kvinfer::Error naming the file/field.
+  static Tokenizer from_hf(const std::filesystem::path& dir_or_file);
+  // From GGUF metadata (tokenizer.ggml.*, models "gpt2" and "llama").
+  static Tokenizer from_gguf(const GgufFile& file);
+  static Tokenizer from_gguf(const std::filesystem::path& path);
+
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+  ~Tokenizer();
+
+  std::vector<int32_t> encode(std::string_view text, const EncodeOptions& options = {}) const;
+  // The text of `ids`, as HF's decode(skip_special_tokens=...). Invalid UTF-8 that byte tokens
+  // produce is replaced by U+FFFD, as HF does.
+  std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
+  // The raw bytes one token stands for (may be part of a UTF-8 sequence).
+  std::string token_bytes(int32_t id) const;
+
+  int32_t vocab_size() const;
+  std::optional<int32_t> token_id(std::string_view token) const;  // by its vocabulary string
+  const std::string& token_text(int32_t id) const;                // its vocabulary string
+  bool is_special(int32_t id) const;  // control tokens (skipped by decode(..., true))
+
+  std::optional<int32_t> bos_id() const;
+  std::vector<int32_t> eos_ids() const;  // every end-of-generation id known (eos, eot, im_end...)
+  const std::string& bos_text() const;   // "" when none
+  const std::string& eos_text() const;
+  // The Jinja chat template (tokenizer_config.json, chat_template.jinja or GGUF
+  // tokenizer.chat_template); "" when the model has none.
+  const std::string& chat_template() const;
+
+  const TokenizerData& data() const { return *data_; }
+
+ private:
+  explicit Tokenizer(std::unique_ptr<TokenizerData> data);
+  std::unique_ptr<TokenizerData> data_;
+};
+
+// Turns a stream of ids into text without ever emitting a broken UTF-8 sequence: bytes of an
+// incomplete character are held until the character completes (or flush()). The concatenation
+// of every push() and flush() equals tokenizer.decode(all ids) when that decode is valid UTF-8.
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tokenizer, bool skip_special = false);
+  std::string push(int32_t id);  // the text that became complete with this id (maybe "")
+  std::string flush();           // whatever is held, invalid bytes as U+FFFD
+  void reset();
+
+ private:
+  const Tokenizer* tokenizer_;
+  bool skip_special_;
+  std::vector<int32_t> ids_;  // since the last reset: decoders need context (SPM's leading space)
+  size_t emitted_ = 0;        // bytes of decode(ids_) already returned
+};
+
+}  // namespace kvinfer
