@@ -1,16 +1,16 @@
-// kvinfer-generate: greedy generation from token ids with a HF model directory.
-// (Text in and out arrives with the tokenizers; until then prompts are token ids.)
+// kvinfer-generate: text in, streamed text out, then one stats line on stderr.
+#include <unistd.h>
+
 #include <cstdio>
 #include <iostream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
-#include "kvinfer/kvinfer.h"
+#include "cli_common.h"
 
 namespace {
 
@@ -34,58 +34,76 @@ std::vector<int32_t> parse_ids(const std::string& text) {
   return ids;
 }
 
+std::string read_stdin() {
+  if (isatty(fileno(stdin))) throw kvinfer::Error("no prompt: give -p PROMPT, --ids, or pipe the prompt on stdin");
+  return {std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"kvinfer-generate: greedy generation from token ids with a HF model directory"};
-  std::string model_dir, ids_text, kv_dtype = "auto", device = "auto";
-  int64_t max_new = 32, ctx = 0;
-  bool no_cache = false, ignore_eos = false;
-  app.add_option("-m,--model", model_dir, "HF model directory (config.json + *.safetensors)")->required();
-  app.add_option("--ids", ids_text, "prompt token ids, comma separated, e.g. 1,15043,3186")->required();
-  app.add_option("-n,--max-new-tokens", max_new, "tokens to generate")->capture_default_str();
-  app.add_option("-c,--ctx", ctx, "KV cache capacity in tokens (0: prompt + max new tokens)")->capture_default_str();
-  app.add_option("--kv-dtype", kv_dtype, "KV cache element type: auto (the weights' dtype), f32, f16, bf16")
-      ->capture_default_str();
-  app.add_option("--device", device, "where the forward pass runs: auto (a CUDA GPU if present), cpu, cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
-      ->capture_default_str();
+  CLI::App app{"kvinfer-generate: generate text with a model, streaming it to stdout", "kvinfer-generate"};
+  cli::one_line_errors(app);
+  cli::ModelOptions model_opt;
+  cli::SamplingOptions sample_opt;
+  std::string prompt, ids_text, system;
+  bool no_cache = false, chat = false;
+  cli::add_model_options(app, model_opt, "KV cache capacity in tokens; 0 = prompt + max new tokens");
+  app.add_option("-p,--prompt", prompt, "prompt text (default: read stdin)");
+  app.add_option("--ids", ids_text, "prompt as token ids, comma separated (prints ids; no tokenizer needed)");
+  app.add_flag("--chat", chat, "wrap the prompt as a user message in the model's chat template");
+  app.add_option("--system", system, "system message for --chat");
   app.add_flag("--no-kv-cache", no_cache, "recompute the whole sequence every step (cache-off baseline)");
-  app.add_flag("--ignore-eos", ignore_eos, "do not stop at the model's EOS ids");
+  cli::add_sampling_options(app, sample_opt);
   CLI11_PARSE(app, argc, argv);
 
   try {
-    const std::vector<int32_t> prompt = parse_ids(ids_text);
-    const kvinfer::Device dev = device == "cpu"    ? kvinfer::Device::CPU
-                                : device == "cuda" ? kvinfer::Device::CUDA
-                                                   : kvinfer::Device::Auto;
-    auto model = kvinfer::Model::load(model_dir, {.device = dev});
-    const int64_t capacity = ctx > 0 ? ctx : static_cast<int64_t>(prompt.size()) + max_new;
-    std::optional<kvinfer::DType> dtype;
-    if (kv_dtype != "auto") dtype = kvinfer::parse_dtype(kv_dtype);
-    kvinfer::KvCache kv(*model, capacity, dtype);
+    if (!system.empty() && !chat) throw kvinfer::Error("--system needs --chat");
+    if (!ids_text.empty() && (chat || !prompt.empty())) throw kvinfer::Error("--ids cannot be combined with -p or --chat");
+    kvinfer::GenerateOptions options = cli::generate_options(sample_opt);
+    options.use_kv_cache = !no_cache;
+    auto model = cli::load_model(model_opt);
+
+    std::vector<int32_t> ids;
+    if (!ids_text.empty()) {
+      ids = parse_ids(ids_text);
+    } else {
+      if (prompt.empty()) prompt = read_stdin();
+      const kvinfer::Tokenizer& tok = model->tokenizer();
+      if (chat) {
+        if (tok.chat_template().empty())
+          throw kvinfer::Error(fmt::format("{}: the model has no chat template; run without --chat", model_opt.model));
+        kvinfer::ChatTemplate tmpl(tok.chat_template(), tok.bos_text(), tok.eos_text());
+        std::vector<kvinfer::ChatMessage> messages;
+        if (!system.empty()) messages.push_back({"system", system});
+        messages.push_back({"user", prompt});
+        ids = tok.encode(tmpl.render(messages, true), {.add_special = false, .parse_special = true});
+      } else {
+        ids = tok.encode(prompt);
+      }
+    }
+    const int64_t capacity =
+        model_opt.ctx > 0 ? model_opt.ctx : static_cast<int64_t>(ids.size()) + options.max_new_tokens;
+    kvinfer::KvCache kv(*model, capacity, cli::kv_dtype(model_opt));
     kvinfer::Session session(model);
 
-    kvinfer::GenerateOptions options;
-    options.max_new_tokens = max_new;
-    options.use_kv_cache = !no_cache;
-    options.ignore_eos = ignore_eos;
-    auto result = kvinfer::generate_greedy(session, kv, prompt, options, [](int32_t id, std::span<const float>) {
-      std::printf("%d ", id);
-      std::fflush(stdout);
-      return true;
-    });
+    kvinfer::GenerateResult result;
+    if (!ids_text.empty()) {
+      result = kvinfer::generate_tokens(session, kv, ids, options, [](int32_t id, std::span<const float>) {
+        std::printf("%d ", id);
+        std::fflush(stdout);
+        return true;
+      });
+    } else {
+      result = kvinfer::generate(session, kv, model->tokenizer(), ids, options, [](int32_t, std::string_view piece) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+        return true;
+      });
+    }
     std::printf("\n");
-    const double decode_steps = static_cast<double>(result.tokens.size()) - 1.0;
-    std::fprintf(stderr,
-                 "%s: prompt %lld tokens, generated %zu (stop: %s), kv cache %s %s (%llu bytes), prefill %.3f s "
-                 "(%.1f tok/s), decode %.1f tok/s\n",
-                 std::string(kvinfer::device_name(model->device())).c_str(),
-                 static_cast<long long>(result.prompt_tokens), result.tokens.size(),
-                 std::string(kvinfer::stop_reason_name(result.stop)).c_str(), no_cache ? "off" : "on",
-                 std::string(kvinfer::dtype_name(kv.dtype())).c_str(), static_cast<unsigned long long>(kv.bytes()),
-                 result.prefill_seconds, static_cast<double>(result.prompt_tokens) / result.prefill_seconds,
-                 decode_steps > 0 ? decode_steps / result.decode_seconds : 0.0);
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s\n", cli::stats_line(result.stats, result.stop, kv, options).c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kvinfer-generate: %s\n", e.what());
     return 1;

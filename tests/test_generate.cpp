@@ -26,8 +26,8 @@ TEST_F(GenerateTest, StopsAtFirstEosIdAndIncludesIt) {
   auto r = generate_greedy(s, kv, ref_.prompt_ids, opt);
   EXPECT_EQ(r.stop, StopReason::Eos);
   EXPECT_EQ(r.tokens, std::vector<int32_t>(ref_.greedy_ids.begin(), ref_.greedy_ids.begin() + 5));
-  EXPECT_EQ(r.prompt_tokens, static_cast<int64_t>(ref_.prompt_ids.size()));
-  EXPECT_GT(r.prefill_seconds, 0.0);
+  EXPECT_EQ(r.stats.prompt_tokens, static_cast<int64_t>(ref_.prompt_ids.size()));
+  EXPECT_GT(r.stats.prefill_seconds, 0.0);
   // The stop token was generated but never fed back: the cache holds prompt + 4 tokens.
   EXPECT_EQ(kv.size(), static_cast<int64_t>(ref_.prompt_ids.size()) + 4);
 }

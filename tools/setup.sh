@@ -19,7 +19,7 @@ JOBS="$(nproc 2>/dev/null || echo 2)"
 # The one list of Debian (bookworm) packages kvinfer builds with; .ci/run installs it through
 # --deps-only. The CUDA toolkit is optional and not installed here.
 PACKAGES=(cmake g++ make libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
-          libcli11-dev)
+          libcli11-dev pkg-config libpcre2-dev libutf8proc-dev)
 
 say() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
@@ -112,9 +112,9 @@ run_main_job() {
   local prompt="0,4,6,16,58,102,101,80,1"
   local expected="11 88 88 124 58 4 16 73 124 42 35 42 42 122 122 122 122 122 24 88 50 51 42 42 42 42 1 3 3 127 109 10"
   [[ -x "$generate" ]] || die "$generate was not built (configured with -DKVINFER_EXAMPLES=OFF?)"
-  say "main job: $generate -m $model --ids $prompt -n 32 --ignore-eos"
+  say "main job: $generate -m $model --ids $prompt -n 32 --temp 0 --ignore-eos"
   local out
-  out="$("$generate" -m "$model" --ids "$prompt" -n 32 --ignore-eos)"
+  out="$("$generate" -m "$model" --ids "$prompt" -n 32 --temp 0 --ignore-eos)"
   out="$(echo "$out" | xargs)"  # trim the trailing space and newline
   echo "generated ids: $out"
   if [[ "$out" != "$expected" ]]; then
@@ -122,6 +122,11 @@ run_main_job() {
     die "the generated ids differ from HF transformers' greedy continuation"
   fi
   say "identical to HF transformers' greedy continuation in the fixture's reference.safetensors"
+  # Text in, text out through a real tokenizer and chat template (random weights: the reply is
+  # noise; tests/test_cli.cpp checks it against HF's).
+  local text_model="$ROOT/tests/data/models/chatml_tiny"
+  say "text: $generate -m $text_model --chat -p 'What is a KV cache?' -n 16 --temp 0"
+  "$generate" -m "$text_model" --chat -p "What is a KV cache?" -n 16 --temp 0
 }
 
 install_packages

@@ -3,8 +3,8 @@
 
 namespace kvinfer {
 
-// Where a model's weights live and its forward pass runs. The forward pass runs on the CPU in
-// this version: Auto resolves to CPU, and CUDA is refused with a clear error at load time.
+// Where a model's weights live and its forward pass runs. Auto: the first CUDA device when one
+// is usable, else the CPU. CUDA without a usable device is a clear error at load time.
 enum class Device { Auto, CPU, CUDA };
 
 std::string_view device_name(Device d);

@@ -1,5 +1,7 @@
 #pragma once
 // The whole public API of kvinfer.
+#include "kvinfer/chat.h"
+#include "kvinfer/chat_template.h"
 #include "kvinfer/config.h"
 #include "kvinfer/device.h"
 #include "kvinfer/dtype.h"
@@ -8,4 +10,6 @@
 #include "kvinfer/kv_cache.h"
 #include "kvinfer/kv_plan.h"
 #include "kvinfer/model.h"
+#include "kvinfer/sampler.h"
 #include "kvinfer/session.h"
+#include "kvinfer/tokenizer.h"

@@ -3,7 +3,9 @@
 // shared by any number of threads, each with its own Session and KvCache.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include "kvinfer/config.h"
 #include "kvinfer/device.h"
@@ -12,15 +14,22 @@
 namespace kvinfer {
 
 struct ModelWeights;  // src/models/weights.h
+class Tokenizer;      // kvinfer/tokenizer.h
+
+// Called as weights are read into memory (or copied to the device): bytes done of total.
+using LoadProgress = std::function<void(uint64_t done, uint64_t total)>;
 
 struct LoadOptions {
   Device device = Device::Auto;
+  LoadProgress on_progress = {};
 };
 
 class Model {
  public:
   // Loads a HF model directory: config.json + model.safetensors, or shards listed in
-  // model.safetensors.index.json. Weights are memory-mapped and used in their stored dtype.
+  // model.safetensors.index.json, and tokenizer.json when the directory has one. Weights are
+  // memory-mapped, used in their stored dtype, and read once up front (so the first token does
+  // not pay for page faults), reporting progress.
   static std::shared_ptr<const Model> load(const std::filesystem::path& path, const LoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
@@ -30,8 +39,14 @@ class Model {
   // Bytes of all weights as stored (what one forward pass reads, embeddings aside).
   uint64_t weight_bytes() const { return weight_bytes_; }
   const ModelWeights& weights() const { return *weights_; }
+  bool has_tokenizer() const { return tokenizer_ != nullptr; }
+  // Throws kvinfer::Error when the model was loaded without one (no tokenizer.json).
+  const Tokenizer& tokenizer() const;
+  // Every id that ends generation: config.json's eos ids and the tokenizer's.
+  std::vector<int32_t> eos_ids() const;
 
-  Model(ModelConfig config, std::unique_ptr<ModelWeights> weights, Device device);
+  Model(ModelConfig config, std::unique_ptr<ModelWeights> weights, Device device,
+        std::shared_ptr<const Tokenizer> tokenizer = nullptr, std::filesystem::path source = {});
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -40,6 +55,8 @@ class Model {
   ModelConfig config_;
   std::unique_ptr<ModelWeights> weights_;
   Device device_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  std::filesystem::path source_;
   DType weight_dtype_;
   uint64_t weight_bytes_;
 };

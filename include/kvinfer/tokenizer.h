@@ -42,6 +42,10 @@ class Tokenizer {
   Tokenizer& operator=(Tokenizer&&) noexcept;
   ~Tokenizer();
 
+  // Thread-safe. Takes any bytes: a byte that is not part of valid UTF-8 is a character of its
+  // own, which no pre-tokenizer class matches and normalizers leave as it is; byte-level BPE
+  // encodes it as its byte's token, byte fallback as <0xNN>, otherwise it becomes the unknown
+  // token (or nothing where there is none, as HF drops characters it cannot encode).
   std::vector<int32_t> encode(std::string_view text, const EncodeOptions& options = {}) const;
   // The text of `ids`, as HF's decode(skip_special_tokens=...). Invalid UTF-8 that byte tokens
   // produce is replaced by U+FFFD, as HF does.
@@ -55,7 +59,13 @@ class Tokenizer {
   bool is_special(int32_t id) const;  // control tokens (skipped by decode(..., true))
 
   std::optional<int32_t> bos_id() const;
-  std::vector<int32_t> eos_ids() const;  // every end-of-generation id known (eos, eot, im_end...)
+  // Every end-of-generation id: the declared eos (tokenizer_config.json eos_token, GGUF
+  // eos/eot/eom ids, generation_config.json eos_token_id), then every vocabulary token that
+  // llama.cpp ends generation on by its text (<|eot_id|>, <|eom_id|>, <|im_end|>, <|end|>,
+  // <end_of_turn>, <|endoftext|>, <|end_of_text|>, <EOT>, ...).
+  std::vector<int32_t> eos_ids() const;
+  std::optional<int32_t> unk_id() const;
+  std::optional<int32_t> pad_id() const;
   const std::string& bos_text() const;   // "" when none
   const std::string& eos_text() const;
   // The Jinja chat template (tokenizer_config.json, chat_template.jinja or GGUF
@@ -71,7 +81,11 @@ class Tokenizer {
 
 // Turns a stream of ids into text without ever emitting a broken UTF-8 sequence: bytes of an
 // incomplete character are held until the character completes (or flush()). The concatenation
-// of every push() and flush() equals tokenizer.decode(all ids) when that decode is valid UTF-8.
+// of every push() and flush() equals tokenizer.decode(all ids) whenever the ids' bytes are valid
+// UTF-8 (byte-level tokenizers: always). Invalid bytes become U+FFFD, one per maximal invalid
+// subpart; decode() agrees, except that HF's ByteFallback decoder turns a whole run of <0xNN>
+// tokens that is invalid into one U+FFFD per byte, valid characters in the run included, which
+// a stream that already returned those characters cannot do.
 class StreamDecoder {
  public:
   explicit StreamDecoder(const Tokenizer& tokenizer, bool skip_special = false);
@@ -82,8 +96,13 @@ class StreamDecoder {
  private:
   const Tokenizer* tokenizer_;
   bool skip_special_;
-  std::vector<int32_t> ids_;  // since the last reset: decoders need context (SPM's leading space)
-  size_t emitted_ = 0;        // bytes of decode(ids_) already returned
+  // The ids whose text is not all returned yet; decoded together, since a character's bytes
+  // may span ids. Emptied whenever everything it decodes to is out, so each push decodes a few
+  // ids only.
+  std::vector<int32_t> window_;
+  size_t consumed_ = 0;     // bytes of the window's decoded text already returned
+  size_t window_text_ = 0;  // bytes the window decoded to at the last push
+  bool at_start_ = true;    // no earlier id produced text: the window starts the sequence
 };
 
 }  // namespace kvinfer

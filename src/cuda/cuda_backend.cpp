@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <map>
+#include <set>
 #include <type_traits>
 #include <vector>
 
@@ -57,15 +58,23 @@ struct DeviceStorage {
 };
 }  // namespace
 
-std::unique_ptr<ModelWeights> upload(const ModelWeights& host) {
+std::unique_ptr<ModelWeights> upload(const ModelWeights& host, const std::function<void(uint64_t, uint64_t)>& progress) {
   auto dev = std::make_unique<ModelWeights>(host);
   auto storage = std::make_shared<DeviceStorage>();
+  uint64_t total = 0, done = 0;
+  std::set<const void*> seen;
+  for_each_tensor(host, [&](const auto& t) {
+    if (t.data && seen.insert(t.data).second) total += t.bytes();
+  });
+  if (progress) progress(0, total);
   std::map<const void*, const void*> copies;  // host pointer → device pointer (tied LM head)
   auto copy = [&](const void* src, size_t bytes, const char* what) -> const void* {
     if (!src || bytes == 0) return src;
     if (auto it = copies.find(src); it != copies.end()) return it->second;
     storage->buffers.emplace_back(bytes, what);
     copy_to_device(storage->buffers.back().get(), src, bytes);
+    done += bytes;
+    if (progress) progress(done, total);
     return copies[src] = storage->buffers.back().get();
   };
   for_each_tensor(*dev, [&](auto& t) {

@@ -18,7 +18,7 @@ std::shared_ptr<Context> create_context();
 
 // Copies every tensor of host weights to device memory; the result's pointers are device
 // pointers and its storage owns them. A tied LM head shares the embedding's copy.
-std::unique_ptr<ModelWeights> upload(const ModelWeights& host);
+std::unique_ptr<ModelWeights> upload(const ModelWeights& host, const std::function<void(uint64_t, uint64_t)>& progress = {});
 
 void embed(Context& c, const Matrix& table, std::span<const int32_t> ids, float* out);
 void rms_norm(Context& c, const float* x, const Vector& weight, int64_t n, int64_t dim, float eps, float* y);

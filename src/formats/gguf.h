@@ -67,6 +67,7 @@ class GgufFile {
 
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
+  uint64_t data_offset() const { return data_offset_; }  // file offset of the data section
   const std::filesystem::path& path() const { return map_.path(); }
 
   const std::map<std::string, GgufValue, std::less<>>& metadata() const { return metadata_; }
@@ -88,9 +89,13 @@ class GgufFile {
   const GgufTensorInfo& tensor(std::string_view name) const;  // throws naming the missing tensor
 
  private:
+  const GgufValue& require(std::string_view key) const;  // throws naming the missing key
+  [[noreturn]] void wrong_type(std::string_view key, std::string_view wanted, const GgufValue& v) const;
+
   MappedFile map_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
+  uint64_t data_offset_ = 0;
   std::map<std::string, GgufValue, std::less<>> metadata_;
   std::vector<GgufTensorInfo> tensors_;
   std::map<std::string, size_t, std::less<>> tensor_index_;

@@ -12,6 +12,7 @@
 #include "formats/hf_checkpoint.h"
 #include "kvinfer/error.h"
 #include "kvinfer/model.h"
+#include "kvinfer/tokenizer.h"
 #include "models/weights.h"
 
 namespace kvinfer {
@@ -122,8 +123,14 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path, cons
   w->final_norm = bind.vector("model.norm.weight", hidden);
   w->lm_head.weight = c.tie_word_embeddings ? w->embed : bind.matrix("lm_head.weight", c.vocab_size, hidden);
   w->rope_inv_freq = storage->add(rope_inv_freq(c));
-  if (device == Device::CUDA) w = cuda_backend::upload(*w);  // the mapped checkpoint is released
-  return std::make_shared<const Model>(c, std::move(w), device);
+  if (device == Device::CUDA)
+    w = cuda_backend::upload(*w, options.on_progress);  // the mapped checkpoint is released
+  else
+    read_weights(*w, options.on_progress);
+  std::shared_ptr<const Tokenizer> tokenizer;
+  if (std::filesystem::exists(path / "tokenizer.json"))
+    tokenizer = std::make_shared<const Tokenizer>(Tokenizer::from_hf(path));
+  return std::make_shared<const Model>(c, std::move(w), device, std::move(tokenizer), path);
 }
 
 }  // namespace kvinfer

@@ -1,5 +1,12 @@
 #include "kvinfer/model.h"
 
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/std.h>
+
+#include "kvinfer/error.h"
+#include "kvinfer/tokenizer.h"
 #include "models/weights.h"
 
 namespace kvinfer {
@@ -16,13 +23,29 @@ uint64_t count_bytes(const ModelWeights& w, bool tied) {
 }
 }  // namespace
 
-Model::Model(ModelConfig config, std::unique_ptr<ModelWeights> weights, Device device)
+Model::Model(ModelConfig config, std::unique_ptr<ModelWeights> weights, Device device,
+             std::shared_ptr<const Tokenizer> tokenizer, std::filesystem::path source)
     : config_(std::move(config)),
       weights_(std::move(weights)),
       device_(device),
+      tokenizer_(std::move(tokenizer)),
+      source_(std::move(source)),
       weight_dtype_(weights_->layers.empty() ? weights_->embed.dtype : weights_->layers[0].q.weight.dtype),
       weight_bytes_(count_bytes(*weights_, config_.tie_word_embeddings)) {}
 
 Model::~Model() = default;
+
+const Tokenizer& Model::tokenizer() const {
+  if (!tokenizer_) throw Error(fmt::format("{}: the model has no tokenizer (no tokenizer.json)", source_));
+  return *tokenizer_;
+}
+
+std::vector<int32_t> Model::eos_ids() const {
+  std::vector<int32_t> ids = config_.eos_token_ids;
+  if (tokenizer_)
+    for (int32_t id : tokenizer_->eos_ids())
+      if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  return ids;
+}
 
 }  // namespace kvinfer

@@ -4,7 +4,9 @@
 // CPU, in device memory for CUDA (see src/cuda/upload.cpp).
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "kvinfer/dtype.h"
@@ -49,13 +51,15 @@ struct ModelWeights {
   Vector rope_inv_freq;                 // (head_dim / 2), scaling applied
 };
 
-// Calls f(Matrix&) or f(Vector&) for every tensor of w (the tied LM head too).
-template <typename F>
-void for_each_tensor(ModelWeights& w, F&& f) {
+// Calls f(Matrix&) or f(Vector&) for every tensor of w (the tied LM head too); const-ness
+// follows w.
+template <typename W, typename F>
+  requires std::is_same_v<std::remove_const_t<W>, ModelWeights>
+void for_each_tensor(W& w, F&& f) {
   f(w.embed);
-  for (LayerWeights& L : w.layers) {
+  for (auto& L : w.layers) {
     f(L.attn_norm);
-    for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
+    for (auto* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
       f(l->weight);
       f(l->bias);
     }
@@ -65,5 +69,9 @@ void for_each_tensor(ModelWeights& w, F&& f) {
   f(w.lm_head.weight);
   f(w.rope_inv_freq);
 }
+
+// Reads every page of the weights once (host weights are memory-mapped: this moves the page
+// faults from the first forward pass to load time), reporting bytes done of total.
+void read_weights(const ModelWeights& w, const std::function<void(uint64_t, uint64_t)>& progress);
 
 }  // namespace kvinfer

@@ -1,0 +1,137 @@
+#include "cli_common.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include <fmt/format.h>
+
+namespace cli {
+
+void one_line_errors(CLI::App& app) {
+  app.failure_message([](const CLI::App* a, const CLI::Error& e) {
+    return fmt::format("{}: {} (see --help)\n", a->get_name(), e.what());
+  });
+}
+
+void add_model_options(CLI::App& app, ModelOptions& o, const char* ctx_help) {
+  app.add_option("-m,--model", o.model, "model: a HF directory (config.json, *.safetensors, tokenizer.json)")
+      ->required();
+  app.add_option("--device", o.device, "where the forward pass runs: auto (a CUDA GPU if present), cpu, cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("-c,--ctx", o.ctx, ctx_help)->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--kv-dtype", o.kv_dtype, "KV cache element type: auto (the weights' dtype), f32, f16, bf16")
+      ->capture_default_str();
+}
+
+void add_sampling_options(CLI::App& app, SamplingOptions& o) {
+  app.add_option("-n,--max-new-tokens", o.max_new_tokens, "tokens to generate at most")->capture_default_str();
+  app.add_option("--temp", o.temp, "temperature; 0 = greedy (argmax)")->capture_default_str();
+  app.add_option("--top-k", o.top_k, "keep the k most likely tokens; 0 = off")->capture_default_str();
+  app.add_option("--top-p", o.top_p, "keep the most likely tokens up to this cumulative probability; 1 = off")
+      ->capture_default_str();
+  app.add_option("--min-p", o.min_p, "drop tokens less likely than min-p × the most likely one; 0 = off")
+      ->capture_default_str();
+  app.add_option("--repeat-penalty", o.repeat_penalty, "divide the logits of recent tokens by this; 1 = off")
+      ->capture_default_str();
+  app.add_option("--presence-penalty", o.presence_penalty, "subtract from the logits of recent tokens; 0 = off")
+      ->capture_default_str();
+  app.add_option("--frequency-penalty", o.frequency_penalty,
+                 "subtract this × count from the logits of recent tokens; 0 = off")
+      ->capture_default_str();
+  app.add_option("--repeat-last-n", o.repeat_last_n, "recent tokens the penalties look at; -1 = all, 0 = none")
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "random seed; -1 = a random one (printed with the stats)")->capture_default_str();
+  app.add_option("--logit-bias", o.logit_bias, "ID=BIAS added to a token's logit (repeatable); -inf bans it");
+  app.add_option("--stop", o.stop, "stop when the text contains this string (repeatable); it is not printed");
+  app.add_flag("--ignore-eos", o.ignore_eos, "do not stop at the model's end-of-generation tokens");
+}
+
+namespace {
+
+void draw_progress(uint64_t done, uint64_t total) {
+  constexpr int kWidth = 30;
+  const double f = total ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
+  const int filled = static_cast<int>(f * kWidth);
+  std::fprintf(stderr, "\rloading weights [%s%s] %3d%% %.0f/%.0f MiB", std::string(filled, '#').c_str(),
+               std::string(kWidth - filled, '.').c_str(), static_cast<int>(f * 100), static_cast<double>(done) / 1048576.0,
+               static_cast<double>(total) / 1048576.0);
+  if (done == total) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+std::pair<int32_t, float> parse_bias(const std::string& s) {
+  const auto eq = s.find('=');
+  try {
+    if (eq == std::string::npos) throw std::invalid_argument("no '='");
+    size_t used = 0;
+    const long id = std::stol(s.substr(0, eq), &used);
+    if (used != eq || id < 0 || id > INT32_MAX) throw std::invalid_argument("bad id");
+    const std::string b = s.substr(eq + 1);
+    const float bias = b == "-inf" ? -INFINITY : std::stof(b, &used);
+    if (b != "-inf" && used != b.size()) throw std::invalid_argument("bad bias");
+    return {static_cast<int32_t>(id), bias};
+  } catch (const std::exception&) {
+    throw kvinfer::Error(fmt::format("--logit-bias: '{}' is not ID=BIAS (e.g. 15043=-2.5 or 2=-inf)", s));
+  }
+}
+
+}  // namespace
+
+std::string human_bytes(uint64_t bytes) {
+  const auto b = static_cast<double>(bytes);
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  if (bytes < (1u << 20)) return fmt::format("{:.1f} KiB", b / 1024.0);
+  if (bytes < (1u << 30)) return fmt::format("{:.1f} MiB", b / 1048576.0);
+  return fmt::format("{:.2f} GiB", b / 1073741824.0);
+}
+
+std::shared_ptr<const kvinfer::Model> load_model(const ModelOptions& o) {
+  const kvinfer::Device dev = o.device == "cpu"    ? kvinfer::Device::CPU
+                              : o.device == "cuda" ? kvinfer::Device::CUDA
+                                                   : kvinfer::Device::Auto;
+  kvinfer::LoadOptions options{.device = dev, .on_progress = {}};
+  if (isatty(fileno(stderr))) options.on_progress = draw_progress;
+  return kvinfer::Model::load(o.model, options);
+}
+
+std::optional<kvinfer::DType> kv_dtype(const ModelOptions& o) {
+  if (o.kv_dtype == "auto") return std::nullopt;
+  return kvinfer::parse_dtype(o.kv_dtype);
+}
+
+kvinfer::GenerateOptions generate_options(const SamplingOptions& o) {
+  kvinfer::GenerateOptions g;
+  g.max_new_tokens = o.max_new_tokens;
+  g.ignore_eos = o.ignore_eos;
+  g.stop_strings = o.stop;
+  kvinfer::SamplingParams& s = g.sampling;
+  s.temperature = o.temp;
+  s.top_k = o.top_k;
+  s.top_p = o.top_p;
+  s.min_p = o.min_p;
+  s.repetition_penalty = o.repeat_penalty;
+  s.presence_penalty = o.presence_penalty;
+  s.frequency_penalty = o.frequency_penalty;
+  s.penalty_last_n = o.repeat_last_n;
+  if (o.seed < -1) throw kvinfer::Error(fmt::format("--seed must be -1 (random) or >= 0, got {}", o.seed));
+  s.seed = o.seed >= 0 ? static_cast<uint64_t>(o.seed) : (uint64_t{std::random_device{}()} << 31) ^ std::random_device{}();
+  for (const std::string& b : o.logit_bias) s.logit_bias.push_back(parse_bias(b));
+  return g;
+}
+
+std::string stats_line(const kvinfer::GenerationStats& s, kvinfer::StopReason stop, const kvinfer::KvCache& kv,
+                       const kvinfer::GenerateOptions& options) {
+  return fmt::format(
+      "[prompt {} tokens at {:.1f} tok/s | generated {} tokens at {:.1f} tok/s | first token {:.1f} ms | "
+      "kv cache{} {} {}/{} tokens {} on {} | stop: {} | seed {}]",
+      s.prompt_tokens, s.prefill_tokens_per_second(), s.generated_tokens, s.decode_tokens_per_second(),
+      s.ttft_seconds * 1000.0, options.use_kv_cache ? "" : " (off: recomputed every step)", kvinfer::dtype_name(kv.dtype()), kv.size(), kv.capacity(),
+      human_bytes(kv.bytes()), kvinfer::device_name(kv.device()), kvinfer::stop_reason_name(stop),
+      options.sampling.temperature == 0 ? std::string("- (greedy)") : std::to_string(options.sampling.seed));
+}
+
+}  // namespace cli

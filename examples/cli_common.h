@@ -1,0 +1,56 @@
+#pragma once
+// What kvinfer-generate and kvinfer-chat share: model and sampling options, the load progress
+// bar, and the stats line.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "kvinfer/kvinfer.h"
+
+namespace cli {
+
+struct ModelOptions {
+  std::string model;
+  std::string device = "auto";
+  std::string kv_dtype = "auto";
+  int64_t ctx = 0;
+};
+
+struct SamplingOptions {
+  float temp = 0.8f;
+  int32_t top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  float repeat_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  int32_t repeat_last_n = 64;
+  int64_t seed = -1;
+  std::vector<std::string> logit_bias;  // "ID=BIAS"
+  std::vector<std::string> stop;
+  int64_t max_new_tokens = 256;
+  bool ignore_eos = false;
+};
+
+// Parse errors as one line: "<tool>: <what is wrong> (see --help)".
+void one_line_errors(CLI::App& app);
+void add_model_options(CLI::App& app, ModelOptions& o, const char* ctx_help);
+void add_sampling_options(CLI::App& app, SamplingOptions& o);
+
+// Loads the model, drawing a progress bar on stderr when it is a terminal.
+std::shared_ptr<const kvinfer::Model> load_model(const ModelOptions& o);
+std::optional<kvinfer::DType> kv_dtype(const ModelOptions& o);
+// The generation options the flags describe; a seed of -1 becomes a random one (reported).
+kvinfer::GenerateOptions generate_options(const SamplingOptions& o);
+
+std::string human_bytes(uint64_t bytes);  // "512 B", "1.5 KiB", "2.0 MiB", "1.00 GiB"
+
+// One line: prompt and generated tokens, their rates, time to first token, cache use, stop.
+std::string stats_line(const kvinfer::GenerationStats& s, kvinfer::StopReason stop, const kvinfer::KvCache& kv,
+                       const kvinfer::GenerateOptions& options);
+
+}  // namespace cli

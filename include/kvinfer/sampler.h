@@ -1,0 +1,98 @@
+#pragma once
+// Sampler: picks the next token id from raw logits, with the usual controls (temperature, top-k,
+// top-p, min-p, repetition/presence/frequency penalties, logit bias) and a seeded RNG whose draws
+// are the same on every compiler and platform. docs/sampling.md has the full definition.
+//
+// Order of operations, as HF transformers' generate():
+//   1. logit bias       l[id] += bias (float), every (id, bias) pair in turn; -inf bans a token
+//   2. penalties        over the last penalty_last_n accepted ids (count c > 0 for token t):
+//                         repetition: l > 0 ? l / r : l * r          (HF, llama.cpp)
+//                         then l -= float(c) * frequency + presence  (OpenAI, llama.cpp)
+//   3. temperature      s = double(l) / double(T); T = 0 → greedy: argmax of l (lowest id on ties)
+//   4. top-k            keep the k best by (l descending, id ascending)
+//   5. top-p            p = softmax(s) over the top-k set; keep the smallest prefix (most probable
+//                       first) whose cumulative p ≥ top_p; always at least one token
+//   6. min-p            keep tokens with p ≥ min_p × p_max, i.e. exp(s - s_max) ≥ min_p
+//   7. draw             u = (mt19937_64() >> 11) × 2^-53, one per sample() call (greedy too);
+//                       inverse CDF in double over the candidates sorted by (l desc, id asc)
+#include <cstdint>
+#include <random>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace kvinfer {
+
+struct SamplingParams {
+  float temperature = 0.8f;         // 0 → greedy (argmax, lowest index on ties)
+  int32_t top_k = 40;               // 0 → off; values above the vocabulary keep everything
+  float top_p = 0.95f;              // 1 → off
+  float min_p = 0.05f;              // 0 → off
+  float repetition_penalty = 1.0f;  // 1 → off; logit > 0 divided, else multiplied
+  float presence_penalty = 0.0f;    // subtracted once if the token is in the window
+  float frequency_penalty = 0.0f;   // subtracted × its count in the window
+  int32_t penalty_last_n = 64;      // window of recent accepted ids; -1 = all, 0 = penalties off
+  std::vector<std::pair<int32_t, float>> logit_bias;  // (id, added to the logit); -inf bans
+  uint64_t seed = 0;
+
+  // temperature 0 and every filter and penalty off: plain argmax.
+  static SamplingParams greedy();
+
+  // Throws kvinfer::Error naming the parameter and its value: vocab_size <= 0, temperature < 0
+  // or NaN, top_k < 0, top_p outside (0, 1], min_p outside [0, 1], repetition_penalty <= 0 or
+  // NaN, non-finite presence/frequency penalties, penalty_last_n < -1, a logit_bias id outside
+  // [0, vocab_size), a NaN bias, or a +inf bias (use a large finite value to force a token).
+  void validate(int32_t vocab_size) const;
+};
+
+// One per sequence; not thread-safe. Every buffer is sized for the vocabulary at construction,
+// so sample() does not allocate.
+class Sampler {
+ public:
+  Sampler(SamplingParams params, int32_t vocab_size);  // validates
+
+  // Picks the next id from raw logits (vocab_size of them). Does not change the history. Throws
+  // kvinfer::Error on a size mismatch, a NaN or +inf logit (naming its index), or when every
+  // token is banned (-inf); a call that throws consumes no draw.
+  int32_t sample(std::span<const float> logits);
+
+  // Records ids (prompt or generated) for the penalties. Throws, recording nothing, on an id
+  // outside [0, vocab_size).
+  void accept(int32_t id);
+  void accept(std::span<const int32_t> ids);
+
+  // Clears the history; the RNG restarts from the seed.
+  void reset();
+
+  const SamplingParams& params() const { return params_; }
+  int32_t vocab_size() const { return vocab_size_; }
+
+  // The distribution the last sample() drew from, after every filter: (id, p) pairs sorted by
+  // descending p (ties by ascending id), summing to 1. Greedy: the one chosen id with p = 1.
+  // Empty before the first sample() and after reset().
+  std::span<const std::pair<int32_t, float>> last_candidates() const { return candidates_out_; }
+
+ private:
+  struct Candidate {
+    double weight;  // exp(s - s_max), then the unnormalised probability
+    float logit;    // after bias and penalties; the sort key with id
+    int32_t id;
+  };
+
+  void adjust_logits(std::span<const float> logits);
+  void apply_penalties();
+  size_t collect_top_k();
+  size_t keep_top_p_min_p(size_t n, double z);
+  int32_t draw(size_t n, double u);
+
+  SamplingParams params_;
+  int32_t vocab_size_;
+  std::mt19937_64 rng_;
+  std::vector<int32_t> history_;   // every accepted id, oldest first
+  std::vector<int32_t> counts_;    // (vocab) scratch for the penalties, all zero between calls
+  std::vector<float> logits_;      // (vocab) after bias and penalties
+  std::vector<Candidate> work_;    // (vocab) candidates; the kept ones first
+  std::vector<std::pair<int32_t, float>> candidates_out_;
+};
+
+}  // namespace kvinfer

@@ -1,0 +1,256 @@
+#include "kvinfer/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "kvinfer/error.h"
+
+namespace kvinfer {
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr size_t kFirstTopPChunk = 64;  // top-p sorts the nucleus in growing chunks from here
+
+// The candidates' one order, everywhere: higher logit first, lower id on ties. Logits are
+// compared after bias and penalties but before the temperature, which does not change the order.
+template <typename C>
+bool comes_before(const C& a, const C& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+// The top 53 bits of one mt19937_64 output as a double in [0, 1). Written out because
+// std::uniform_real_distribution is implementation-defined and would differ between libraries.
+double uniform_01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+}  // namespace
+
+SamplingParams SamplingParams::greedy() {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  return p;
+}
+
+void SamplingParams::validate(int32_t vocab_size) const {
+  if (vocab_size <= 0) throw Error(fmt::format("sampler: vocab_size must be > 0, got {}", vocab_size));
+  if (!(temperature >= 0.0f))
+    throw Error(fmt::format("sampling parameter temperature must be >= 0 (0 = greedy), got {}", temperature));
+  if (top_k < 0) throw Error(fmt::format("sampling parameter top_k must be >= 0 (0 = off), got {}", top_k));
+  if (!(top_p > 0.0f && top_p <= 1.0f))
+    throw Error(fmt::format("sampling parameter top_p must be in (0, 1] (1 = off), got {}", top_p));
+  if (!(min_p >= 0.0f && min_p <= 1.0f))
+    throw Error(fmt::format("sampling parameter min_p must be in [0, 1] (0 = off), got {}", min_p));
+  if (!(repetition_penalty > 0.0f && std::isfinite(repetition_penalty)))
+    throw Error(fmt::format("sampling parameter repetition_penalty must be finite and > 0 (1 = off), got {}",
+                            repetition_penalty));
+  if (!std::isfinite(presence_penalty))
+    throw Error(fmt::format("sampling parameter presence_penalty must be finite, got {}", presence_penalty));
+  if (!std::isfinite(frequency_penalty))
+    throw Error(fmt::format("sampling parameter frequency_penalty must be finite, got {}", frequency_penalty));
+  if (penalty_last_n < -1)
+    throw Error(fmt::format("sampling parameter penalty_last_n must be >= -1 (-1 = all, 0 = off), got {}",
+                            penalty_last_n));
+  for (size_t i = 0; i < logit_bias.size(); ++i) {
+    const auto [id, bias] = logit_bias[i];
+    if (id < 0 || id >= vocab_size)
+      throw Error(fmt::format("sampling parameter logit_bias[{}]: token id {} is outside the vocabulary [0, {})", i,
+                              id, vocab_size));
+    if (std::isnan(bias) || bias == kInf)
+      throw Error(fmt::format("sampling parameter logit_bias[{}] for token id {} is {}; use -inf to ban a token "
+                              "and a large finite value to force one",
+                              i, id, bias));
+  }
+}
+
+Sampler::Sampler(SamplingParams params, int32_t vocab_size)
+    : params_(std::move(params)), vocab_size_(vocab_size), rng_(params_.seed) {
+  params_.validate(vocab_size_);
+  counts_.assign(vocab_size_, 0);
+  logits_.resize(vocab_size_);
+  work_.resize(vocab_size_);
+  candidates_out_.reserve(vocab_size_);
+}
+
+void Sampler::accept(int32_t id) { accept(std::span<const int32_t>(&id, 1)); }
+
+void Sampler::accept(std::span<const int32_t> ids) {
+  for (int32_t id : ids)
+    if (id < 0 || id >= vocab_size_)
+      throw Error(fmt::format("sampler: accepted token id {} is outside the vocabulary [0, {})", id, vocab_size_));
+  history_.insert(history_.end(), ids.begin(), ids.end());
+}
+
+void Sampler::reset() {
+  history_.clear();
+  rng_.seed(params_.seed);
+  candidates_out_.clear();
+}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+  if (logits.size() != static_cast<size_t>(vocab_size_))
+    throw Error(fmt::format("sampler: got {} logits for a vocabulary of {}", logits.size(), vocab_size_));
+  adjust_logits(logits);
+  constexpr const char* kAllBanned = "sampler: every token is banned (all logits are -inf after bias and penalties)";
+  if (params_.temperature == 0.0f) {
+    // The first maximum: the lowest id on ties, as torch.argmax.
+    const auto best = static_cast<int32_t>(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
+    if (logits_[best] == -kInf) throw Error(kAllBanned);
+    uniform_01(rng_);  // unused, but every successful call takes exactly one draw
+    candidates_out_.assign(1, {best, 1.0f});
+    return best;
+  }
+  size_t n = collect_top_k();
+  if (n == 0) throw Error(kAllBanned);
+  // Drawn here, after every check, so the k-th successful call always uses the k-th draw.
+  const double u = uniform_01(rng_);
+
+  // The top-k set's softmax, unnormalised: weight = exp(s - s_max) ∈ (0, 1], exactly 1 at the
+  // maximum; z is its sum in id order (work_ is in id order here).
+  float l_max = -kInf;
+  for (size_t i = 0; i < n; ++i) l_max = std::max(l_max, work_[i].logit);
+  const double t = params_.temperature;
+  const double s_max = static_cast<double>(l_max) / t;
+  double z = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    work_[i].weight = std::exp(static_cast<double>(work_[i].logit) / t - s_max);
+    z += work_[i].weight;
+  }
+  n = keep_top_p_min_p(n, z);
+  return draw(n, u);
+}
+
+void Sampler::adjust_logits(std::span<const float> logits) {
+  int bad = 0;  // NaN or +inf; -inf is a banned token and fine. No early exit, an int: vectorises.
+  for (int32_t id = 0; id < vocab_size_; ++id) {
+    logits_[id] = logits[id];
+    bad |= !(logits[id] < kInf);
+  }
+  if (bad != 0)
+    for (int32_t id = 0; id < vocab_size_; ++id)
+      if (!(logits_[id] < kInf)) throw Error(fmt::format("sampler: logit at index {} is {}", id, logits_[id]));
+  for (const auto& [id, bias] : params_.logit_bias) logits_[id] += bias;
+  apply_penalties();
+  for (const auto& [id, bias] : params_.logit_bias)
+    if (logits_[id] == kInf)
+      throw Error(fmt::format("sampler: logit of token id {} overflows to +inf after its logit bias", id));
+}
+
+void Sampler::apply_penalties() {
+  const SamplingParams& p = params_;
+  if (p.penalty_last_n == 0 ||
+      (p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f))
+    return;
+  const size_t window =
+      p.penalty_last_n < 0 ? history_.size() : std::min(history_.size(), static_cast<size_t>(p.penalty_last_n));
+  const auto recent = std::span<const int32_t>(history_).last(window);
+  for (int32_t id : recent) ++counts_[id];
+  int32_t overflow = -1;  // thrown after the loop, which leaves counts_ all zero again
+  for (int32_t id : recent) {
+    const int32_t count = counts_[id];
+    if (count == 0) continue;  // already penalised: once per distinct token
+    counts_[id] = 0;
+    float& l = logits_[id];
+    l = l > 0.0f ? l / p.repetition_penalty : l * p.repetition_penalty;
+    l -= static_cast<float>(count) * p.frequency_penalty + p.presence_penalty;
+    if (l == kInf && overflow < 0) overflow = id;
+  }
+  if (overflow >= 0)
+    throw Error(fmt::format("sampler: logit of token id {} overflows to +inf after the penalties", overflow));
+}
+
+// Fills work_ with the top_k first tokens in the one order (every token not banned when top-k is
+// off or k exceeds them), in id order. One pass with a heap of k whose top is the worst kept
+// token: ids arrive in ascending order, so a newcomer displaces it only with a strictly higher
+// logit, and on random logits that is rare after the first few thousand.
+size_t Sampler::collect_top_k() {
+  const auto k = params_.top_k == 0 ? static_cast<size_t>(vocab_size_) : static_cast<size_t>(params_.top_k);
+  const auto first = work_.begin();
+  size_t n = 0;
+  int32_t id = 0;
+  for (; id < vocab_size_ && n < k; ++id)
+    if (logits_[id] != -kInf) work_[n++] = {0.0, logits_[id], id};
+  if (id == vocab_size_) return n;
+  std::make_heap(first, first + n, comes_before<Candidate>);
+  for (; id < vocab_size_; ++id) {
+    if (!(logits_[id] > work_[0].logit)) continue;
+    std::pop_heap(first, first + n, comes_before<Candidate>);
+    work_[n - 1] = {0.0, logits_[id], id};
+    std::push_heap(first, first + n, comes_before<Candidate>);
+  }
+  std::sort(first, first + n, [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+  return n;
+}
+
+// Top-p then min-p, as one prefix of the candidates in the one order: min-p keeps the prefix with
+// weight ≥ min_p (p / p_max = weight, whatever the normalisation), top-p the shortest prefix whose
+// weights reach top_p × z. Only that prefix is sorted: min-p's survivors are partitioned off
+// first, and top-p sorts chunks of 64, 256, 1024, … until the mass is reached.
+size_t Sampler::keep_top_p_min_p(size_t n, double z) {
+  const auto first = work_.begin();
+  size_t m = n;
+  if (params_.min_p > 0.0f) {
+    const double min_p = params_.min_p;
+    m = static_cast<size_t>(
+        std::partition(first, first + n, [&](const Candidate& c) { return c.weight >= min_p; }) - first);
+  }
+  if (params_.top_p >= 1.0f) {
+    std::sort(first, first + m, comes_before<Candidate>);
+    return m;
+  }
+  const double target = static_cast<double>(params_.top_p) * z;
+  double cumulative = 0.0;
+  size_t sorted = 0;
+  for (size_t chunk = kFirstTopPChunk; sorted < m; chunk *= 4) {
+    const size_t end = std::min(m, sorted + chunk);
+    if (end < m) std::nth_element(first + sorted, first + end, first + m, comes_before<Candidate>);
+    std::sort(first + sorted, first + end, comes_before<Candidate>);
+    for (size_t i = sorted; i < end; ++i) {
+      cumulative += work_[i].weight;
+      if (cumulative >= target) return i + 1;
+    }
+    sorted = end;
+  }
+  return m;
+}
+
+// Inverse CDF over work_[0, n), sorted: the first i with u × total < w_0 + … + w_i (all sums in
+// double, in that order). Should rounding leave u × total at or above the total, the last
+// candidate with a non-zero weight.
+int32_t Sampler::draw(size_t n, double u) {
+  double total = 0.0;
+  for (size_t i = 0; i < n; ++i) total += work_[i].weight;
+  const double target = u * total;
+  size_t pick = n;
+  double cumulative = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    cumulative += work_[i].weight;
+    if (target < cumulative) {
+      pick = i;
+      break;
+    }
+  }
+  if (pick == n) {
+    pick = n - 1;
+    while (pick > 0 && work_[pick].weight == 0.0) --pick;
+  }
+
+  candidates_out_.clear();
+  for (size_t i = 0; i < n; ++i)
+    candidates_out_.emplace_back(work_[i].id, static_cast<float>(work_[i].weight / total));
+  // Rounding to float can make neighbours with different logits equal; restore ascending ids
+  // within such ties (one pass, as the list is already non-increasing in p).
+  for (size_t i = 1; i < n; ++i)
+    for (size_t j = i; j > 0 && candidates_out_[j - 1].second == candidates_out_[j].second &&
+                       candidates_out_[j - 1].first > candidates_out_[j].first;
+         --j)
+      std::swap(candidates_out_[j - 1], candidates_out_[j]);
+  return work_[pick].id;
+}
+
+}  // namespace kvinfer

@@ -1,0 +1,182 @@
+// The command-line tools as a user runs them: kvinfer-generate and kvinfer-chat on the
+// chatml_tiny fixture (a real tokenizer and chat template over random weights).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "reference.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Output {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) {
+    if (c == '\'')
+      q.append("'\\''");
+    else
+      q.push_back(c);
+  }
+  q.push_back('\'');
+  return q;
+}
+
+// Runs `binary args` with `input` on stdin (never a terminal), capturing stdout and stderr.
+Output run(const char* binary, const std::vector<std::string>& args, const std::string& input = "") {
+  const fs::path dir = fs::temp_directory_path() / ("kvinfer_cli_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "in", std::ios::binary) << input;
+  std::string cmd = quote(binary);
+  for (const std::string& a : args) {
+    cmd.push_back(' ');
+    cmd.append(quote(a));
+  }
+  for (const auto& [redirect, file] : {std::pair{" < ", "in"}, {" > ", "out"}, {" 2> ", "err"}}) {
+    cmd.append(redirect);
+    cmd.append(quote(dir / file));
+  }
+  Output r;
+  const int status = std::system(cmd.c_str());
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(dir / "out");
+  r.err = slurp(dir / "err");
+  fs::remove_all(dir);
+  return r;
+}
+
+nlohmann::json reference() {
+  std::ifstream in(kvinfer::test::model_dir("chatml_tiny") / "text_reference.json");
+  return nlohmann::json::parse(in);
+}
+
+const std::string kModel = kvinfer::test::model_dir("chatml_tiny").string();
+
+TEST(GenerateCli, GreedyTextEqualsHfThenOneStatsLine) {
+  const auto ref = reference();
+  for (const auto& p : ref["prompts"]) {
+    Output r = run(KVINFER_GENERATE_BIN, {"-m", kModel, "-p", p["text"], "--temp", "0", "-n", "24", "--ignore-eos"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, p["greedy_text"].get<std::string>() + "\n");
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("prompt " + std::to_string(p["ids"].size()) + " tokens"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("generated 24 tokens"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("stop: max_tokens"), std::string::npos) << r.err;
+  }
+}
+
+TEST(GenerateCli, ReadsThePromptFromStdinAndMatchesCacheOff) {
+  const auto ref = reference();
+  const auto& p = ref["prompts"][1];
+  Output on = run(KVINFER_GENERATE_BIN, {"-m", kModel, "--temp", "0", "-n", "24", "--ignore-eos"}, p["text"]);
+  Output off = run(KVINFER_GENERATE_BIN, {"-m", kModel, "--temp", "0", "-n", "24", "--ignore-eos", "--no-kv-cache"},
+                p["text"]);
+  ASSERT_EQ(on.code, 0) << on.err;
+  ASSERT_EQ(off.code, 0) << off.err;
+  EXPECT_EQ(on.out, p["greedy_text"].get<std::string>() + "\n");
+  EXPECT_EQ(off.out, on.out);
+  EXPECT_NE(off.err.find("recomputed every step"), std::string::npos) << off.err;
+}
+
+TEST(GenerateCli, SameSeedSameText) {
+  const std::vector<std::string> args = {"-m", kModel, "-p", "Hello", "--temp", "1.2", "-n", "16", "--seed", "123"};
+  Output a = run(KVINFER_GENERATE_BIN, args), b = run(KVINFER_GENERATE_BIN, args);
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.err.find("seed 123"), std::string::npos) << a.err;
+}
+
+TEST(GenerateCli, ChatFlagUsesTheTemplate) {
+  const auto ref = reference();
+  const auto& turn = ref["chat"][0];
+  std::vector<std::string> args = {"-m", kModel, "-p", turn["user"], "--chat", "--temp", "0", "-n", "24", "--ignore-eos"};
+  for (int32_t id : ref["chat_banned_ids"].get<std::vector<int32_t>>()) {
+    args.push_back("--logit-bias");
+    args.push_back(std::to_string(id) + "=-inf");
+  }
+  Output r = run(KVINFER_GENERATE_BIN, args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, turn["greedy_text"].get<std::string>() + "\n");
+  EXPECT_NE(r.err.find("prompt " + std::to_string(turn["prefill_ids"].size()) + " tokens"), std::string::npos);
+}
+
+TEST(GenerateCli, HelpListsEveryOptionWithItsDefault) {
+  Output r = run(KVINFER_GENERATE_BIN, {"--help"});
+  ASSERT_EQ(r.code, 0);
+  for (const char* opt : {"-m,--model", "-p,--prompt", "-n,--max-new-tokens", "--temp", "--top-k", "--top-p", "--min-p",
+                          "--repeat-penalty", "--seed", "--no-kv-cache", "--chat", "--system", "--device", "--stop",
+                          "--logit-bias", "-c,--ctx", "--kv-dtype"})
+    EXPECT_NE(r.out.find(opt), std::string::npos) << opt;
+  for (const char* def : {"--temp FLOAT=0.8", "--top-k INT=40", "--top-p FLOAT=0.95", "--min-p FLOAT=0.05",
+                          "--repeat-penalty FLOAT=1", "--seed INT=-1", "-n,--max-new-tokens INT=256",
+                          "--device TEXT:{auto,cpu,cuda}=auto", "--kv-dtype TEXT=auto", "-c,--ctx INT:NONNEGATIVE=0"})
+    EXPECT_NE(r.out.find(def), std::string::npos) << def;
+}
+
+TEST(GenerateCli, ErrorsAreOneLineAndNonZero) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"-m", kModel, "-p", "x", "--temp", "-1"},                 // invalid sampling parameter
+      {"-m", kModel, "-p", "x", "--top-p", "0"},                 // invalid sampling parameter
+      {"-m", kModel, "-p", "x", "--logit-bias", "5"},            // malformed bias
+      {"-m", kModel + "/missing", "-p", "x"},                    // no such model
+      {"-m", kModel, "-p", "x", "--no-such-flag"},               // unknown option
+      {"-m", kModel, "-p", std::string(300, 'a'), "-c", "16"},   // prompt longer than the cache
+      {"-m", kModel, "-p", "x", "--device", "tpu"},              // unknown device
+  };
+  for (const auto& args : bad) {
+    Output r = run(KVINFER_GENERATE_BIN, args);
+    EXPECT_NE(r.code, 0) << args.back();
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.err.rfind("kvinfer-generate: ", 0), 0u) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+}
+
+TEST(ChatCli, KeepsOneCacheAcrossTurnsWithResetAndStats) {
+  const auto ref = reference();
+  std::vector<std::string> args = {"-m", kModel, "--temp", "0", "-n", "24", "--ignore-eos", "-c", "256"};
+  for (int32_t id : ref["chat_banned_ids"].get<std::vector<int32_t>>()) {
+    args.push_back("--logit-bias");
+    args.push_back(std::to_string(id) + "=-inf");
+  }
+  const std::string input = ref["chat"][0]["user"].get<std::string>() + "\n" + ref["chat"][1]["user"].get<std::string>() +
+                            "\n/stats\n/reset\n/stats\n" + ref["chat"][0]["user"].get<std::string>() + "\n";
+  Output r = run(KVINFER_CHAT_BIN, args, input);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string a0 = ref["chat"][0]["greedy_text"], a1 = ref["chat"][1]["greedy_text"];
+  EXPECT_EQ(r.out, a0 + "\n" + a1 + "\n" + a0 + "\n");
+  const auto& t1 = ref["chat"][1];
+  EXPECT_NE(r.err.find("last turn: " + std::to_string(t1["prefill_ids"].size()) + " tokens prefilled, " +
+                       std::to_string(t1["reused"].get<int>()) + " reused"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("[conversation and cache cleared]"), std::string::npos);
+  EXPECT_NE(r.err.find("[0 messages; cache 0/256 tokens"), std::string::npos) << r.err;
+}
+
+TEST(ChatCli, SaysClearlyWhenTheContextIsFull) {
+  Output r = run(KVINFER_CHAT_BIN, {"-m", kModel, "--temp", "0", "-n", "8", "-c", "100"},
+              "Hello! What is a KV cache?\nAnd why is decode memory bound? Tell me everything.\n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("context full"), std::string::npos) << r.err;
+}
+
+}  // namespace
