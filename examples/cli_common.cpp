@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include <fmt/format.h>
@@ -16,9 +17,14 @@ void one_line_errors(CLI::App& app) {
   });
 }
 
+void add_model_option(CLI::App& app, std::string& model) {
+  std::string help = "model: a HF directory (config.json, *.safetensors, tokenizer.json) or a .gguf file; default: ";
+  help.append("$KVINFER_MODEL if set, else " KVINFER_DEFAULT_MODEL " (tools/fetch_model.sh downloads it)");
+  app.add_option("-m,--model", model, help);
+}
+
 void add_model_options(CLI::App& app, ModelOptions& o, const char* ctx_help) {
-  app.add_option("-m,--model", o.model, "model: a HF directory (config.json, *.safetensors, tokenizer.json)")
-      ->required();
+  add_model_option(app, o.model);
   app.add_option("--device", o.device, "where the forward pass runs: auto (a CUDA GPU if present), cpu, cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
@@ -54,11 +60,16 @@ namespace {
 
 void draw_progress(uint64_t done, uint64_t total) {
   constexpr int kWidth = 30;
+  static int last_percent = -1;  // redraw only when the bar moves: models have thousands of tensors
   const double f = total ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
+  const int percent = static_cast<int>(f * 100);
+  if (done == 0) last_percent = -1;
+  if (percent == last_percent && done != total) return;
+  last_percent = percent;
   const int filled = static_cast<int>(f * kWidth);
-  std::fprintf(stderr, "\rloading weights [%s%s] %3d%% %.0f/%.0f MiB", std::string(filled, '#').c_str(),
-               std::string(kWidth - filled, '.').c_str(), static_cast<int>(f * 100), static_cast<double>(done) / 1048576.0,
-               static_cast<double>(total) / 1048576.0);
+  std::fprintf(stderr, "\rloading weights [%s%s] %3d%% %s / %s   ", std::string(filled, '#').c_str(),
+               std::string(kWidth - filled, '.').c_str(), percent, human_bytes(done).c_str(),
+               human_bytes(total).c_str());
   if (done == total) std::fprintf(stderr, "\n");
   std::fflush(stderr);
 }
@@ -89,13 +100,28 @@ std::string human_bytes(uint64_t bytes) {
   return fmt::format("{:.2f} GiB", b / 1073741824.0);
 }
 
+std::filesystem::path model_path(const std::string& given) {
+  namespace fs = std::filesystem;
+  if (!given.empty()) return given;
+  const char* env = std::getenv("KVINFER_MODEL");
+  if (env != nullptr && *env != '\0') {
+    if (!fs::exists(env))
+      throw kvinfer::Error(fmt::format("$KVINFER_MODEL: {} does not exist; pass -m PATH or unset it", env));
+    return env;
+  }
+  if (!fs::exists(KVINFER_DEFAULT_MODEL))
+    throw kvinfer::Error(fmt::format("no model: pass -m PATH, or run tools/fetch_model.sh to download the default ({})",
+                                     KVINFER_DEFAULT_MODEL));
+  return KVINFER_DEFAULT_MODEL;
+}
+
 std::shared_ptr<const kvinfer::Model> load_model(const ModelOptions& o) {
   const kvinfer::Device dev = o.device == "cpu"    ? kvinfer::Device::CPU
                               : o.device == "cuda" ? kvinfer::Device::CUDA
                                                    : kvinfer::Device::Auto;
   kvinfer::LoadOptions options{.device = dev, .on_progress = {}};
   if (isatty(fileno(stderr))) options.on_progress = draw_progress;
-  return kvinfer::Model::load(o.model, options);
+  return kvinfer::Model::load(model_path(o.model), options);
 }
 
 std::optional<kvinfer::DType> kv_dtype(const ModelOptions& o) {

@@ -1,7 +1,8 @@
 #pragma once
-// What kvinfer-generate and kvinfer-chat share: model and sampling options, the load progress
-// bar, and the stats line.
+// What kvinfer-generate, kvinfer-chat and kvinfer-kv-plan share: model and sampling options, the
+// default model, the load progress bar, and the stats line.
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,7 +15,7 @@
 namespace cli {
 
 struct ModelOptions {
-  std::string model;
+  std::string model;  // empty: the default model (model_path)
   std::string device = "auto";
   std::string kv_dtype = "auto";
   int64_t ctx = 0;
@@ -39,9 +40,16 @@ struct SamplingOptions {
 // Parse errors as one line: "<tool>: <what is wrong> (see --help)".
 void one_line_errors(CLI::App& app);
 void add_model_options(CLI::App& app, ModelOptions& o, const char* ctx_help);
+// -m/--model alone, optional: for tools that read a model without running it.
+void add_model_option(CLI::App& app, std::string& model);
 void add_sampling_options(CLI::App& app, SamplingOptions& o);
 
-// Loads the model, drawing a progress bar on stderr when it is a terminal.
+// The model to use: the -m path when given, else $KVINFER_MODEL when set, else the default model
+// (models/SmolLM2-135M-Instruct.Q4_1.gguf in the source tree). Throws a one-line error saying how
+// to get one when the default is absent.
+std::filesystem::path model_path(const std::string& given);
+
+// Loads model_path(o.model), drawing a progress bar on stderr when it is a terminal.
 std::shared_ptr<const kvinfer::Model> load_model(const ModelOptions& o);
 std::optional<kvinfer::DType> kv_dtype(const ModelOptions& o);
 // The generation options the flags describe; a seed of -1 becomes a random one (reported).

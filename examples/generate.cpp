@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
       const kvinfer::Tokenizer& tok = model->tokenizer();
       if (chat) {
         if (tok.chat_template().empty())
-          throw kvinfer::Error(fmt::format("{}: the model has no chat template; run without --chat", model_opt.model));
+          throw kvinfer::Error(fmt::format("{}: the model has no chat template; run without --chat",
+                                           cli::model_path(model_opt.model).string()));
         kvinfer::ChatTemplate tmpl(tok.chat_template(), tok.bos_text(), tok.eos_text());
         std::vector<kvinfer::ChatMessage> messages;
         if (!system.empty()) messages.push_back({"system", system});

@@ -254,6 +254,7 @@ void run_dtype(const AttentionParams& p, cudaStream_t stream) {
     case DType::F32: return run<HD, DType::F32>(p, stream);
     case DType::F16: return run<HD, DType::F16>(p, stream);
     case DType::BF16: return run<HD, DType::BF16>(p, stream);
+    default: break;
   }
   throw Error("attention_prefill: unsupported KV cache dtype");
 }

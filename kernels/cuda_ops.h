@@ -15,7 +15,8 @@ namespace kvinfer::cuda {
 enum class RopeLayout { HalfSplit, Interleaved };
 
 // ---- kernels/elementwise.cu -----------------------------------------------------------------
-// out (n, hidden) = table[ids], widened to f32. table (vocab, hidden) of table_dtype.
+// out (n, hidden) = table[ids], widened to f32. table (vocab, hidden) of table_dtype (f32, f16
+// or bf16; quantised tables go through embed_quantized).
 void embed(DType table_dtype, const void* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t n,
            float* out, cudaStream_t stream);
 // y (n, dim) = x / sqrt(mean(x²) + eps) · weight
@@ -37,6 +38,16 @@ void store_kv(DType kv_dtype, const float* k, const float* v, int64_t n, int64_t
               int64_t start, int64_t capacity, void* k_layer, void* v_layer, cudaStream_t stream);
 // *out = index of the largest logit (lowest index on ties, as torch.argmax).
 void argmax(const float* logits, int64_t vocab, int32_t* out, cudaStream_t stream);
+
+// ---- kernels/dequantize.cu: ggml block-quantised matrices (kernels/core/quant.h) -----------
+// Values are bit-identical to cpu::to_f32's; cols is a multiple of the format's block size and
+// rows are dtype_row_bytes(dtype, cols) apart.
+// out (rows, cols) f16 (16-byte aligned) = w (rows, cols) of a quantised dtype, dequantised and
+// rounded to f16 (nearest even): the GEMM operand of a quantised linear layer.
+void dequantize_f16(DType dtype, const void* w, int64_t rows, int64_t cols, void* out, cudaStream_t stream);
+// out (n, hidden) f32 = table[ids] for a quantised table (vocab, hidden); only those rows are read.
+void embed_quantized(DType table_dtype, const void* table, int64_t vocab, int64_t hidden, const int32_t* ids,
+                     int64_t n, float* out, cudaStream_t stream);
 
 // ---- kernels/attention_prefill.cu, kernels/attention_decode.cu ------------------------------
 // Causal softmax attention of q over one layer's cache, scale 1/sqrt(head_dim). Query row t sits

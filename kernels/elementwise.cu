@@ -47,8 +47,9 @@ void visit_dtype(DType t, F&& f) {
     case DType::F32: f(F32{}); return;
     case DType::F16: f(F16{}); return;
     case DType::BF16: f(BF16{}); return;
+    default: break;
   }
-  throw Error("cuda: unknown dtype " + std::to_string(static_cast<int>(t)));
+  throw Error(std::string("cuda: dtype ") + std::string(dtype_name(t)) + " is not a plain element type here");
 }
 
 // ---- argument checks (host) -------------------------------------------------------------------

@@ -43,8 +43,10 @@ cudaDataType_t cuda_type(DType t) {
     case DType::F32: return CUDA_R_32F;
     case DType::F16: return CUDA_R_16F;
     case DType::BF16: return CUDA_R_16BF;
+    default: break;
   }
-  throw Error("cuda::gemm: unknown dtype " + std::to_string(static_cast<int>(t)));
+  throw Error(std::string("cuda::gemm: no cuBLAS type for dtype ") + std::string(dtype_name(t)) +
+              " (quantised weights are dequantised to f16 first)");
 }
 
 }  // namespace

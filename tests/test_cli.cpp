@@ -1,66 +1,23 @@
 // The command-line tools as a user runs them: kvinfer-generate and kvinfer-chat on the
 // chatml_tiny fixture (a real tokenizer and chat template over random weights).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "reference.h"
+#include "run_binary.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Output {
-  int code = -1;
-  std::string out, err;
-};
+using kvinfer::test::Output;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) {
-    if (c == '\'')
-      q.append("'\\''");
-    else
-      q.push_back(c);
-  }
-  q.push_back('\'');
-  return q;
-}
-
-// Runs `binary args` with `input` on stdin (never a terminal), capturing stdout and stderr.
 Output run(const char* binary, const std::vector<std::string>& args, const std::string& input = "") {
-  const fs::path dir = fs::temp_directory_path() / ("kvinfer_cli_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  std::ofstream(dir / "in", std::ios::binary) << input;
-  std::string cmd = quote(binary);
-  for (const std::string& a : args) {
-    cmd.push_back(' ');
-    cmd.append(quote(a));
-  }
-  for (const auto& [redirect, file] : {std::pair{" < ", "in"}, {" > ", "out"}, {" 2> ", "err"}}) {
-    cmd.append(redirect);
-    cmd.append(quote(dir / file));
-  }
-  Output r;
-  const int status = std::system(cmd.c_str());
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(dir / "out");
-  r.err = slurp(dir / "err");
-  fs::remove_all(dir);
-  return r;
+  return kvinfer::test::run_binary(binary, args, input);
 }
 
 nlohmann::json reference() {

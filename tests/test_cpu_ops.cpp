@@ -31,6 +31,35 @@ double rel_error(const std::vector<float>& got, const std::vector<double>& want)
   return err / scale;
 }
 
+// Offsets of a quantised block's f16 fields (d, and m/dmin where the format has one).
+std::vector<size_t> half_fields(DType t) {
+  switch (t) {
+    case DType::Q6_K: return {208};
+    case DType::Q4_1: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: return {0, 2};
+    default: return {0};
+  }
+}
+
+// Random blocks of a quantised type: random bytes (every code and packed scale pattern), with
+// f16 scales of ±[0.002, 0.02) so that the values stay in a weight-like range.
+std::vector<std::byte> random_blocks(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::byte> b(rows * dtype_row_bytes(t, cols));
+  for (auto& x : b) x = static_cast<std::byte>(rng() & 0xFF);
+  std::uniform_real_distribution<float> scale(0.002f, 0.02f);
+  for (size_t block = 0; block < b.size(); block += static_cast<size_t>(dtype_block(t).bytes))
+    for (size_t off : half_fields(t)) {
+      const uint16_t h = core::f32_to_f16(rng() % 2 ? scale(rng) : -scale(rng));
+      b[block + off] = static_cast<std::byte>(h & 0xFF);
+      b[block + off + 1] = static_cast<std::byte>(h >> 8);
+    }
+  return b;
+}
+
+// Columns of a test matrix: `plain` for f32/f16/bf16 (not a multiple of the 8-lane dot), two
+// K-quant blocks (sixteen 32-value blocks) for the quantised types.
+int64_t cols_for(DType t, int64_t plain) { return is_quantized(t) ? 512 : plain; }
+
 // A weight matrix stored in `dtype`, plus its exact f32 values (the rounded ones).
 struct StoredMatrix {
   std::vector<std::byte> bytes;
@@ -38,8 +67,12 @@ struct StoredMatrix {
   Matrix m;
   StoredMatrix(DType dtype, int64_t rows, int64_t cols, uint32_t seed) {
     auto v = randn(static_cast<size_t>(rows * cols), seed, 0.5f);
-    bytes.resize(v.size() * dtype_size(dtype));
-    cpu::from_f32(dtype, v.data(), bytes.data(), rows * cols);
+    if (is_quantized(dtype)) {
+      bytes = random_blocks(dtype, rows, cols, seed);
+    } else {
+      bytes.resize(v.size() * dtype_size(dtype));
+      cpu::from_f32(dtype, v.data(), bytes.data(), rows * cols);
+    }
     values.resize(v.size());
     cpu::to_f32(dtype, bytes.data(), values.data(), rows * cols);
     m = Matrix{dtype, bytes.data(), rows, cols};
@@ -49,7 +82,7 @@ struct StoredMatrix {
 class LinearTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(LinearTest, MatchesDoubleReferenceWithBias) {
-  const int64_t n = 5, in = 37, out = 19;
+  const int64_t n = 5, in = cols_for(GetParam(), 37), out = 19;
   StoredMatrix w(GetParam(), out, in, 1);
   auto bias = randn(static_cast<size_t>(out), 2);
   Linear layer{w.m, Vector{bias.data(), out}};
@@ -70,7 +103,9 @@ TEST_P(LinearTest, MatchesDoubleReferenceWithBias) {
 // The batch-invariance that cache-on == cache-off rests on: row t of an n-row product is the
 // same bits as the product of row t alone.
 TEST_P(LinearTest, RowsAreBitIdenticalToSingleRowCalls) {
-  const int64_t n = 13, in = 67, out = 23;
+  // Quantised: n · in · out above linear's threading threshold, so that the n-row call runs on
+  // the OpenMP team (one row buffer per thread) and the 1-row calls do not.
+  const int64_t n = 13, in = cols_for(GetParam(), 67), out = is_quantized(GetParam()) ? 200 : 23;
   StoredMatrix w(GetParam(), out, in, 4);
   Linear layer{w.m, {}};
   auto x = randn(static_cast<size_t>(n * in), 5);
@@ -85,7 +120,10 @@ TEST_P(LinearTest, RowsAreBitIdenticalToSingleRowCalls) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, LinearTest, ::testing::Values(DType::F32, DType::F16, DType::BF16),
+INSTANTIATE_TEST_SUITE_P(Dtypes, LinearTest,
+                         ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0,
+                                           DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K,
+                                           DType::Q6_K),
                          [](const auto& p) { return std::string(dtype_name(p.param)); });
 
 TEST(CpuOps, RmsNormMatchesDoubleReference) {

@@ -32,6 +32,7 @@ float tolerance(DType weights) {
     case DType::F32: return 1e-4f;
     case DType::F16: return 0.015f;
     case DType::BF16: return 0.12f;
+    default: break;
   }
   return 0;
 }

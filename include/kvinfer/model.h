@@ -26,10 +26,12 @@ struct LoadOptions {
 
 class Model {
  public:
-  // Loads a HF model directory: config.json + model.safetensors, or shards listed in
-  // model.safetensors.index.json, and tokenizer.json when the directory has one. Weights are
-  // memory-mapped, used in their stored dtype, and read once up front (so the first token does
-  // not pay for page faults), reporting progress.
+  // Loads a HF model directory (config.json + model.safetensors, or shards listed in
+  // model.safetensors.index.json, and tokenizer.json when the directory has one) or a GGUF file
+  // of llama.cpp's "llama" or "qwen2" architecture (known by its "GGUF" magic, whatever its name;
+  // its tokenizer from the tokenizer.ggml.* metadata when present). Weights are memory-mapped,
+  // used in their stored dtype (GGUF's quantised types included, never dequantised up front), and
+  // read once up front (so the first token does not pay for page faults), reporting progress.
   static std::shared_ptr<const Model> load(const std::filesystem::path& path, const LoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
@@ -40,7 +42,7 @@ class Model {
   uint64_t weight_bytes() const { return weight_bytes_; }
   const ModelWeights& weights() const { return *weights_; }
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
-  // Throws kvinfer::Error when the model was loaded without one (no tokenizer.json).
+  // Throws kvinfer::Error when the model was loaded without one.
   const Tokenizer& tokenizer() const;
   // Every id that ends generation: config.json's eos ids and the tokenizer's.
   std::vector<int32_t> eos_ids() const;

@@ -11,8 +11,14 @@
 
 namespace kvinfer {
 
+namespace {
+// The weights' dtype, as vLLM's "auto"; quantised weights get f16 (llama.cpp's default cache).
+DType default_kv_dtype(DType weights) { return is_quantized(weights) ? DType::F16 : weights; }
+}  // namespace
+
 KvCache::KvCache(const Model& model, int64_t capacity_tokens, std::optional<DType> dtype)
-    : KvCache(model.config(), capacity_tokens, dtype.value_or(model.weight_dtype()), model.device()) {}
+    : KvCache(model.config(), capacity_tokens, dtype.value_or(default_kv_dtype(model.weight_dtype())),
+              model.device()) {}
 
 namespace {
 void free_host(std::byte* p) { delete[] p; }
@@ -27,6 +33,9 @@ KvCache::KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype
       dtype_(dtype),
       device_(device) {
   if (capacity_tokens <= 0) throw Error(fmt::format("KV cache capacity must be positive, got {}", capacity_tokens));
+  if (is_quantized(dtype))
+    throw Error(fmt::format("KV cache dtype {} is a quantised weight format; a cache holds f32, f16 or bf16",
+                            dtype_name(dtype)));
   bytes_ = plan_kv_bytes(config, capacity_tokens, dtype);
   const std::string what = fmt::format("KV cache of {} tokens ({})", capacity_tokens, dtype_name(dtype));
   if (device == Device::CUDA) {

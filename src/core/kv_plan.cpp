@@ -15,6 +15,9 @@ uint64_t checked_mul(uint64_t a, uint64_t b, const char* what) {
 }  // namespace
 
 uint64_t kv_bytes_per_token(const ModelConfig& cfg, DType dtype) {
+  if (is_quantized(dtype))
+    throw Error(fmt::format("KV plan: {} is a quantised weight format; a KV cache holds f32, f16 or bf16",
+                            dtype_name(dtype)));
   if (cfg.num_layers <= 0 || cfg.num_kv_heads <= 0 || cfg.head_dim <= 0)
     throw Error(fmt::format("KV plan: invalid config (layers {}, kv heads {}, head_dim {})", cfg.num_layers,
                             cfg.num_kv_heads, cfg.head_dim));

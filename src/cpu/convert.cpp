@@ -1,9 +1,27 @@
+#include <fmt/format.h>
+
 #include "core/convert.h"
+#include "core/quant.h"
 #include "cpu/cpu_ops.h"
+#include "kvinfer/error.h"
 
 namespace kvinfer::cpu {
 
+namespace {
+
+// One dispatch per call, then block after block straight into dst.
+template <DType T>
+void dequantize_row(const std::byte* src, float* dst, int64_t n) {
+  constexpr int64_t kElems = dtype_block(T).elements, kBytes = dtype_block(T).bytes;
+  for (int64_t b = 0; b < n / kElems; ++b) core::dequantize_block<T>(src + b * kBytes, dst + b * kElems);
+}
+
+}  // namespace
+
 void to_f32(DType t, const std::byte* src, float* dst, int64_t n) {
+  if (is_quantized(t) && n % dtype_block(t).elements != 0)
+    throw Error(fmt::format("to_f32: {} values of {} are not a whole number of {}-value blocks", n, dtype_name(t),
+                            dtype_block(t).elements));
   switch (t) {
     case DType::F32: {
       const auto* s = reinterpret_cast<const float*>(src);
@@ -20,7 +38,16 @@ void to_f32(DType t, const std::byte* src, float* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) dst[i] = core::bf16_to_f32(s[i]);
       return;
     }
+    case DType::Q8_0: return dequantize_row<DType::Q8_0>(src, dst, n);
+    case DType::Q4_0: return dequantize_row<DType::Q4_0>(src, dst, n);
+    case DType::Q4_1: return dequantize_row<DType::Q4_1>(src, dst, n);
+    case DType::Q5_0: return dequantize_row<DType::Q5_0>(src, dst, n);
+    case DType::Q5_1: return dequantize_row<DType::Q5_1>(src, dst, n);
+    case DType::Q4_K: return dequantize_row<DType::Q4_K>(src, dst, n);
+    case DType::Q5_K: return dequantize_row<DType::Q5_K>(src, dst, n);
+    case DType::Q6_K: return dequantize_row<DType::Q6_K>(src, dst, n);
   }
+  throw Error(fmt::format("to_f32: unknown dtype {}", static_cast<int>(t)));
 }
 
 void from_f32(DType t, const float* src, std::byte* dst, int64_t n) {
@@ -40,7 +67,11 @@ void from_f32(DType t, const float* src, std::byte* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) d[i] = core::f32_to_bf16(src[i]);
       return;
     }
+    default: break;
   }
+  // Nothing is ever quantised here: activations and KV caches are plain types, and quantised
+  // weights come from GGUF files as they are.
+  throw Error(fmt::format("from_f32: cannot narrow to {} (only f32, f16 and bf16 are written)", dtype_name(t)));
 }
 
 }  // namespace kvinfer::cpu

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 
+#include "kvinfer/config.h"
 #include "kvinfer/kv_cache.h"
 #include "models/weights.h"
 
@@ -23,8 +24,10 @@ void from_f32(DType t, const float* src, std::byte* dst, int64_t n);
 void linear(const Linear& layer, const float* x, int64_t n, float* y);
 // y (n, dim) = x / sqrt(mean(x²) + eps) · weight, per row, as HF's LlamaRMSNorm in f32.
 void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* y);
-// x (n, heads, head_dim) rotated in place, row t at position start + t (half-split layout).
-void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const float* inv_freq);
+// x (n, heads, head_dim) rotated in place, row t at position start + t; pair i (frequency
+// inv_freq[i]) is (i, i + head_dim/2) in the half-split layout, (2i, 2i + 1) in the interleaved one.
+void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const float* inv_freq,
+          RopeLayout layout = RopeLayout::HalfSplit);
 // out (n) = silu(gate) · up
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 // x (n) += y

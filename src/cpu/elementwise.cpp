@@ -15,8 +15,13 @@ void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float
   }
 }
 
-void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const float* inv_freq) {
+void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const float* inv_freq,
+          RopeLayout layout) {
   const int64_t half = head_dim / 2;
+  // Pair i is (i, i + half) or (2i, 2i + 1): only where its two values sit differs, the angle
+  // and the rotation are the same operations in the same order.
+  const int64_t stride = layout == RopeLayout::HalfSplit ? 1 : 2;   // x0 of pair i is xh[stride·i]
+  const int64_t offset = layout == RopeLayout::HalfSplit ? half : 1;  // x1 is offset further on
   for (int64_t t = 0; t < n; ++t) {
     const float pos = static_cast<float>(start + t);
     for (int64_t i = 0; i < half; ++i) {
@@ -25,7 +30,7 @@ void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, c
       const float s = static_cast<float>(std::sin(static_cast<double>(angle)));
       for (int64_t h = 0; h < heads; ++h) {
         float* xh = x + (t * heads + h) * head_dim;
-        core::rope_rotate(xh[i], xh[i + half], c, s);
+        core::rope_rotate(xh[stride * i], xh[stride * i + offset], c, s);
       }
     }
   }
@@ -40,7 +45,7 @@ void add(float* x, const float* y, int64_t n) {
 }
 
 void embed(const Matrix& table, std::span<const int32_t> ids, float* out) {
-  const size_t row_bytes = static_cast<size_t>(table.cols) * dtype_size(table.dtype);
+  const size_t row_bytes = dtype_row_bytes(table.dtype, table.cols);
   for (size_t t = 0; t < ids.size(); ++t)
     to_f32(table.dtype, table.data + static_cast<size_t>(ids[t]) * row_bytes, out + static_cast<int64_t>(t) * table.cols,
            table.cols);

@@ -1,6 +1,9 @@
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "cpu/cpu_ops.h"
+#include "kvinfer/error.h"
 
 namespace kvinfer::cpu {
 
@@ -20,7 +23,10 @@ float dot(const float* a, const float* b, int64_t n) {
 void linear(const Linear& layer, const float* x, int64_t n, float* y) {
   const Matrix& w = layer.weight;
   const int64_t in = w.cols, out = w.rows;
-  const size_t row_bytes = static_cast<size_t>(in) * dtype_size(w.dtype);
+  // Checked here: an exception must not escape the parallel region (to_f32 would throw there).
+  if (in % dtype_block(w.dtype).elements != 0)
+    throw Error(fmt::format("linear: rows of {} values are not whole {} blocks", in, dtype_name(w.dtype)));
+  const size_t row_bytes = dtype_row_bytes(w.dtype, in);
   // Each weight row is widened once and reused by all n input rows; every y element is one
   // dot() call, so the result does not depend on n (nor on the thread count). Small products
   // stay on one thread: waking (and spinning) a team costs more than they do.

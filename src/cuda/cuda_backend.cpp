@@ -46,7 +46,8 @@ class Context {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
   DeviceBuffer ids;        // (n) int32
-  DeviceBuffer x_lowp;     // (n, in) of the weights' dtype
+  DeviceBuffer x_lowp;     // (n, in) of the weights' dtype (f16 for quantised weights)
+  DeviceBuffer w_f16;      // (out, in) f16: one quantised matrix, dequantised for its GEMM
   DeviceBuffer workspace;  // split-K partials of decode attention
 };
 
@@ -92,7 +93,10 @@ void embed(Context& c, const Matrix& table, std::span<const int32_t> ids, float*
   const auto n = static_cast<int64_t>(ids.size());
   auto* d_ids = static_cast<int32_t*>(c.scratch(c.ids, ids.size_bytes(), "token ids"));
   CUDA_CHECK(cudaMemcpyAsync(d_ids, ids.data(), ids.size_bytes(), cudaMemcpyHostToDevice, c.stream));
-  cuda::embed(table.dtype, table.data, table.rows, table.cols, d_ids, n, out, c.stream);
+  if (is_quantized(table.dtype))
+    cuda::embed_quantized(table.dtype, table.data, table.rows, table.cols, d_ids, n, out, c.stream);
+  else
+    cuda::embed(table.dtype, table.data, table.rows, table.cols, d_ids, n, out, c.stream);
 }
 
 void rms_norm(Context& c, const float* x, const Vector& weight, int64_t n, int64_t dim, float eps, float* y) {
@@ -101,15 +105,27 @@ void rms_norm(Context& c, const float* x, const Vector& weight, int64_t n, int64
 
 void linear(Context& c, const Linear& layer, const float* x, int64_t n, float* y) {
   const Matrix& w = layer.weight;
+  // Quantised weights: this one matrix is dequantised into f16 scratch (bit-exact values,
+  // rounded to f16), then multiplied as f16 weights are. The model itself stays quantised.
+  DType gemm_dtype = w.dtype;
+  const void* gemm_w = w.data;
+  if (is_quantized(w.dtype)) {
+    gemm_dtype = DType::F16;
+    void* w16 = c.scratch(c.w_f16, static_cast<size_t>(w.rows * w.cols) * sizeof(uint16_t), "dequantised weights");
+    cuda::dequantize_f16(w.dtype, w.data, w.rows, w.cols, w16, c.stream);
+    gemm_w = w16;
+  }
   void* x_lowp = nullptr;
-  if (w.dtype != DType::F32)
-    x_lowp = c.scratch(c.x_lowp, static_cast<size_t>(n * w.cols) * dtype_size(w.dtype), "GEMM input");
-  cuda::gemm(c.blas, w.dtype, w.data, w.rows, w.cols, x, n, y, x_lowp, c.stream);
+  if (gemm_dtype != DType::F32)
+    x_lowp = c.scratch(c.x_lowp, static_cast<size_t>(n * w.cols) * dtype_size(gemm_dtype), "GEMM input");
+  cuda::gemm(c.blas, gemm_dtype, gemm_w, w.rows, w.cols, x, n, y, x_lowp, c.stream);
   if (!layer.bias.empty()) cuda::add_bias(y, layer.bias.data, n, w.rows, c.stream);
 }
 
-void rope(Context& c, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq) {
-  cuda::rope(x, n, heads, head_dim, start, inv_freq.data, cuda::RopeLayout::HalfSplit, c.stream);
+void rope(Context& c, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq,
+          RopeLayout layout) {
+  const auto kernel = layout == RopeLayout::Interleaved ? cuda::RopeLayout::Interleaved : cuda::RopeLayout::HalfSplit;
+  cuda::rope(x, n, heads, head_dim, start, inv_freq.data, kernel, c.stream);
 }
 
 void silu_mul(Context& c, const float* gate, const float* up, float* out, int64_t n) {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <span>
 
+#include "kvinfer/config.h"
 #include "kvinfer/kv_cache.h"
 #include "models/weights.h"
 
@@ -23,7 +24,8 @@ std::unique_ptr<ModelWeights> upload(const ModelWeights& host, const std::functi
 void embed(Context& c, const Matrix& table, std::span<const int32_t> ids, float* out);
 void rms_norm(Context& c, const float* x, const Vector& weight, int64_t n, int64_t dim, float eps, float* y);
 void linear(Context& c, const Linear& layer, const float* x, int64_t n, float* y);
-void rope(Context& c, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq);
+void rope(Context& c, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq,
+          RopeLayout layout);
 void silu_mul(Context& c, const float* gate, const float* up, float* out, int64_t n);
 void add(Context& c, float* x, const float* y, int64_t n);
 void store_kv(Context& c, KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v);

@@ -23,7 +23,7 @@ void copy_to_host(void*, const void*, size_t) { unavailable(); }
 void embed(Context&, const Matrix&, std::span<const int32_t>, float*) { unavailable(); }
 void rms_norm(Context&, const float*, const Vector&, int64_t, int64_t, float, float*) { unavailable(); }
 void linear(Context&, const Linear&, const float*, int64_t, float*) { unavailable(); }
-void rope(Context&, float*, int64_t, int64_t, int64_t, int64_t, const Vector&) { unavailable(); }
+void rope(Context&, float*, int64_t, int64_t, int64_t, int64_t, const Vector&, RopeLayout) { unavailable(); }
 void silu_mul(Context&, const float*, const float*, float*, int64_t) { unavailable(); }
 void add(Context&, float*, const float*, int64_t) { unavailable(); }
 void store_kv(Context&, KvCache&, int64_t, int64_t, int64_t, const float*, const float*) { unavailable(); }

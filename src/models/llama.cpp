@@ -48,8 +48,8 @@ std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights&
     ops::linear(e, L.q, h, n, q);
     ops::linear(e, L.k, h, n, k);
     ops::linear(e, L.v, h, n, v);
-    ops::rope(e, q, n, heads, hd, start, w.rope_inv_freq);
-    ops::rope(e, k, n, kvh, hd, start, w.rope_inv_freq);
+    ops::rope(e, q, n, heads, hd, start, w.rope_inv_freq, cfg.rope_layout);
+    ops::rope(e, k, n, kvh, hd, start, w.rope_inv_freq, cfg.rope_layout);
     ops::store_kv(e, kv, l, start, n, k, v);
     ops::attention(e, kv, l, q, n, start, heads, window, att);
     ops::linear(e, L.o, att, n, h);

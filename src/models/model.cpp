@@ -1,12 +1,15 @@
 #include "kvinfer/model.h"
 
 #include <algorithm>
+#include <cstring>
+#include <fstream>
 
 #include <fmt/format.h>
 #include <fmt/std.h>
 
 #include "kvinfer/error.h"
 #include "kvinfer/tokenizer.h"
+#include "models/load_common.h"
 #include "models/weights.h"
 
 namespace kvinfer {
@@ -21,7 +24,23 @@ uint64_t count_bytes(const ModelWeights& w, bool tied) {
          lin(L.down);
   return b;
 }
+
+// A GGUF file is known by its first four bytes, whatever its name.
+bool is_gguf_file(const std::filesystem::path& path) {
+  if (!std::filesystem::is_regular_file(path)) return false;
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, sizeof magic);
+  return in.gcount() == sizeof magic && std::memcmp(magic, "GGUF", sizeof magic) == 0;
+}
 }  // namespace
+
+std::shared_ptr<const Model> Model::load(const std::filesystem::path& path, const LoadOptions& options) {
+  if (is_gguf_file(path)) return load_gguf(path, options);
+  if (std::filesystem::is_regular_file(path))
+    throw Error(fmt::format("{}: not a GGUF file (it does not start with \"GGUF\") and not a model directory", path));
+  return load_hf(path, options);
+}
 
 Model::Model(ModelConfig config, std::unique_ptr<ModelWeights> weights, Device device,
              std::shared_ptr<const Tokenizer> tokenizer, std::filesystem::path source)
@@ -36,7 +55,8 @@ Model::Model(ModelConfig config, std::unique_ptr<ModelWeights> weights, Device d
 Model::~Model() = default;
 
 const Tokenizer& Model::tokenizer() const {
-  if (!tokenizer_) throw Error(fmt::format("{}: the model has no tokenizer (no tokenizer.json)", source_));
+  if (!tokenizer_)
+    throw Error(fmt::format("{}: the model has no tokenizer (no tokenizer.json or tokenizer.ggml.* metadata)", source_));
   return *tokenizer_;
 }
 

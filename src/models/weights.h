@@ -18,7 +18,9 @@ struct Matrix {
   DType dtype = DType::F32;
   const std::byte* data = nullptr;
   int64_t rows = 0, cols = 0;
-  uint64_t bytes() const { return static_cast<uint64_t>(rows * cols) * dtype_size(dtype); }
+  // Quantised rows are whole blocks (cols a multiple of the block size; the loader checks).
+  uint64_t row_bytes() const { return dtype_row_bytes(dtype, cols); }
+  uint64_t bytes() const { return static_cast<uint64_t>(rows) * row_bytes(); }
 };
 
 // An f32 vector (norm weights, biases, rope frequencies); empty when absent.

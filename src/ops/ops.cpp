@@ -22,9 +22,10 @@ void linear(const Exec& e, const Linear& layer, const float* x, int64_t n, float
   cpu::linear(layer, x, n, y);
 }
 
-void rope(const Exec& e, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq) {
-  if (e.device == Device::CUDA) return cuda_backend::rope(*e.cuda, x, n, heads, head_dim, start, inv_freq);
-  cpu::rope(x, n, heads, head_dim, start, inv_freq.data);
+void rope(const Exec& e, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq,
+          RopeLayout layout) {
+  if (e.device == Device::CUDA) return cuda_backend::rope(*e.cuda, x, n, heads, head_dim, start, inv_freq, layout);
+  cpu::rope(x, n, heads, head_dim, start, inv_freq.data, layout);
 }
 
 void silu_mul(const Exec& e, const float* gate, const float* up, float* out, int64_t n) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 
+#include "kvinfer/config.h"
 #include "kvinfer/device.h"
 #include "kvinfer/kv_cache.h"
 #include "models/weights.h"
@@ -24,7 +25,8 @@ struct Exec {
 void embed(const Exec& e, const Matrix& table, std::span<const int32_t> ids, float* out);
 void rms_norm(const Exec& e, const float* x, const Vector& weight, int64_t n, int64_t dim, float eps, float* y);
 void linear(const Exec& e, const Linear& layer, const float* x, int64_t n, float* y);
-void rope(const Exec& e, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq);
+void rope(const Exec& e, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq,
+          RopeLayout layout);
 void silu_mul(const Exec& e, const float* gate, const float* up, float* out, int64_t n);
 void add(const Exec& e, float* x, const float* y, int64_t n);
 void store_kv(const Exec& e, KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v);

@@ -1,0 +1,173 @@
+// GGUF metadata → ModelConfig, as llama.cpp's llama_model::load_hparams reads "llama" and "qwen2".
+#include "formats/gguf_config.h"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+#include <fmt/std.h>
+
+#include "kvinfer/error.h"
+
+namespace kvinfer {
+
+namespace {
+
+// A dimension beyond int32 is a corrupt file, not a model (token ids are int32 too); capping
+// every dimension there keeps the products the loader forms far from overflowing int64.
+constexpr int64_t kMaxDim = std::numeric_limits<int32_t>::max();
+
+// The keys of one architecture, `{arch}.name`; errors name the file and the key.
+class Hparams {
+ public:
+  Hparams(const GgufFile& f, const std::string& arch) : f_(f), prefix_(arch) { prefix_.push_back('.'); }
+
+  const GgufFile& file() const { return f_; }
+  std::string key(std::string_view name) const { return std::string(prefix_).append(name); }
+  bool has(std::string_view name) const { return f_.has(key(name)); }
+  Error error(std::string_view name, const std::string& why) const {
+    return Error(fmt::format("{}: key '{}' {}", f_.path(), key(name), why));
+  }
+
+  // A positive integer no larger than kMaxDim; `fallback` when the key is absent.
+  int64_t dim(std::string_view name, std::optional<int64_t> fallback = std::nullopt) const {
+    if (!has(name)) {
+      if (fallback) return *fallback;
+      throw error(name, "is missing");
+    }
+    const int64_t v = f_.integer(key(name));  // throws naming the key when it is not an integer
+    if (v <= 0 || v > kMaxDim) throw error(name, fmt::format("must be in [1, {}], got {}", kMaxDim, v));
+    return v;
+  }
+  // A positive finite number; `fallback` when the key is absent.
+  double positive(std::string_view name, std::optional<double> fallback = std::nullopt) const {
+    if (!has(name)) {
+      if (fallback) return *fallback;
+      throw error(name, "is missing");
+    }
+    const double v = f_.number(key(name));
+    if (!(v > 0) || !std::isfinite(v)) throw error(name, fmt::format("must be positive and finite, got {}", v));
+    return v;
+  }
+  std::string string(std::string_view name) const { return f_.string(key(name)); }
+
+ private:
+  const GgufFile& f_;
+  std::string prefix_;
+};
+
+Architecture parse_architecture(const GgufFile& f, const std::string& arch) {
+  if (arch == "llama") return Architecture::Llama;
+  if (arch == "qwen2") return Architecture::Qwen2;
+  throw Error(fmt::format("{}: key 'general.architecture' names unsupported architecture '{}' (supported: llama, "
+                          "qwen2)",
+                          f.path(), arch));
+}
+
+// As llama.cpp: the factor is `rope.scaling.factor` (or the older `rope.scale_linear`) and the
+// type defaults to linear. Llama 3 scaling is not in the metadata but in rope_freqs.weight.
+RopeScaling parse_rope_scaling(const Hparams& h) {
+  std::optional<double> factor;
+  if (h.has("rope.scaling.factor"))
+    factor = h.positive("rope.scaling.factor");
+  else if (h.has("rope.scale_linear"))
+    factor = h.positive("rope.scale_linear");
+  const std::string type = h.has("rope.scaling.type") ? h.string("rope.scaling.type") : factor ? "linear" : "none";
+  RopeScaling s;
+  if (type == "none") {
+    // llama.cpp would still divide the frequencies by a factor given here: refuse the ambiguity.
+    if (factor && *factor != 1.0)
+      throw h.error("rope.scaling.type", fmt::format("is 'none' but the scaling factor is {}", *factor));
+    return s;
+  }
+  if (type != "linear")
+    throw h.error("rope.scaling.type", fmt::format("is '{}'; only none and linear are supported", type));
+  if (!factor) throw h.error("rope.scaling.factor", "is missing (rope.scaling.type is linear)");
+  if (!(*factor >= 1.0)) throw h.error("rope.scaling.factor", fmt::format("must be >= 1, got {}", *factor));
+  s.type = RopeScaling::Type::Linear;
+  s.factor = *factor;
+  return s;
+}
+
+// The vocabulary size: `{arch}.vocab_size`, else the tokenizer's token count, else the rows of
+// token_embd.weight (ggml dims [hidden, vocab]).
+int64_t parse_vocab_size(const Hparams& h) {
+  const GgufFile& f = h.file();
+  if (h.has("vocab_size")) return h.dim("vocab_size");
+  int64_t n = 0;
+  std::string from;
+  if (f.has("tokenizer.ggml.tokens")) {
+    n = static_cast<int64_t>(f.strings("tokenizer.ggml.tokens").size());
+    from = "the token count of tokenizer.ggml.tokens";
+  } else if (const GgufTensorInfo* t = f.find_tensor("token_embd.weight"); t && t->dims.size() == 2) {
+    n = t->dims[1];
+    from = "the rows of tensor 'token_embd.weight'";
+  } else {
+    throw h.error("vocab_size", "is missing, and there is neither tokenizer.ggml.tokens nor a 2-D token_embd.weight");
+  }
+  if (n <= 0 || n > kMaxDim)
+    throw Error(fmt::format("{}: vocabulary size {} (from {}) is not in [1, {}]", f.path(), n, from, kMaxDim));
+  return n;
+}
+
+std::optional<int32_t> token_id(const GgufFile& f, const char* key, int64_t vocab) {
+  if (!f.has(key)) return std::nullopt;
+  const int64_t id = f.integer(key);
+  if (id < 0 || id >= vocab)
+    throw Error(fmt::format("{}: key '{}' holds {}, outside the vocabulary [0, {})", f.path(), key, id, vocab));
+  return static_cast<int32_t>(id);
+}
+
+}  // namespace
+
+ModelConfig gguf_config(const GgufFile& f) {
+  const std::string arch = f.string("general.architecture");
+  ModelConfig c;
+  c.arch = parse_architecture(f, arch);
+  const Hparams h(f, arch);
+  if (h.has("expert_count") && f.integer(h.key("expert_count")) > 0)
+    throw h.error("expert_count", "is set: mixture-of-experts models are not supported");
+
+  c.num_layers = h.dim("block_count");
+  c.max_position_embeddings = h.dim("context_length");
+  c.hidden_size = h.dim("embedding_length");
+  c.intermediate_size = h.dim("feed_forward_length");
+  c.num_heads = h.dim("attention.head_count");
+  c.num_kv_heads = h.dim("attention.head_count_kv", c.num_heads);
+  if (c.num_heads % c.num_kv_heads != 0)
+    throw h.error("attention.head_count_kv",
+                  fmt::format("({}) must divide attention.head_count ({})", c.num_kv_heads, c.num_heads));
+  if (!h.has("attention.key_length") && c.hidden_size % c.num_heads != 0)
+    throw h.error("embedding_length", fmt::format("({}) is not a multiple of attention.head_count ({}) and no "
+                                                  "attention.key_length is given",
+                                                  c.hidden_size, c.num_heads));
+  c.head_dim = h.dim("attention.key_length", c.hidden_size / c.num_heads);
+  if (c.head_dim % 2 != 0)
+    throw h.error("attention.key_length", fmt::format("must be even for rotary embeddings, got {}", c.head_dim));
+  if (h.has("attention.value_length") && h.dim("attention.value_length") != c.head_dim)
+    throw h.error("attention.value_length", fmt::format("({}) differs from the key length ({}); kvinfer needs "
+                                                        "equal key and value head sizes",
+                                                        h.dim("attention.value_length"), c.head_dim));
+  if (h.has("rope.dimension_count") && h.dim("rope.dimension_count") != c.head_dim)
+    throw h.error("rope.dimension_count", fmt::format("({}) differs from the head size ({}): partial rotary "
+                                                      "embeddings are not supported",
+                                                      h.dim("rope.dimension_count"), c.head_dim));
+  c.rope_theta = h.positive("rope.freq_base", 10000.0);
+  c.rope_scaling = parse_rope_scaling(h);
+  c.rms_norm_eps = h.positive("attention.layer_norm_rms_epsilon");
+
+  c.vocab_size = parse_vocab_size(h);
+  c.tie_word_embeddings = f.find_tensor("output.weight") == nullptr;
+  c.bos_token_id = token_id(f, "tokenizer.ggml.bos_token_id", c.vocab_size);
+  if (auto eos = token_id(f, "tokenizer.ggml.eos_token_id", c.vocab_size)) c.eos_token_ids = {*eos};
+
+  // "llama": llama.cpp permuted the Q/K rows for ggml's interleaved rope. "qwen2": rows as in HF
+  // (NEOX rope), with q/k/v biases and none on the output projection.
+  c.rope_layout = c.arch == Architecture::Llama ? RopeLayout::Interleaved : RopeLayout::HalfSplit;
+  c.attention_bias = c.arch == Architecture::Qwen2;
+  return c;
+}
+
+}  // namespace kvinfer

@@ -1,0 +1,104 @@
+#include "models/load_common.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/std.h>
+
+#include "core/rope.h"
+#include "cpu/cpu_ops.h"
+#include "cuda/cuda_backend.h"
+#include "kvinfer/error.h"
+#include "kvinfer/tokenizer.h"
+
+namespace kvinfer {
+
+namespace {
+#if defined(KVINFER_WITH_CUDA)
+constexpr bool kWithCuda = true;
+#else
+constexpr bool kWithCuda = false;
+#endif
+}  // namespace
+
+Device resolve_device(const std::filesystem::path& path, Device requested) {
+  if (requested == Device::Auto) return cuda_device_count() > 0 ? Device::CUDA : Device::CPU;
+  if (requested == Device::CUDA && cuda_device_count() == 0)
+    throw Error(fmt::format("{}: Device::CUDA requested but no CUDA device is usable here{}", path,
+                            kWithCuda ? "" : " (this build has no CUDA backend)"));
+  return requested;
+}
+
+Vector HostStorage::add(const std::vector<float>& values) {
+  vectors.push_back(std::make_unique<float[]>(values.size()));
+  std::copy(values.begin(), values.end(), vectors.back().get());
+  return Vector{vectors.back().get(), static_cast<int64_t>(values.size())};
+}
+
+std::unique_ptr<ModelWeights> bind_weights(const ModelConfig& c, const TensorNames& names, const TensorSource& source,
+                                           HostStorage& storage, const std::filesystem::path& path) {
+  // The config is input like any other: its dimensions are positive, but their product may not fit.
+  int64_t q_dim = 0;
+  if (__builtin_mul_overflow(c.num_heads, c.head_dim, &q_dim))
+    throw Error(fmt::format("{}: attention heads ({}) × head_dim ({}) overflows 64 bits", path, c.num_heads,
+                            c.head_dim));
+  const int64_t hidden = c.hidden_size, kv_dim = c.num_kv_heads * c.head_dim;  // kv heads <= heads
+  auto vector = [&](const std::string& name, int64_t n) {
+    const Matrix t = source.vector(name, n);
+    std::vector<float> out(static_cast<size_t>(n));
+    cpu::to_f32(t.dtype, t.data, out.data(), n);
+    return storage.add(out);
+  };
+  auto linear = [&](const std::string& prefix, int64_t out, int64_t in, bool bias) {
+    Linear l{source.matrix(prefix + ".weight", out, in), {}};
+    if (bias) l.bias = vector(prefix + ".bias", out);
+    return l;
+  };
+
+  auto w = std::make_unique<ModelWeights>();
+  w->embed = source.matrix(names.embed, c.vocab_size, hidden);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = fmt::format(fmt::runtime(names.layer), l);
+    LayerWeights L;
+    L.attn_norm = vector(p + names.attn_norm, hidden);
+    L.q = linear(p + names.q, q_dim, hidden, c.attention_bias);
+    L.k = linear(p + names.k, kv_dim, hidden, c.attention_bias);
+    L.v = linear(p + names.v, kv_dim, hidden, c.attention_bias);
+    L.o = linear(p + names.o, hidden, q_dim, c.attention_out_bias);
+    L.ffn_norm = vector(p + names.ffn_norm, hidden);
+    L.gate = linear(p + names.gate, c.intermediate_size, hidden, c.mlp_bias);
+    L.up = linear(p + names.up, c.intermediate_size, hidden, c.mlp_bias);
+    L.down = linear(p + names.down, hidden, c.intermediate_size, c.mlp_bias);
+    w->layers.push_back(std::move(L));
+  }
+  w->final_norm = vector(names.final_norm, hidden);
+  w->lm_head.weight = c.tie_word_embeddings ? w->embed : source.matrix(names.lm_head, c.vocab_size, hidden);
+  return w;
+}
+
+std::vector<float> rope_inv_freq(const ModelConfig& c) {
+  std::vector<float> f(static_cast<size_t>(c.head_dim / 2));
+  const RopeScaling& s = c.rope_scaling;
+  for (int i = 0; i < static_cast<int>(f.size()); ++i) {
+    float inv = core::rope_default_inv_freq(i, static_cast<int>(c.head_dim), static_cast<float>(c.rope_theta));
+    if (s.type == RopeScaling::Type::Linear) inv /= static_cast<float>(s.factor);
+    if (s.type == RopeScaling::Type::Llama3)
+      inv = core::llama3_inv_freq(inv, static_cast<float>(s.factor), static_cast<float>(s.low_freq_factor),
+                                  static_cast<float>(s.high_freq_factor),
+                                  static_cast<float>(s.original_max_position_embeddings));
+    f[static_cast<size_t>(i)] = inv;
+  }
+  return f;
+}
+
+std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<ModelWeights> w, Device device,
+                                         std::shared_ptr<const Tokenizer> tokenizer,
+                                         const std::filesystem::path& path, const LoadOptions& options) {
+  if (device == Device::CUDA)
+    w = cuda_backend::upload(*w, options.on_progress);  // the mapped checkpoint is released
+  else
+    read_weights(*w, options.on_progress);
+  return std::make_shared<const Model>(c, std::move(w), device, std::move(tokenizer), path);
+}
+
+}  // namespace kvinfer

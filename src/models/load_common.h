@@ -1,0 +1,63 @@
+#pragma once
+// What the two loaders (load_hf.cpp: HF directories, load_gguf.cpp: GGUF files) share: the
+// device choice, binding a Llama-family model's tensors from a checkpoint by name, the rope
+// frequencies, and the last step (read the weights once or upload them, then build the Model).
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvinfer/config.h"
+#include "kvinfer/model.h"
+#include "models/weights.h"
+
+namespace kvinfer {
+
+// Model::load by format (model.cpp picks one by looking at the path).
+std::shared_ptr<const Model> load_hf(const std::filesystem::path& dir, const LoadOptions& options);
+std::shared_ptr<const Model> load_gguf(const std::filesystem::path& file, const LoadOptions& options);
+
+// Device::Auto resolved; throws naming `path` when CUDA is asked for and none is usable.
+Device resolve_device(const std::filesystem::path& path, Device requested);
+
+// What a loaded model keeps alive: the mapped checkpoint and the f32 vectors made from it.
+struct HostStorage {
+  std::shared_ptr<const void> checkpoint;
+  std::vector<std::unique_ptr<float[]>> vectors;
+  Vector add(const std::vector<float>& values);
+};
+
+// A checkpoint's tensors by name, checked against the shape the config implies and returned in
+// place, in their stored dtype. Errors name the file, the tensor, what was wanted and found.
+class TensorSource {
+ public:
+  virtual ~TensorSource() = default;
+  // A (rows, cols) row-major matrix.
+  virtual Matrix matrix(const std::string& name, int64_t rows, int64_t cols) const = 0;
+  // A vector of n values, as a 1 × n matrix (to be widened to f32).
+  virtual Matrix vector(const std::string& name, int64_t n) const = 0;
+};
+
+// A checkpoint's names for the tensors of a Llama-family model. A layer's names are
+// fmt::format(layer, index) followed by the part; linear layers add ".weight" and ".bias".
+struct TensorNames {
+  std::string embed, final_norm, lm_head;
+  std::string layer;
+  std::string attn_norm, q, k, v, o, ffn_norm, gate, up, down;
+};
+
+// Every tensor of the model `c` describes, checked and bound; norms and biases are widened to
+// f32 into `storage`. rope_inv_freq is left to the caller.
+std::unique_ptr<ModelWeights> bind_weights(const ModelConfig& c, const TensorNames& names, const TensorSource& source,
+                                           HostStorage& storage, const std::filesystem::path& path);
+
+// inv_freq (head_dim / 2) from rope_theta and the config's rope scaling (kernels/core/rope.h).
+std::vector<float> rope_inv_freq(const ModelConfig& c);
+
+// Host weights are read once (moving the page faults to load time) or uploaded to the device,
+// reporting progress; then the Model is built.
+std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<ModelWeights> w, Device device,
+                                         std::shared_ptr<const Tokenizer> tokenizer,
+                                         const std::filesystem::path& path, const LoadOptions& options);
+
+}  // namespace kvinfer

@@ -1,0 +1,126 @@
+// Model::load for GGUF files of llama.cpp's "llama" and "qwen2" architectures: the config from
+// the metadata (formats/gguf_config.h), every tensor checked against it and bound in place, in
+// its stored type (f32, f16, bf16 or one of the quantised block formats), never widened.
+#include <array>
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <fmt/std.h>
+
+#include "cpu/cpu_ops.h"
+#include "formats/gguf.h"
+#include "formats/gguf_config.h"
+#include "kvinfer/error.h"
+#include "kvinfer/tokenizer.h"
+#include "models/load_common.h"
+
+namespace kvinfer {
+
+namespace {
+
+// llama.cpp's tensor names (llama-arch.cpp).
+const TensorNames kGgufNames = {
+    .embed = "token_embd.weight",
+    .final_norm = "output_norm.weight",
+    .lm_head = "output.weight",
+    .layer = "blk.{}.",
+    .attn_norm = "attn_norm.weight",
+    .q = "attn_q",
+    .k = "attn_k",
+    .v = "attn_v",
+    .o = "attn_output",
+    .ffn_norm = "ffn_norm.weight",
+    .gate = "ffn_gate",
+    .up = "ffn_up",
+    .down = "ffn_down",
+};
+constexpr const char* kRopeFreqs = "rope_freqs.weight";
+
+// The ggml types kvinfer computes with, and their DType.
+constexpr std::array<std::pair<GgmlType, DType>, 11> kTypes = {{
+    {GgmlType::F32, DType::F32},   {GgmlType::F16, DType::F16},   {GgmlType::BF16, DType::BF16},
+    {GgmlType::Q8_0, DType::Q8_0}, {GgmlType::Q4_0, DType::Q4_0}, {GgmlType::Q4_1, DType::Q4_1},
+    {GgmlType::Q5_0, DType::Q5_0}, {GgmlType::Q5_1, DType::Q5_1}, {GgmlType::Q4_K, DType::Q4_K},
+    {GgmlType::Q5_K, DType::Q5_K}, {GgmlType::Q6_K, DType::Q6_K},
+}};
+
+class GgufSource : public TensorSource {
+ public:
+  explicit GgufSource(const GgufFile& f) : f_(f) {}
+
+  // ggml lists dims from the contiguous one: a (rows, cols) matrix is [cols, rows].
+  Matrix matrix(const std::string& name, int64_t rows, int64_t cols) const override {
+    return bind(name, {cols, rows}, rows, cols);
+  }
+  Matrix vector(const std::string& name, int64_t n) const override { return bind(name, {n}, 1, n); }
+  bool used(const std::string& name) const { return used_.contains(name); }
+
+ private:
+  Matrix bind(const std::string& name, const std::vector<int64_t>& dims, int64_t rows, int64_t cols) const {
+    const GgufTensorInfo* t = f_.find_tensor(name);
+    if (!t)
+      throw Error(fmt::format("{}: tensor '{}' is missing (wanted dims [{}], ggml order)", f_.path(), name,
+                              fmt::join(dims, ", ")));
+    if (t->dims != dims)
+      throw Error(fmt::format("{}: tensor '{}' has dims [{}] but the metadata implies [{}] (ggml order: columns "
+                              "first)",
+                              f_.path(), name, fmt::join(t->dims, ", "), fmt::join(dims, ", ")));
+    for (auto [ggml, dtype] : kTypes)
+      if (t->type == ggml) {
+        used_.insert(name);
+        return Matrix{dtype, t->data, rows, cols};
+      }
+    std::vector<std::string_view> supported;
+    for (auto [ggml, dtype] : kTypes) supported.push_back(ggml_type_info(ggml).name);
+    throw Error(fmt::format("{}: tensor '{}' has type {}, which kvinfer does not support (supported: {})", f_.path(),
+                            name, ggml_type_info(t->type).name, fmt::join(supported, ", ")));
+  }
+
+  const GgufFile& f_;
+  mutable std::set<std::string, std::less<>> used_;
+};
+
+// Llama 3 rope scaling as llama.cpp stores it: one divisor per frequency (ggml_rope_ext's
+// freq_factors), so inv_freq[i] /= rope_freqs[i].
+void apply_rope_freqs(const GgufFile& f, const GgufSource& source, std::vector<float>& inv_freq) {
+  if (!f.find_tensor(kRopeFreqs)) return;
+  const auto n = static_cast<int64_t>(inv_freq.size());
+  const Matrix t = source.vector(kRopeFreqs, n);
+  std::vector<float> factors(inv_freq.size());
+  cpu::to_f32(t.dtype, t.data, factors.data(), n);
+  for (size_t i = 0; i < factors.size(); ++i) {
+    if (!(factors[i] > 0) || !std::isfinite(factors[i]))
+      throw Error(fmt::format("{}: tensor '{}' holds {} at [{}]; frequency factors must be positive and finite",
+                              f.path(), kRopeFreqs, factors[i], i));
+    inv_freq[i] /= factors[i];
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const Model> load_gguf(const std::filesystem::path& path, const LoadOptions& options) {
+  const Device device = resolve_device(path, options.device);
+  auto file = std::make_shared<const GgufFile>(path);
+  const ModelConfig c = gguf_config(*file);
+  auto storage = std::make_shared<HostStorage>();
+  storage->checkpoint = file;
+  const GgufSource source(*file);
+  auto w = bind_weights(c, kGgufNames, source, *storage, path);
+  std::vector<float> inv_freq = rope_inv_freq(c);
+  apply_rope_freqs(*file, source, inv_freq);
+  w->rope_inv_freq = storage->add(inv_freq);
+  w->storage = storage;
+  // As llama.cpp: a tensor the model does not use means a feature kvinfer would silently drop.
+  for (const GgufTensorInfo& t : file->tensors())
+    if (!source.used(t.name))
+      throw Error(fmt::format("{}: tensor '{}' is not part of a {} model as kvinfer reads it", path, t.name,
+                              file->string("general.architecture")));
+  std::shared_ptr<const Tokenizer> tokenizer;
+  if (file->has("tokenizer.ggml.model") || file->has("tokenizer.ggml.tokens"))
+    tokenizer = std::make_shared<const Tokenizer>(Tokenizer::from_gguf(*file));
+  return finish_load(c, std::move(w), device, std::move(tokenizer), path, options);
+}
+
+}  // namespace kvinfer

@@ -1,0 +1,564 @@
+// GGUF models made the way llama.cpp makes them (tools/make_gguf_model_fixtures.py; see
+// tests/data/gguf/models/PROVENANCE.md): each loads with the HF fixture's config, matches HF's
+// logits (the fixture's own reference when the conversion is lossless, HF on the dequantised
+// weights otherwise), keeps cache-on == cache-off to the bit, and llama.cpp's permuted Q/K rows
+// with interleaved rope equal HF's half-split rope. Hostile files each give a clear Error.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cpu/cpu_ops.h"
+#include "formats/gguf.h"
+#include "kvinfer/kvinfer.h"
+#include "models/load_common.h"
+#include "models/weights.h"
+#include "reference.h"
+#include "test_files.h"
+
+namespace kvinfer {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using test::max_abs_diff;
+
+const fs::path kGgufDir = fs::path(KVINFER_TEST_DATA) / "gguf" / "models";
+constexpr float kTolerance = 1e-4f;  // test_hf_parity.cpp's bound: f32 math, summation order only
+
+struct GgufFixture {
+  const char* file;  // under tests/data/gguf/models
+  const char* hf;    // the HF fixture it was converted from
+  DType dtype;       // of the projection weights
+  bool own_reference;  // lossy: <file minus .gguf>.reference.safetensors, HF on the dequantised weights
+};
+const GgufFixture kGgufFixtures[] = {
+    {"llama_gqa4.f32.gguf", "llama_gqa4", DType::F32, false},
+    {"llama_gqa4.q8_0.gguf", "llama_gqa4", DType::Q8_0, true},
+    {"llama_mha.q8_0.gguf", "llama_mha", DType::Q8_0, true},
+    {"qwen2_bias.f32.gguf", "qwen2_bias", DType::F32, false},
+    {"qwen2_bias.q8_0.gguf", "qwen2_bias", DType::Q8_0, true},
+    {"llama3_rope.f16.gguf", "llama3_rope", DType::F16, true},
+    {"llama3_rope.q8_0.gguf", "llama3_rope", DType::Q8_0, true},
+    {"llama_rope_linear.f16.gguf", "llama_rope_linear", DType::F16, true},
+    {"llama_f16.f16.gguf", "llama_f16", DType::F16, false},
+};
+
+// reference.safetensors of tools/make_fixtures.py, from any path.
+struct Reference {
+  std::vector<int32_t> prompt_ids, greedy_ids;
+  std::vector<float> prompt_logits, greedy_logits;
+  explicit Reference(const fs::path& path) {
+    SafetensorsFile f(path);
+    read(f, "prompt_ids", prompt_ids);
+    read(f, "prompt_logits", prompt_logits);
+    read(f, "greedy_ids", greedy_ids);
+    read(f, "greedy_logits", greedy_logits);
+  }
+  template <typename T>
+  static void read(const SafetensorsFile& f, const std::string& name, std::vector<T>& out) {
+    const TensorView& t = f.get(name);
+    out.resize(t.bytes / sizeof(T));
+    std::memcpy(out.data(), t.data, t.bytes);
+  }
+};
+
+fs::path reference_path(const GgufFixture& g) {
+  if (!g.own_reference) return test::model_dir(g.hf) / "reference.safetensors";
+  std::string name = g.file;
+  return kGgufDir / name.replace(name.size() - 5, 5, ".reference.safetensors");
+}
+
+std::span<const float> row(const std::vector<float>& m, size_t r, size_t width) { return {m.data() + r * width, width}; }
+
+// The HF fixture's config, but for what GGUF says otherwise: llama.cpp permuted "llama" Q/K rows
+// (interleaved rope), keeps llama3 scaling in the rope_freqs tensor, stores f32 hyper-parameters,
+// and its converter drops an eos *list* (SpecialVocab takes single ids only).
+void expect_config_of_hf_fixture(const ModelConfig& g, const ModelConfig& h) {
+  EXPECT_EQ(g.arch, h.arch);
+  EXPECT_EQ(g.vocab_size, h.vocab_size);
+  EXPECT_EQ(g.hidden_size, h.hidden_size);
+  EXPECT_EQ(g.intermediate_size, h.intermediate_size);
+  EXPECT_EQ(g.num_layers, h.num_layers);
+  EXPECT_EQ(g.num_heads, h.num_heads);
+  EXPECT_EQ(g.num_kv_heads, h.num_kv_heads);
+  EXPECT_EQ(g.head_dim, h.head_dim);
+  EXPECT_EQ(g.rms_norm_eps, static_cast<double>(static_cast<float>(h.rms_norm_eps)));
+  EXPECT_EQ(g.rope_theta, static_cast<double>(static_cast<float>(h.rope_theta)));
+  if (h.rope_scaling.type == RopeScaling::Type::Llama3) {
+    EXPECT_EQ(g.rope_scaling.type, RopeScaling::Type::None);
+  } else {
+    EXPECT_EQ(g.rope_scaling.type, h.rope_scaling.type);
+    EXPECT_EQ(g.rope_scaling.factor, h.rope_scaling.factor);
+  }
+  EXPECT_EQ(h.rope_layout, RopeLayout::HalfSplit);
+  EXPECT_EQ(g.rope_layout, g.arch == Architecture::Llama ? RopeLayout::Interleaved : RopeLayout::HalfSplit);
+  EXPECT_EQ(g.max_position_embeddings, h.max_position_embeddings);
+  EXPECT_EQ(g.sliding_window, h.sliding_window);
+  EXPECT_EQ(g.tie_word_embeddings, h.tie_word_embeddings);
+  EXPECT_EQ(g.attention_bias, h.attention_bias);
+  EXPECT_EQ(g.attention_out_bias, h.attention_out_bias);
+  EXPECT_EQ(g.mlp_bias, h.mlp_bias);
+  EXPECT_EQ(g.bos_token_id, h.bos_token_id);
+  if (h.eos_token_ids.size() <= 1)
+    EXPECT_EQ(g.eos_token_ids, h.eos_token_ids);
+  else
+    EXPECT_TRUE(g.eos_token_ids.empty());
+}
+
+class GgufModel : public ::testing::TestWithParam<GgufFixture> {
+ protected:
+  void SetUp() override {
+    model_ = Model::load(kGgufDir / GetParam().file, {.device = Device::CPU});
+    ref_ = std::make_unique<Reference>(reference_path(GetParam()));
+    vocab_ = static_cast<size_t>(model_->config().vocab_size);
+  }
+  std::shared_ptr<const Model> model_;
+  std::unique_ptr<Reference> ref_;
+  size_t vocab_ = 0;
+};
+
+// Loaded in its stored type and in place: what the model holds is exactly the file's tensor bytes.
+TEST_P(GgufModel, LoadsInPlaceWithTheHfFixturesConfig) {
+  expect_config_of_hf_fixture(model_->config(), load_config(test::model_dir(GetParam().hf) / "config.json"));
+  EXPECT_EQ(model_->weight_dtype(), GetParam().dtype);
+  EXPECT_FALSE(model_->has_tokenizer());
+  const GgufFile file(kGgufDir / GetParam().file);
+  uint64_t bytes = 0;
+  for (const GgufTensorInfo& t : file.tensors())
+    if (t.name != "rope_freqs.weight") bytes += t.bytes;
+  EXPECT_EQ(model_->weight_bytes(), bytes);
+  uint64_t done = 0, total = 0;  // read once up front, as HF checkpoints are
+  Model::load(kGgufDir / GetParam().file,
+              {.device = Device::CPU, .on_progress = [&](uint64_t d, uint64_t t) { done = d, total = t; }});
+  EXPECT_EQ(done, total);
+  EXPECT_GE(total, bytes);
+  // Every matrix points into the loader's own mapping of the file, in the stored type.
+  const auto& storage = *static_cast<const HostStorage*>(model_->weights().storage.get());
+  const auto& mapped = *static_cast<const GgufFile*>(storage.checkpoint.get());
+  auto expect_in_place = [&](const Matrix& m, const std::string& name) {
+    EXPECT_EQ(m.data, mapped.tensor(name).data) << name;
+    EXPECT_EQ(m.bytes(), mapped.tensor(name).bytes) << name;
+  };
+  const ModelWeights& w = model_->weights();
+  expect_in_place(w.embed, "token_embd.weight");
+  expect_in_place(w.lm_head.weight, model_->config().tie_word_embeddings ? "token_embd.weight" : "output.weight");
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& L = w.layers[l];
+    const std::string p = fmt::format("blk.{}.", l);
+    for (auto [m, name] : {std::pair{&L.q, "attn_q"}, {&L.k, "attn_k"}, {&L.v, "attn_v"}, {&L.o, "attn_output"},
+                           {&L.gate, "ffn_gate"}, {&L.up, "ffn_up"}, {&L.down, "ffn_down"}})
+      expect_in_place(m->weight, p + name + ".weight");
+  }
+}
+
+TEST_P(GgufModel, PrefillAndDecodeMatchHf) {
+  const Reference& ref = *ref_;
+  const size_t T = ref.prompt_ids.size();
+  KvCache kv(*model_, static_cast<int64_t>(T + ref.greedy_ids.size()), DType::F32);
+  Session s(model_);
+  auto all = s.prefill(kv, ref.prompt_ids, Logits::All);
+  ASSERT_EQ(all.size(), T * vocab_);
+  for (size_t t = 0; t < T; ++t)
+    EXPECT_LE(max_abs_diff(all.subspan(t * vocab_, vocab_), row(ref.prompt_logits, t, vocab_)), kTolerance)
+        << "prompt position " << t;
+  EXPECT_EQ(argmax(all.subspan((T - 1) * vocab_)), ref.greedy_ids[0]);
+  for (size_t i = 1; i < ref.greedy_ids.size(); ++i) {
+    auto logits = s.decode(kv, ref.greedy_ids[i - 1]);
+    EXPECT_LE(max_abs_diff(logits, row(ref.greedy_logits, i, vocab_)), kTolerance) << "greedy step " << i;
+    ASSERT_EQ(argmax(logits), ref.greedy_ids[i]) << "greedy step " << i;
+  }
+}
+
+TEST_P(GgufModel, GreedyGenerationMatchesHf) {
+  KvCache kv(*model_, 64, DType::F32);
+  Session s(model_);
+  GenerateOptions opt;
+  opt.max_new_tokens = static_cast<int64_t>(ref_->greedy_ids.size());
+  opt.ignore_eos = true;
+  EXPECT_EQ(generate_greedy(s, kv, ref_->prompt_ids, opt).tokens, ref_->greedy_ids);
+}
+
+TEST_P(GgufModel, CacheOnEqualsCacheOffBitForBit) {
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    std::vector<std::vector<float>> logits[2];
+    std::vector<int32_t> tokens[2];
+    for (int cached = 0; cached < 2; ++cached) {
+      KvCache kv(*model_, 64, dtype);
+      Session s(model_);
+      GenerateOptions opt;
+      opt.max_new_tokens = 32;
+      opt.ignore_eos = true;
+      opt.use_kv_cache = cached == 1;
+      tokens[cached] = generate_greedy(s, kv, ref_->prompt_ids, opt, [&](int32_t, std::span<const float> l) {
+                         logits[cached].emplace_back(l.begin(), l.end());
+                         return true;
+                       }).tokens;
+    }
+    ASSERT_EQ(tokens[0], tokens[1]);
+    ASSERT_EQ(logits[0].size(), 32u);
+    for (size_t i = 0; i < logits[0].size(); ++i)
+      ASSERT_EQ(0, std::memcmp(logits[0][i].data(), logits[1][i].data(), logits[0][i].size() * sizeof(float)))
+          << "step " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GgufModel, ::testing::ValuesIn(kGgufFixtures), [](const auto& p) {
+  std::string name = p.param.file;
+  for (char& c : name)
+    if (c == '.') c = '_';
+  return name.substr(0, name.size() - 5);
+});
+
+// ---- the rope layout: llama.cpp's permuted rows, rotated interleaved, equal HF's rows rotated half-split ----
+
+// llama.cpp's Q/K permutation of one (n, heads, head_dim) activation: per head, the rows viewed
+// as (2, head_dim/2) are transposed, so x[j·half + i] moves to 2i + j.
+std::vector<float> permute_heads(const std::vector<float>& x, int64_t head_dim) {
+  std::vector<float> y(x.size());
+  const int64_t half = head_dim / 2;
+  for (size_t b = 0; b < x.size(); b += static_cast<size_t>(head_dim))
+    for (int64_t j = 0; j < 2; ++j)
+      for (int64_t i = 0; i < half; ++i) y[b + static_cast<size_t>(2 * i + j)] = x[b + static_cast<size_t>(j * half + i)];
+  return y;
+}
+
+TEST(GgufRope, InterleavedOnPermutedRowsEqualsHalfSplitBitForBit) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  const int64_t n = 3, heads = 5;
+  for (int64_t hd : {2, 8, 64, 128})
+    for (int64_t start : {0, 1000, 131000}) {
+      std::vector<float> inv_freq(static_cast<size_t>(hd / 2));
+      for (size_t i = 0; i < inv_freq.size(); ++i)
+        inv_freq[i] = 1.0f / std::pow(10000.0f, static_cast<float>(2 * i) / static_cast<float>(hd));
+      std::vector<float> x(static_cast<size_t>(n * heads * hd));
+      for (float& v : x) v = normal(rng);
+      std::vector<float> half_split = x, interleaved = permute_heads(x, hd);
+      cpu::rope(half_split.data(), n, heads, hd, start, inv_freq.data(), RopeLayout::HalfSplit);
+      cpu::rope(interleaved.data(), n, heads, hd, start, inv_freq.data(), RopeLayout::Interleaved);
+      ASSERT_NE(half_split, x);
+      EXPECT_EQ(permute_heads(half_split, hd), interleaved) << "head_dim " << hd << " start " << start;
+    }
+}
+
+std::vector<float> all_logits(const std::shared_ptr<const Model>& m, std::span<const int32_t> ids) {
+  KvCache kv(*m, static_cast<int64_t>(ids.size()), DType::F32);
+  Session s(m);
+  auto l = s.prefill(kv, ids, Logits::All);
+  return {l.begin(), l.end()};
+}
+
+// The GGUF holds the HF fixture's Q/K rows permuted; rotated interleaved it gives HF's logits.
+// Only the order of the q·k sums over head_dim differs, so the two agree to float rounding.
+// Rotated half-split instead, the same weights are far off: the layout is what makes them agree.
+TEST(GgufRope, PermutedInterleavedModelEqualsUnpermutedHalfSplitModel) {
+  const auto hf = Model::load(test::model_dir("llama_gqa4"), {.device = Device::CPU});
+  const auto gguf = Model::load(kGgufDir / "llama_gqa4.f32.gguf", {.device = Device::CPU});
+  const ModelConfig& c = hf->config();
+  const Matrix &hq = hf->weights().layers[1].q.weight, &gq = gguf->weights().layers[1].q.weight;
+  const auto row_bytes = static_cast<size_t>(hq.row_bytes());
+  for (int64_t r = 0; r < hq.rows; ++r) {  // GGUF row h·hd + 2i + j is HF row h·hd + j·hd/2 + i
+    const int64_t h = r / c.head_dim, i = r % c.head_dim / 2, j = r % 2;
+    const int64_t hf_row = h * c.head_dim + j * c.head_dim / 2 + i;
+    ASSERT_EQ(0, std::memcmp(gq.data + static_cast<size_t>(r) * row_bytes,
+                             hq.data + static_cast<size_t>(hf_row) * row_bytes, row_bytes)) << "row " << r;
+  }
+
+  test::Reference ref("llama_gqa4");
+  std::vector<int32_t> seq = ref.prompt_ids;
+  seq.insert(seq.end(), ref.greedy_ids.begin(), ref.greedy_ids.end());
+  const auto want = all_logits(hf, seq), got = all_logits(gguf, seq);
+  const float diff = max_abs_diff(got, want);
+  RecordProperty("max_abs_diff_permuted_interleaved_vs_half_split", std::to_string(diff));
+  std::printf("permuted+interleaved vs unpermuted half-split: max |Δlogit| = %g over %zu positions\n", diff,
+              seq.size());
+  EXPECT_LE(diff, 1e-5f);
+
+  ModelConfig wrong = gguf->config();
+  wrong.rope_layout = RopeLayout::HalfSplit;
+  const auto misread = std::make_shared<const Model>(wrong, std::make_unique<ModelWeights>(gguf->weights()), Device::CPU);
+  EXPECT_GT(max_abs_diff(all_logits(misread, seq), want), 1e-2f);
+}
+
+// Qwen2 is not permuted: same weights, same layout, same code, so the same bits.
+TEST(GgufRope, UnpermutedQwen2EqualsHfBitForBit) {
+  const auto hf = Model::load(test::model_dir("qwen2_bias"), {.device = Device::CPU});
+  const auto gguf = Model::load(kGgufDir / "qwen2_bias.f32.gguf", {.device = Device::CPU});
+  test::Reference ref("qwen2_bias");
+  std::vector<int32_t> seq = ref.prompt_ids;
+  seq.insert(seq.end(), ref.greedy_ids.begin(), ref.greedy_ids.end());
+  EXPECT_EQ(all_logits(gguf, seq), all_logits(hf, seq));
+}
+
+// ---- chatml_tiny: the tokenizer as tokenizer.ggml.* metadata, text in, text out ----
+
+class GgufChatml : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    gguf_ = Model::load(kGgufDir / "chatml_tiny.f32.gguf", {.device = Device::CPU});
+    hf_ = Model::load(test::model_dir("chatml_tiny"), {.device = Device::CPU});
+    std::ifstream in(test::model_dir("chatml_tiny") / "text_reference.json");
+    ref_ = nlohmann::json::parse(in);
+  }
+  static void TearDownTestSuite() { gguf_.reset(), hf_.reset(); }
+  static inline std::shared_ptr<const Model> gguf_, hf_;
+  static inline nlohmann::json ref_;
+};
+
+TEST_F(GgufChatml, TokenizerEncodesAndDecodesLikeTokenizerJson) {
+  ASSERT_TRUE(gguf_->has_tokenizer());
+  const Tokenizer &g = gguf_->tokenizer(), &h = hf_->tokenizer();
+  ASSERT_EQ(g.vocab_size(), h.vocab_size());
+  for (int32_t id = 0; id < g.vocab_size(); ++id) {
+    ASSERT_EQ(g.token_bytes(id), h.token_bytes(id)) << "id " << id;
+    ASSERT_EQ(g.is_special(id), h.is_special(id)) << "id " << id;
+  }
+  EXPECT_EQ(g.bos_id(), h.bos_id());
+  EXPECT_EQ(g.eos_ids(), h.eos_ids());
+  EXPECT_EQ(gguf_->eos_ids(), hf_->eos_ids());
+  EXPECT_EQ(g.chat_template(), h.chat_template());
+  std::vector<std::string> texts = {"", " ", "  leading and trailing  ", "tabs\tand\nnewlines\r\n\n",
+                                    "Grüße, 日本語, emoji 🦙🦙 and numbers 1234567",
+                                    "<|im_start|>user\nHi<|im_end|>\n<|endoftext|>", "don't we'll they've",
+                                    std::string("invalid \xff\xfe bytes")};
+  for (const auto& p : ref_["prompts"]) texts.push_back(p["text"]);
+  for (const auto& turn : ref_["chat"]) texts.push_back(turn["rendered"]);
+  for (const std::string& text : texts)
+    for (bool parse_special : {true, false}) {
+      const EncodeOptions o{.add_special = true, .parse_special = parse_special};
+      const auto ids = g.encode(text, o);
+      ASSERT_EQ(ids, h.encode(text, o)) << text;
+      EXPECT_EQ(g.decode(ids), h.decode(ids)) << text;
+      EXPECT_EQ(g.decode(ids, true), h.decode(ids, true)) << text;
+    }
+  for (const auto& p : ref_["prompts"]) EXPECT_EQ(g.encode(p["text"].get<std::string>()), p["ids"]);
+}
+
+TEST_F(GgufChatml, GenerateGivesTheSafetensorsModelsText) {
+  const Tokenizer& tok = gguf_->tokenizer();
+  const ChatTemplate chat(tok.chat_template(), tok.bos_text(), tok.eos_text());
+  const std::vector<ChatMessage> turn = {{"user", ref_["chat"][0]["user"]}};
+  std::vector<std::string> prompts = {chat.render(turn, true)};
+  EXPECT_EQ(prompts[0], ref_["chat"][0]["rendered"]);
+  for (const auto& p : ref_["prompts"]) prompts.push_back(p["text"]);
+  for (const std::string& prompt : prompts) {
+    SCOPED_TRACE(prompt);
+    GenerateResult r[2];
+    for (int i = 0; i < 2; ++i) {
+      const auto& m = i == 0 ? gguf_ : hf_;
+      KvCache kv(*m, 256);
+      Session s(m);
+      GenerateOptions o;
+      o.max_new_tokens = ref_["max_new_tokens"];
+      o.ignore_eos = true;
+      r[i] = generate(s, kv, m->tokenizer(), m->tokenizer().encode(prompt), o);
+    }
+    EXPECT_EQ(r[0].tokens, r[1].tokens);
+    EXPECT_EQ(r[0].text, r[1].text);
+    EXPECT_EQ(r[0].tokens.size(), ref_["max_new_tokens"].get<size_t>());
+  }
+}
+
+// ---- hostile files: a small valid model built byte by byte, then broken one way at a time ----
+
+class TinyGguf {
+ public:
+  static constexpr uint32_t kU32 = 4, kF32 = 6, kString = 8, kTypeF32 = 0, kTypeI32 = 26;
+
+  // A 1-layer "llama": hidden 8, 2 heads of 4, 1 KV head, ffn 16, vocab 10 (token_embd's rows).
+  TinyGguf() {
+    set_string("general.architecture", "llama");
+    for (auto [key, v] : {std::pair{"block_count", 1u}, {"context_length", 16u}, {"embedding_length", 8u},
+                          {"feed_forward_length", 16u}, {"attention.head_count", 2u}, {"attention.head_count_kv", 1u}})
+      set_u32(std::string("llama.") + key, v);
+    set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    tensor("token_embd.weight", {8, 10});
+    tensor("output_norm.weight", {8});
+    for (auto [name, dims] : {std::pair{"attn_norm", std::vector<uint64_t>{8}}, {"attn_q", {8, 8}}, {"attn_k", {8, 4}},
+                              {"attn_v", {8, 4}}, {"attn_output", {8, 8}}, {"ffn_norm", {8}}, {"ffn_gate", {8, 16}},
+                              {"ffn_up", {8, 16}}, {"ffn_down", {16, 8}}})
+      tensor(std::string("blk.0.") + name + ".weight", dims);
+  }
+
+  void set_u32(const std::string& key, uint32_t v) { set(key, kU32, pod(v)); }
+  void set_f32(const std::string& key, float v) { set(key, kF32, pod(v)); }
+  void set_string(const std::string& key, const std::string& v) { set(key, kString, pod(uint64_t{v.size()}) + v); }
+  void erase_key(const std::string& key) { std::erase_if(kv_, [&](const auto& e) { return e.key == key; }); }
+  void tensor(const std::string& name, std::vector<uint64_t> dims, uint32_t type = kTypeF32, float fill = 0.5f) {
+    erase_tensor(name);
+    tensors_.push_back({name, std::move(dims), type, fill});
+  }
+  void erase_tensor(const std::string& name) { std::erase_if(tensors_, [&](const auto& t) { return t.name == name; }); }
+
+  // GGUF v3, alignment 32; every tensor's elements are 4 bytes (f32 or i32) holding `fill`.
+  fs::path write(const test::TempDir& tmp, const std::string& file = "model.gguf") const {
+    std::string out = std::string("GGUF").append(pod(uint32_t{3})).append(pod(uint64_t{tensors_.size()}));
+    out += pod(uint64_t{kv_.size()});
+    for (const Kv& e : kv_) out += str(e.key) + pod(e.type) + e.value;
+    std::string data;
+    for (const Tensor& t : tensors_) {
+      data.resize((data.size() + 31) / 32 * 32, '\0');
+      out += str(t.name) + pod(static_cast<uint32_t>(t.dims.size()));
+      uint64_t n = 1;
+      for (uint64_t d : t.dims) out += pod(d), n *= d;
+      out += pod(t.type) + pod(uint64_t{data.size()});
+      for (uint64_t i = 0; i < n; ++i) data += pod(t.fill);
+    }
+    out.resize((out.size() + 31) / 32 * 32, '\0');
+    test::write_bytes(tmp / file, out + data);
+    return tmp / file;
+  }
+
+ private:
+  struct Kv {
+    std::string key;
+    uint32_t type;
+    std::string value;
+  };
+  struct Tensor {
+    std::string name;
+    std::vector<uint64_t> dims;
+    uint32_t type;
+    float fill;
+  };
+  template <typename T>
+  static std::string pod(T v) {
+    std::string b(sizeof(T), '\0');
+    std::memcpy(b.data(), &v, sizeof(T));
+    return b;
+  }
+  static std::string str(const std::string& s) { return pod(uint64_t{s.size()}) + s; }
+  void set(const std::string& key, uint32_t type, std::string value) {
+    erase_key(key);
+    kv_.push_back({key, type, std::move(value)});
+  }
+  std::vector<Kv> kv_;
+  std::vector<Tensor> tensors_;
+};
+
+std::string load_error(const fs::path& path) {
+  return test::error_of([&] { Model::load(path, {.device = Device::CPU}); });
+}
+
+TEST(GgufModelErrors, TheUnbrokenTinyModelLoadsWhateverItsName) {
+  test::TempDir tmp;
+  TinyGguf g;
+  const auto m = Model::load(g.write(tmp, "weights.bin"), {.device = Device::CPU});  // known by its magic
+  EXPECT_EQ(m->config().vocab_size, 10);
+  EXPECT_EQ(m->config().head_dim, 4);
+  EXPECT_TRUE(m->config().tie_word_embeddings);
+  EXPECT_FALSE(m->has_tokenizer());
+  EXPECT_THAT(test::error_of([&] { m->tokenizer(); }), HasSubstr("no tokenizer"));
+  test::write_bytes(tmp / "fake.gguf", "GGUX and then some");
+  EXPECT_THAT(load_error(tmp / "fake.gguf"), AllOf(HasSubstr("fake.gguf"), HasSubstr("not a GGUF file")));
+}
+
+TEST(GgufModelErrors, MissingTensor) {
+  test::TempDir tmp;
+  TinyGguf g;
+  g.erase_tensor("blk.0.attn_v.weight");
+  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("model.gguf"), HasSubstr("'blk.0.attn_v.weight'"),
+                                             HasSubstr("missing"), HasSubstr("[8, 4]")));
+}
+
+TEST(GgufModelErrors, TensorDimsDisagreeWithTheMetadata) {
+  test::TempDir tmp;
+  TinyGguf g;
+  g.tensor("blk.0.attn_k.weight", {4, 8});  // transposed: same element count
+  EXPECT_THAT(load_error(g.write(tmp)),
+              AllOf(HasSubstr("'blk.0.attn_k.weight'"), HasSubstr("has dims [4, 8]"), HasSubstr("implies [8, 4]")));
+}
+
+TEST(GgufModelErrors, UnsupportedTensorType) {
+  test::TempDir tmp;
+  TinyGguf g;
+  g.tensor("blk.0.ffn_norm.weight", {8}, TinyGguf::kTypeI32);
+  EXPECT_THAT(load_error(g.write(tmp)),
+              AllOf(HasSubstr("'blk.0.ffn_norm.weight'"), HasSubstr("type i32"), HasSubstr("q8_0")));
+}
+
+TEST(GgufModelErrors, TensorTheModelDoesNotUse) {
+  test::TempDir tmp;
+  TinyGguf g;
+  g.tensor("blk.0.attn_q.bias", {8});  // llama.cpp's "llama" may carry biases; kvinfer's does not
+  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'blk.0.attn_q.bias'"), HasSubstr("not part of a llama")));
+}
+
+TEST(GgufModelErrors, UnsupportedArchitecture) {
+  test::TempDir tmp;
+  TinyGguf g;
+  g.set_string("general.architecture", "gpt2");
+  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("general.architecture"), HasSubstr("'gpt2'")));
+}
+
+TEST(GgufModelErrors, BadRopeScaling) {
+  test::TempDir tmp;
+  TinyGguf g;
+  g.set_string("llama.rope.scaling.type", "yarn");
+  g.set_f32("llama.rope.scaling.factor", 4.0f);
+  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'llama.rope.scaling.type'"), HasSubstr("'yarn'")));
+  g.set_string("llama.rope.scaling.type", "linear");
+  g.set_f32("llama.rope.scaling.factor", 0.5f);
+  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'llama.rope.scaling.factor'"), HasSubstr(">= 1")));
+  g.erase_key("llama.rope.scaling.factor");
+  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'llama.rope.scaling.factor'"), HasSubstr("missing")));
+  g.set_string("llama.rope.scaling.type", "none");
+  g.set_f32("llama.rope.scaling.factor", 2.0f);
+  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'llama.rope.scaling.type'"), HasSubstr("is 'none'")));
+  g.erase_key("llama.rope.scaling.type");  // a factor alone is linear scaling, as in llama.cpp
+  EXPECT_EQ(Model::load(g.write(tmp), {.device = Device::CPU})->config().rope_scaling.type, RopeScaling::Type::Linear);
+  g.erase_key("llama.rope.scaling.factor");
+  g.tensor("rope_freqs.weight", {2}, TinyGguf::kTypeF32, 0.0f);
+  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'rope_freqs.weight'"), HasSubstr("positive")));
+  g.tensor("rope_freqs.weight", {3});
+  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'rope_freqs.weight'"), HasSubstr("[3]")));
+}
+
+TEST(GgufModelErrors, KeyOfTheWrongType) {
+  test::TempDir tmp;
+  TinyGguf g;
+  g.set_string("llama.block_count", "1");
+  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'llama.block_count'"), HasSubstr("stored string")));
+  g = TinyGguf();
+  g.set_u32("general.architecture", 1);
+  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'general.architecture'"), HasSubstr("wanted string")));
+}
+
+TEST(GgufModelErrors, ValuesOutOfRange) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"llama.block_count", "must be in [1,"},                // 0
+      {"llama.attention.head_count_kv", "must divide"},       // 3 of 2 heads
+      {"llama.attention.key_length", "must be even"},         // 5
+      {"llama.rope.dimension_count", "partial rotary"},       // 2 of head_dim 4
+      {"llama.embedding_length", "must be in [1,"},           // 2^31
+      {"llama.attention.layer_norm_rms_epsilon", "positive"}  // -1
+  };
+  const uint32_t values[] = {0, 3, 5, 2, 1u << 31};
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    SCOPED_TRACE(cases[i].first);
+    test::TempDir tmp;
+    TinyGguf g;
+    if (i < std::size(values))
+      g.set_u32(cases[i].first, values[i]);
+    else
+      g.set_f32(cases[i].first, -1.0f);
+    EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr(fmt::format("'{}'", cases[i].first)), HasSubstr(cases[i].second)));
+  }
+  test::TempDir tmp;
+  TinyGguf g;
+  g.set_u32("tokenizer.ggml.eos_token_id", 10);
+  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'tokenizer.ggml.eos_token_id'"), HasSubstr("outside")));
+}
+
+}  // namespace
+}  // namespace kvinfer

@@ -1,0 +1,234 @@
+// kvinfer-kv-plan as a user runs it: on the published configs of tests/data/configs (the figures
+// of docs/kv-cache.md), on fixture model directories (weights = the safetensors tensor bytes), on
+// GGUF model fixtures, --json against the table, and one-line errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "formats/gguf.h"
+#include "formats/safetensors.h"
+#include "kvinfer/kvinfer.h"
+#include "run_binary.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const fs::path kData = KVINFER_TEST_DATA;
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+using kvinfer::test::Output;
+using kvinfer::test::shell_quote;
+
+// Runs kvinfer-kv-plan with `args`; `env` ("NAME=value") is set for it alone.
+Output run(const std::vector<std::string>& args, const std::string& env = "") {
+  return kvinfer::test::run_binary(KVINFER_KV_PLAN_BIN, args, "", env);
+}
+
+json plan(const std::vector<std::string>& args) {
+  std::vector<std::string> a = args;
+  a.push_back("--json");
+  Output r = run(a);
+  EXPECT_EQ(r.code, 0) << r.err;
+  return json::parse(r.out);
+}
+
+std::string config(const std::string& name) { return (kData / "configs" / (name + ".json")).string(); }
+
+// The table's exact byte counts: label -> the first number on its line, thousands separators removed.
+std::map<std::string, uint64_t> table_numbers(const std::string& table) {
+  std::map<std::string, uint64_t> out;
+  std::istringstream in(table);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t gap = line.find("  ");
+    if (gap == std::string::npos) continue;
+    const std::string label = line.substr(0, gap);
+    std::string rest = line.substr(line.find_first_not_of(' ', gap)), digits;
+    for (char c : rest) {
+      if (std::isdigit(static_cast<unsigned char>(c)))
+        digits.push_back(c);
+      else if (c != ',')
+        break;
+    }
+    if (!digits.empty()) out[label] = std::stoull(digits);
+  }
+  return out;
+}
+
+uint64_t safetensors_data_bytes(const fs::path& file) {
+  const kvinfer::SafetensorsFile st(file);
+  uint64_t sum = 0;
+  for (const auto& [name, t] : st.tensors()) sum += t.bytes;
+  // Independently of the reader: the data section is what follows the 8-byte length and the header.
+  std::ifstream in(file, std::ios::binary);
+  uint64_t header = 0;
+  in.read(reinterpret_cast<char*>(&header), sizeof header);
+  EXPECT_EQ(sum, fs::file_size(file) - 8 - header) << file;
+  return sum;
+}
+
+// docs/kv-cache.md, "Real models": f16 bytes per token and max context of each published config.
+TEST(KvPlanCli, PublishedConfigsGiveTheDocumentedFigures) {
+  const struct {
+    const char* name;
+    uint64_t per_token;
+    int64_t context;
+  } rows[] = {{"llama-2-7b", 524'288, 4096},          {"mistral-7b-v0.1", 131'072, 32768},
+              {"llama-3-8b", 131'072, 8192},          {"llama-3.1-8b-instruct", 131'072, 131072},
+              {"qwen2.5-0.5b-instruct", 12'288, 32768}, {"smollm2-135m-instruct", 23'040, 8192}};
+  for (const auto& row : rows) {
+    SCOPED_TRACE(row.name);
+    const json j = plan({"-m", config(row.name)});
+    EXPECT_EQ(j["format"], "config_json");
+    EXPECT_EQ(j["kv_dtype"], "f16");
+    EXPECT_EQ(j["bytes_per_token"].get<uint64_t>(), row.per_token);
+    EXPECT_EQ(j["context_length"].get<int64_t>(), row.context);
+    EXPECT_EQ(j["tokens"].get<int64_t>(), row.context);  // -n defaults to the context length
+    EXPECT_EQ(j["bytes_per_sequence"].get<uint64_t>(), row.per_token * static_cast<uint64_t>(row.context));
+    EXPECT_EQ(j["bytes_total"], j["bytes_per_sequence"]);  // -b defaults to 1
+    EXPECT_TRUE(j["weight_bytes"].is_null());
+    // The library's plan, the one KvCache sizes itself with.
+    const kvinfer::ModelConfig cfg = kvinfer::load_config(config(row.name));
+    EXPECT_EQ(j["bytes_per_sequence"].get<uint64_t>(), kvinfer::plan_kv_bytes(cfg, row.context, kvinfer::DType::F16));
+  }
+}
+
+TEST(KvPlanCli, Llama2At4096TokensIsTwoGiBAndScales) {
+  auto llama2 = [](const char* dtype) {
+    return plan({"-m", config("llama-2-7b"), "-n", "4096", "--kv-dtype", dtype})["bytes_per_sequence"].get<uint64_t>();
+  };
+  EXPECT_EQ(plan({"-m", config("llama-2-7b"), "-n", "4096"})["bytes_per_sequence"].get<uint64_t>(), 2 * kGiB);
+  EXPECT_EQ(llama2("f32"), 4 * kGiB);
+  EXPECT_EQ(llama2("bf16"), 2 * kGiB);
+  const json batch = plan({"--model", config("mistral-7b-v0.1"), "--tokens", "4096", "--batch", "8"});
+  EXPECT_EQ(batch["bytes_per_sequence"].get<uint64_t>(), 512 * kMiB);
+  EXPECT_EQ(batch["bytes_total"].get<uint64_t>(), 4 * kGiB);
+  EXPECT_EQ(batch["batch"], 8);
+}
+
+TEST(KvPlanCli, ModelDirectoryWeightsAreTheSafetensorsTensorBytes) {
+  const fs::path single = kData / "models" / "llama_gqa4";
+  const json j = plan({"-m", single.string(), "-n", "100"});
+  EXPECT_EQ(j["format"], "hf_directory");
+  EXPECT_EQ(j["weight_bytes"].get<uint64_t>(), safetensors_data_bytes(single / "model.safetensors"));
+  const kvinfer::ModelConfig cfg = kvinfer::load_config(single / "config.json");
+  EXPECT_EQ(j["bytes_per_sequence"].get<uint64_t>(), kvinfer::plan_kv_bytes(cfg, 100, kvinfer::DType::F16));
+  EXPECT_EQ(j["kv_heads"], cfg.num_kv_heads);
+
+  const fs::path sharded = kData / "models" / "llama_sharded";
+  uint64_t shards = 0, files = 0;
+  for (const auto& e : fs::directory_iterator(sharded)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with("model-") && name.ends_with(".safetensors")) {
+      shards += safetensors_data_bytes(e.path());
+      ++files;
+    }
+  }
+  ASSERT_GT(files, 1u);
+  EXPECT_EQ(plan({"-m", sharded.string()})["weight_bytes"].get<uint64_t>(), shards);
+}
+
+// A GGUF file gives the same shape as the HF directory it was converted from, and its weights
+// are its tensors as stored (quantised blocks included).
+TEST(KvPlanCli, GgufModelsGiveTheirDirectorysShapeAndStoredBytes) {
+  const json dir = plan({"-m", (kData / "models" / "llama_gqa4").string(), "-n", "64"});
+  for (const char* file : {"llama_gqa4.f32.gguf", "llama_gqa4.q8_0.gguf"}) {
+    SCOPED_TRACE(file);
+    const fs::path path = kData / "gguf" / "models" / file;
+    const json j = plan({"-m", path.string(), "-n", "64"});
+    EXPECT_EQ(j["format"], "gguf");
+    for (const char* key : {"layers", "heads", "kv_heads", "head_dim", "bytes_per_token", "bytes_per_sequence"})
+      EXPECT_EQ(j[key], dir[key]) << key;
+    // Bytes from each tensor's shape and type, not the reader's byte count.
+    uint64_t expected = 0;
+    const kvinfer::GgufFile gguf(path);
+    for (const kvinfer::GgufTensorInfo& t : gguf.tensors()) {
+      const kvinfer::GgmlTypeInfo& info = kvinfer::ggml_type_info(t.type);
+      expected += static_cast<uint64_t>(t.numel() / info.block_elements * info.block_bytes);
+    }
+    EXPECT_EQ(j["weight_bytes"].get<uint64_t>(), expected);
+  }
+  // f32 GGUF tensors hold the same values as the f32 safetensors, so the same bytes.
+  const fs::path f32 = kData / "gguf" / "models" / "llama_gqa4.f32.gguf";
+  EXPECT_EQ(plan({"-m", f32.string()})["weight_bytes"], dir["weight_bytes"]);
+}
+
+TEST(KvPlanCli, TableShowsTheJsonFigures) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"-m", config("llama-3.1-8b-instruct"), "-n", "32768", "-b", "4", "--kv-dtype", "bf16"},
+      {"-m", (kData / "models" / "llama_sharded").string()},
+      {"-m", (kData / "gguf" / "models" / "qwen2_bias.q8_0.gguf").string(), "-b", "3"},
+  };
+  for (const auto& args : cases) {
+    SCOPED_TRACE(args[1]);
+    Output table = run(args);
+    ASSERT_EQ(table.code, 0) << table.err;
+    const json j = plan(args);
+    const auto n = table_numbers(table.out);
+    EXPECT_EQ(n.at("per token"), j["bytes_per_token"].get<uint64_t>()) << table.out;
+    EXPECT_EQ(n.at("per sequence"), j["bytes_per_sequence"].get<uint64_t>()) << table.out;
+    EXPECT_EQ(n.at("total"), j["bytes_total"].get<uint64_t>()) << table.out;
+    if (j["weight_bytes"].is_null())
+      EXPECT_EQ(n.count("weights"), 0u) << table.out;
+    else
+      EXPECT_EQ(n.at("weights"), j["weight_bytes"].get<uint64_t>()) << table.out;
+    EXPECT_EQ(n.at("context length"), j["context_length"].get<uint64_t>()) << table.out;
+    EXPECT_NE(table.out.find(fmt::format("for {} tokens", j["tokens"].get<int64_t>())), std::string::npos) << table.out;
+    EXPECT_NE(table.out.find("kv dtype        " + j["kv_dtype"].get<std::string>()), std::string::npos) << table.out;
+  }
+  Output bare = run({"-m", config("llama-2-7b")});
+  EXPECT_NE(bare.out.find("per sequence    2,147,483,648 bytes (2.00 GiB) for 4096 tokens"), std::string::npos)
+      << bare.out;
+  EXPECT_NE(bare.out.find("weights         - "), std::string::npos) << bare.out;
+}
+
+TEST(KvPlanCli, KvinferModelIsTheDefault) {
+  Output r = run({"--json"}, "KVINFER_MODEL=" + shell_quote(config("qwen2.5-0.5b-instruct")));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["bytes_per_token"], 12'288);
+}
+
+TEST(KvPlanCli, ErrorsAreOneLineAndNonZero) {
+  const std::string gguf = (kData / "gguf" / "models" / "llama_gqa4.q8_0.gguf").string();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"-m", (kData / "missing").string()}, "missing"},
+      {{"-m", (kData / "configs").string()}, "config.json"},            // a directory without config.json
+      {{"-m", (kData / "gguf" / "types.gguf").string()}, "types.gguf"},  // a GGUF that is no model
+      {{"-m", gguf, "--kv-dtype", "q8_0"}, "--kv-dtype: unknown dtype 'q8_0'"},
+      {{"-m", gguf, "-n", "0"}, "--tokens"},
+      {{"-m", gguf, "-b", "-2"}, "--batch"},
+      {{"-m", gguf, "-n", "lots"}, "--tokens"},
+      {{"-m", gguf, "--no-such-flag"}, "--no-such-flag"},
+      {{"-m", config("llama-3.1-8b-instruct"), "-b", "9000000000000000000"}, "64 bits"},
+  };
+  for (const auto& [args, mention] : bad) {
+    Output r = run(args);
+    EXPECT_NE(r.code, 0) << args.back();
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.err.rfind("kvinfer-kv-plan: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(mention), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  Output r = run({}, "KVINFER_MODEL=" + shell_quote((kData / "missing.gguf").string()));
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(r.err.rfind("kvinfer-kv-plan: $KVINFER_MODEL: ", 0), 0u) << r.err;
+}
+
+TEST(KvPlanCli, HelpListsEveryOption) {
+  Output r = run({"--help"});
+  ASSERT_EQ(r.code, 0);
+  for (const char* opt : {"-m,--model", "-n,--tokens", "-b,--batch INT=1", "--kv-dtype TEXT=f16", "--json",
+                          "KVINFER_MODEL", "tools/fetch_model.sh"})
+    EXPECT_NE(r.out.find(opt), std::string::npos) << opt;
+}
+
+}  // namespace

@@ -1,0 +1,297 @@
+#!/usr/bin/env python3
+"""Convert HF fixture checkpoints of tests/data/models into GGUF v3 models the way llama.cpp's
+convert_hf_to_gguf.py does, and record HF reference logits for every lossy conversion.
+
+Usage (from the repo root):
+    /root/fixenv/bin/python tools/make_gguf_model_fixtures.py [--out tests/data/gguf/models]
+
+Needs: gguf==0.19.0, numpy==2.4.6, torch==2.15.0, transformers==5.24.0, safetensors==0.8.0
+(pip install gguf==0.19.0 numpy==2.4.6 torch==2.15.0 transformers==5.24.0 safetensors==0.8.0).
+It imports MIN_MARGIN, greedy_with_cache and min_margin from tools/make_fixtures.py.
+
+What is reproduced from llama.cpp (convert_hf_to_gguf.py, LlamaModel / Qwen2Model, and
+gguf-py's SpecialVocab), written here from its definition rather than copied:
+  - metadata: general.architecture ("llama" or "qwen2"), {arch}.block_count, context_length,
+    embedding_length, feed_forward_length, attention.head_count, head_count_kv,
+    layer_norm_rms_epsilon, rope.freq_base, key_length/value_length (when config.json has
+    head_dim), rope.dimension_count (llama), vocab_size, rope.scaling.type/factor (linear only),
+    general.file_type; bos/eos/pad ids from SpecialVocab (which skips an eos *list*);
+  - tensor names from gguf's TensorNameMap (token_embd, blk.N.attn_q, ..., output_norm, output;
+    no output.weight when the embeddings are tied);
+  - "llama" Q and K rows permuted for ggml's interleaved rope: the rows of each head viewed as
+    (n_head, 2, head_dim/2) with the middle two axes swapped, so that rotating the pairs
+    (2i, 2i+1) equals HF's half-split rotation of (i, i + head_dim/2). "qwen2" is not permuted
+    (ggml rotates it in the NEOX, half-split layout);
+  - llama3 rope scaling as a rope_freqs.weight F32 tensor of per-frequency divisors (llama.cpp
+    divides each frequency by it); the metadata then says no scaling;
+  - tensor types: 1-D tensors (norms, biases, rope_freqs) F32; 2-D tensors F32, F16 or Q8_0
+    (gguf.quants.quantize, blocks of 32 along each row);
+  - the gpt2 tokenizer: tokens by id (AutoTokenizer, added special tokens CONTROL, other added
+    tokens USER_DEFINED, the rest NORMAL), merges, the pre-tokenizer name, special ids and the
+    chat template (SpecialVocab).
+
+Every file is read back with gguf.GGUFReader, dequantised with gguf.quants.dequantize, its Q/K
+rows un-permuted and loaded into the HF model class. A lossless file (F32, or F16 of F16 weights)
+must give back the HF fixture's weights bit for bit and is checked against the fixture's own
+reference.safetensors. A lossy file gets <name>.<type>.reference.safetensors: HF transformers'
+f32 logits on the dequantised weights for the fixture's prompt at every position and a 32-step
+greedy continuation (tools/make_fixtures.py's format and loop). Deterministic: two runs give
+byte-identical files.
+"""
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+import transformers
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+import gguf
+from gguf import GGMLQuantizationType as Q
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_fixtures import MIN_MARGIN, greedy_with_cache, min_margin  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "tests" / "data" / "models"
+
+# HF fixture -> the GGUF types it is converted to. Sized to stay under 2 MB in all: every fixture
+# in Q8_0 where its rows allow (multiples of 32), F32 where a test compares with the safetensors
+# model exactly, F16 once lossless (llama_f16) and once lossy.
+FIXTURES = [
+    ("llama_gqa4", ["f32", "q8_0"]),
+    ("llama_mha", ["q8_0"]),
+    ("qwen2_bias", ["f32", "q8_0"]),
+    ("llama3_rope", ["f16", "q8_0"]),
+    ("llama_rope_linear", ["f16"]),  # Q8_0's greedy margin is 3.8e-4 < MIN_MARGIN
+    ("llama_f16", ["f16"]),
+    ("chatml_tiny", ["f32"]),
+]
+
+FILE_TYPES = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
+              "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}
+ARCHS = {"LlamaForCausalLM": ("llama", gguf.MODEL_ARCH.LLAMA),
+         "Qwen2ForCausalLM": ("qwen2", gguf.MODEL_ARCH.QWEN2)}
+
+
+def permute(w, n_head):
+    """llama.cpp's Q/K permutation: rows as (n_head, 2, head_dim/2), middle axes swapped."""
+    hd = w.shape[0] // n_head
+    return w.reshape(n_head, 2, hd // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def unpermute(w, n_head):
+    hd = w.shape[0] // n_head
+    return w.reshape(n_head, hd // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def head_dim(cfg):
+    return cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+
+
+def llama3_rope_factors(cfg):
+    """llama.cpp's LlamaModel.generate_extra_tensors, in torch f32 as there. original_max is
+    read from the rope parameters (where HF keeps it)."""
+    rp = cfg["rope_parameters"]
+    dim = head_dim(cfg)
+    freqs = 1.0 / (rp["rope_theta"] ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+    factor, low, high = rp["factor"], rp["low_freq_factor"], rp["high_freq_factor"]
+    old = rp["original_max_position_embeddings"]
+    low_wl, high_wl = old / low, old / high
+    factors = []
+    for freq in freqs:
+        wavelen = 2 * math.pi / freq
+        if wavelen < high_wl:
+            factors.append(1)
+        elif wavelen > low_wl:
+            factors.append(factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            factors.append(1 / ((1 - smooth) / factor + smooth))
+    return torch.tensor(factors, dtype=torch.float32)
+
+
+def write_tokenizer(w, model_dir, vocab_size):
+    """llama.cpp's get_vocab_base + _set_vocab_gpt2 for a byte-level BPE tokenizer.json."""
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    reverse = {i: t for t, i in tok.get_vocab().items()}
+    added = tok.get_added_vocab()
+    tokens, types = [], []
+    for i in range(vocab_size):
+        if i not in reverse:
+            tokens.append(f"[PAD{i}]")
+            types.append(gguf.TokenType.UNUSED)
+            continue
+        token = reverse[i]
+        if token in added:
+            special = tok.added_tokens_decoder[i].special
+            types.append(gguf.TokenType.CONTROL if special else gguf.TokenType.USER_DEFINED)
+        else:
+            types.append(gguf.TokenType.NORMAL)
+        tokens.append(token)
+    pre = json.load(open(model_dir / "tokenizer.json"))["pre_tokenizer"]
+    assert pre == {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}, pre
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("gpt-2")  # ByteLevel with use_regex: GPT-2's regex
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+
+
+def gguf_tensor(data, qtype, n_dims):
+    """(array for GGUFWriter, raw ggml type or None) as llama.cpp picks the type per tensor."""
+    x = data.float().numpy()
+    if n_dims == 1 or qtype == "f32":
+        return x.astype(np.float32), None
+    if qtype == "f16":
+        return x.astype(np.float16), None
+    return gguf.quants.quantize(x, Q.Q8_0), Q.Q8_0
+
+
+def convert(name, qtype, out_path):
+    model_dir = MODELS / name
+    cfg = json.load(open(model_dir / "config.json"))
+    arch_name, arch = ARCHS[cfg["architectures"][0]]
+    n_layers, n_head = cfg["num_hidden_layers"], cfg["num_attention_heads"]
+    n_kv = cfg.get("num_key_value_heads", n_head)
+    rp = cfg["rope_parameters"]
+
+    w = gguf.GGUFWriter(str(out_path), arch_name)
+    w.add_name(f"kvinfer fixture {name}")
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_block_count(n_layers)
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_kv)
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_rope_freq_base(rp["rope_theta"])
+    if "head_dim" in cfg:
+        w.add_key_length(cfg["head_dim"])
+        w.add_value_length(cfg["head_dim"])
+    if arch_name == "llama":
+        w.add_rope_dimension_count(head_dim(cfg))
+    if rp.get("rope_type") == "linear":
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(rp["factor"])
+    w.add_vocab_size(cfg["vocab_size"])
+    w.add_file_type(FILE_TYPES[qtype])
+    has_tokenizer = (model_dir / "tokenizer.json").exists()
+    if has_tokenizer:
+        write_tokenizer(w, model_dir, cfg["vocab_size"])
+    gguf.SpecialVocab(model_dir, load_merges=has_tokenizer, n_vocab=cfg["vocab_size"]).add_to_gguf(w)
+
+    if rp.get("rope_type") == "llama3":
+        w.add_tensor("rope_freqs.weight", llama3_rope_factors(cfg).numpy())
+    tmap = gguf.get_tensor_name_map(arch, n_layers)
+    state = load_file(model_dir / "model.safetensors")
+    for hf_name in sorted(state):
+        data = state[hf_name]
+        if arch_name == "llama" and ".self_attn.q_proj." in hf_name:
+            data = permute(data, n_head)
+        if arch_name == "llama" and ".self_attn.k_proj." in hf_name:
+            data = permute(data, n_kv)
+        array, raw = gguf_tensor(data, qtype, data.dim())
+        w.add_tensor(tmap.get_name(hf_name, try_suffixes=(".weight", ".bias")), array, raw_dtype=raw)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return cfg, arch_name, arch, state
+
+
+def read_back(path, cfg, arch_name, arch, hf_names):
+    """The GGUF file's tensors dequantised to f32, un-permuted, under their HF names."""
+    n_layers, n_head = cfg["num_hidden_layers"], cfg["num_attention_heads"]
+    n_kv = cfg.get("num_key_value_heads", n_head)
+    tmap = gguf.get_tensor_name_map(arch, n_layers)
+    to_hf = {tmap.get_name(n, try_suffixes=(".weight", ".bias")): n for n in hf_names}
+    r = gguf.GGUFReader(str(path))
+    assert int(r.fields["GGUF.version"].contents()) == 3
+    out, types = {}, set()
+    for t in r.tensors:
+        x = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
+        x = x.reshape([int(d) for d in reversed(t.shape)])
+        types.add(t.tensor_type.name)
+        if t.name == "rope_freqs.weight":
+            continue
+        hf_name = to_hf[t.name]
+        if arch_name == "llama" and ".self_attn.q_proj." in hf_name:
+            x = unpermute(x, n_head)
+        if arch_name == "llama" and ".self_attn.k_proj." in hf_name:
+            x = unpermute(x, n_kv)
+        out[hf_name] = torch.from_numpy(np.ascontiguousarray(x))
+    return out, sorted(types)
+
+
+@torch.no_grad()
+def hf_reference(name, weights):
+    model_dir = MODELS / name
+    config = AutoConfig.from_pretrained(model_dir, attn_implementation="eager")
+    model = AutoModelForCausalLM.from_config(config).float().eval()
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    assert not unexpected and all(k == "lm_head.weight" for k in missing), (missing, unexpected)
+    if config.tie_word_embeddings:
+        model.tie_weights()
+        assert torch.equal(model.lm_head.weight, weights["model.embed_tokens.weight"])
+    with safe_open(model_dir / "reference.safetensors", "pt") as f:
+        prompt = f.get_tensor("prompt_ids").long()
+    prompt_logits, greedy_ids, greedy_logits = greedy_with_cache(model, prompt)
+    return {
+        "prompt_ids": prompt.to(torch.int32).contiguous(),
+        "prompt_logits": prompt_logits.contiguous(),
+        "greedy_ids": greedy_ids.to(torch.int32).contiguous(),
+        "greedy_logits": greedy_logits.contiguous(),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=str(ROOT / "tests" / "data" / "gguf" / "models"))
+    args = ap.parse_args()
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, numpy {np.__version__}, "
+          f"python {sys.version.split()[0]}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    total = 0
+    for name, qtypes in FIXTURES:
+        for qtype in qtypes:
+            path = out / f"{name}.{qtype}.gguf"
+            cfg, arch_name, arch, state = convert(name, qtype, path)
+            weights, types = read_back(path, cfg, arch_name, arch, state.keys())
+            assert set(weights) == set(state), (set(weights) ^ set(state))
+            # Stored precision: a conversion is lossless when every dequantised tensor equals the
+            # HF checkpoint's values (f32 upcast) bit for bit.
+            dq = max(float((weights[k] - state[k].float()).abs().max()) for k in state)
+            size = path.stat().st_size
+            line = f"  {path.name:28s} {size / 1024:6.1f} KiB  types {','.join(types):14s} max|w - w_hf| {dq:.3g}"
+            if dq == 0.0:
+                line += "  lossless: checked against the HF fixture's reference"
+            else:
+                ref = hf_reference(name, weights)
+                ref_path = out / f"{name}.{qtype}.reference.safetensors"
+                save_file(ref, str(ref_path))
+                size += ref_path.stat().st_size
+                with safe_open(MODELS / name / "reference.safetensors", "pt") as f:
+                    hf_logits = f.get_tensor("prompt_logits")
+                shift = float((ref["prompt_logits"] - hf_logits).abs().max())
+                margin = min_margin(ref["greedy_logits"])
+                assert margin >= MIN_MARGIN, f"{path.name}: greedy margin {margin} < {MIN_MARGIN}"
+                line += (f"  own reference: min margin {margin:.4g}, "
+                         f"prompt logits vs f32 HF max|d| {shift:.3g}")
+            total += size
+            print(line + f"  sha256 {hashlib.sha256(path.read_bytes()).hexdigest()[:12]}")
+    print(f"total {total / 1024:.1f} KiB")
+
+
+if __name__ == "__main__":
+    main()
