@@ -29,7 +29,8 @@ void add_model_options(CLI::App& app, ModelOptions& o, const char* ctx_help) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   app.add_option("-c,--ctx", o.ctx, ctx_help)->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--kv-dtype", o.kv_dtype, "KV cache element type: auto (the weights' dtype), f32, f16, bf16")
+  app.add_option("--kv-dtype", o.kv_dtype,
+                 "KV cache element type: auto (the weights' dtype; f16 for quantised weights), f32, f16, bf16")
       ->capture_default_str();
 }
 
