@@ -20,6 +20,7 @@
 #include "kvinfer/kvinfer.h"
 #include "models/load_common.h"
 #include "models/weights.h"
+#include "cache_invariance.h"
 #include "reference.h"
 #include "test_files.h"
 
@@ -187,30 +188,7 @@ TEST_P(GgufModel, GreedyGenerationMatchesHf) {
   EXPECT_EQ(generate_greedy(s, kv, ref_->prompt_ids, opt).tokens, ref_->greedy_ids);
 }
 
-TEST_P(GgufModel, CacheOnEqualsCacheOffBitForBit) {
-  for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
-    SCOPED_TRACE(std::string(dtype_name(dtype)));
-    std::vector<std::vector<float>> logits[2];
-    std::vector<int32_t> tokens[2];
-    for (int cached = 0; cached < 2; ++cached) {
-      KvCache kv(*model_, 64, dtype);
-      Session s(model_);
-      GenerateOptions opt;
-      opt.max_new_tokens = 32;
-      opt.ignore_eos = true;
-      opt.use_kv_cache = cached == 1;
-      tokens[cached] = generate_greedy(s, kv, ref_->prompt_ids, opt, [&](int32_t, std::span<const float> l) {
-                         logits[cached].emplace_back(l.begin(), l.end());
-                         return true;
-                       }).tokens;
-    }
-    ASSERT_EQ(tokens[0], tokens[1]);
-    ASSERT_EQ(logits[0].size(), 32u);
-    for (size_t i = 0; i < logits[0].size(); ++i)
-      ASSERT_EQ(0, std::memcmp(logits[0][i].data(), logits[1][i].data(), logits[0][i].size() * sizeof(float)))
-          << "step " << i;
-  }
-}
+TEST_P(GgufModel, CacheOnEqualsCacheOffBitForBit) { test::expect_cache_on_equals_off(model_, ref_->prompt_ids); }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GgufModel, ::testing::ValuesIn(kGgufFixtures), [](const auto& p) {
   std::string name = p.param.file;

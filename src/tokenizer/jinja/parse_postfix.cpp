@@ -7,16 +7,21 @@
 
 namespace kvinfer::jinja {
 
+ExprPtr Parser::parse_call(ExprPtr callee) {
+  std::vector<ExprPtr> args;
+  const int line = cur().line;
+  args.push_back(std::move(callee));
+  ExprPtr call = node(ExprKind::Call, line, std::move(args));
+  parse_call_args(*call);
+  return call;
+}
+
 ExprPtr Parser::parse_postfix(ExprPtr e) {
   while (true) {
     if (is_op(".") || is_op("[")) {
       e = parse_subscript(std::move(e));
     } else if (is_op("(")) {
-      std::vector<ExprPtr> args;
-      const int line = cur().line;
-      args.push_back(std::move(e));
-      e = node(ExprKind::Call, line, std::move(args));
-      parse_call_args(*e);
+      e = parse_call(std::move(e));
     } else {
       return e;
     }
@@ -30,11 +35,7 @@ ExprPtr Parser::parse_filter_expr(ExprPtr e) {
     } else if (is_name("is")) {
       e = parse_test(std::move(e));
     } else if (is_op("(")) {
-      std::vector<ExprPtr> args;
-      const int line = cur().line;
-      args.push_back(std::move(e));
-      e = node(ExprKind::Call, line, std::move(args));
-      parse_call_args(*e);
+      e = parse_call(std::move(e));
     } else {
       return e;
     }

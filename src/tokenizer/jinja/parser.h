@@ -65,6 +65,7 @@ class Parser {
   ExprPtr parse_filter_expr(ExprPtr node);
   ExprPtr parse_subscript(ExprPtr node);
   ExprPtr parse_subscribed();
+  ExprPtr parse_call(ExprPtr callee);  // callee(args...): a Call node, arguments parsed
   void parse_call_args(Expr& call);
   ExprPtr parse_filter(ExprPtr node, bool start_inline);
   ExprPtr parse_test(ExprPtr node);
