@@ -21,11 +21,16 @@ void embed(DType table_dtype, const void* table, int64_t vocab, int64_t hidden, 
            float* out, cudaStream_t stream);
 // y (n, dim) = x / sqrt(mean(x²) + eps) · weight
 void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* y, cudaStream_t stream);
+// y (n, dim) = (x - mean) / sqrt(var + eps) · weight + bias per row (torch.nn.LayerNorm, biased var)
+void layer_norm(const float* x, const float* weight, const float* bias, int64_t n, int64_t dim, float eps, float* y,
+                cudaStream_t stream);
 // x (n, heads, head_dim) rotated in place; row t at position start + t; inv_freq (head_dim / 2).
 void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const float* inv_freq,
           RopeLayout layout, cudaStream_t stream);
 // out (n) = silu(gate) · up   (out may alias gate)
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
+// out (n) = 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³)))   (out may alias x)
+void gelu_tanh(const float* x, float* out, int64_t n, cudaStream_t stream);
 // x (n) += y
 void add(float* x, const float* y, int64_t n, cudaStream_t stream);
 // y (rows, cols) += bias (cols)

@@ -1,6 +1,6 @@
 // The elementwise CUDA kernels of kernels/cuda_ops.h: thin loops over the scalar math of
 // kernels/core/, so that every value they produce is the one the CPU backend produces (up to
-// the summation order of rms_norm and the contraction of rope's products into FMAs).
+// the summation order of rms_norm and layer_norm and the contraction of rope's products into FMAs).
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -17,7 +17,8 @@ namespace kvinfer::cuda {
 namespace {
 
 constexpr int kThreads = 256;           // elementwise blocks
-constexpr int kNormThreads = 512;       // rms_norm: one block per row
+constexpr int kNormThreads = 512;       // rms_norm, layer_norm: one block per row (at most)
+constexpr int kLayerNormCached = 8;     // layer_norm: row elements a thread keeps in registers
 constexpr int kArgmaxThreads = 1024;    // argmax: one block for the whole vocabulary
 constexpr int kRopeHeadsPerBlock = 8;   // rope: heads sharing one cos/sin evaluation
 constexpr int64_t kMaxBlocks = 1 << 20; // grid-stride loops cover the rest
@@ -124,6 +125,62 @@ __global__ void rms_norm_kernel(const float* x, const float* weight, int64_t dim
   for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) yr[j] = weight[j] * (xr[j] * inv);
 }
 
+// One block per row: y (dim) = (x - mean) / sqrt(var + eps) · weight + bias, torch.nn.LayerNorm
+// in f32: two passes (the mean, then the mean of the squared deviations: biased variance), never
+// E[x²] - mean², which cancels when |mean| >> std. kCached > 0: dim <= kCached · blockDim.x and
+// each thread keeps its elements j = threadIdx.x + k · blockDim.x in registers, so x is read from
+// memory once; kCached == 0: any dim, each pass reads x again (from L1/L2).
+// y may alias x: a thread writes only its own elements, after the second reduction's barrier,
+// which every read of the first two passes precedes.
+template <int kCached>
+__global__ void layer_norm_kernel(const float* x, const float* weight, const float* bias, int64_t dim, float eps,
+                                  float* y) {
+  __shared__ float scratch[32];
+  const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;  // (dim)
+  float* yr = y + static_cast<int64_t>(blockIdx.x) * dim;        // (dim)
+  float v[kCached > 0 ? kCached : 1];  // x, then x - mean, of this thread's elements
+  float sum = 0.0f;
+  if constexpr (kCached > 0) {
+#pragma unroll
+    for (int k = 0; k < kCached; ++k) {
+      const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      v[k] = j < dim ? xr[j] : 0.0f;
+      sum += v[k];
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) sum += xr[j];
+  }
+  // The CPU divides the sum by dim (not a product with 1/dim): so does this.
+  const float mean = block_sum(sum, scratch) / static_cast<float>(dim);
+  __syncthreads();  // every thread has read scratch before the second reduction rewrites it
+  float sum_sq = 0.0f;
+  if constexpr (kCached > 0) {
+#pragma unroll
+    for (int k = 0; k < kCached; ++k) {
+      const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      v[k] = j < dim ? v[k] - mean : 0.0f;
+      sum_sq += v[k] * v[k];
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+      const float d = xr[j] - mean;
+      sum_sq += d * d;
+    }
+  }
+  const float inv = 1.0f / sqrtf(block_sum(sum_sq, scratch) / static_cast<float>(dim) + eps);
+  // ((x - mean) · inv) · weight + bias, each step rounded as on the CPU (no FMA contraction).
+  if constexpr (kCached > 0) {
+#pragma unroll
+    for (int k = 0; k < kCached; ++k) {
+      const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      if (j < dim) yr[j] = __fadd_rn(__fmul_rn(__fmul_rn(v[k], inv), weight[j]), bias[j]);
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
+      yr[j] = __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(xr[j], mean), inv), weight[j]), bias[j]);
+  }
+}
+
 // Threads over (t, i) pairs, grid.y over groups of heads: one cos/sin serves kRopeHeadsPerBlock
 // heads. The angle is one f32 product as in HF; its cos/sin are taken in double and rounded, as
 // the CPU backend does: sinf/cosf of angles near 16K+ radians would already differ by ulps.
@@ -162,6 +219,28 @@ __global__ void silu_mul_kernel(const float* gate, const float* up, float* out, 
         make_float4(silu_mul1(g.x, u.x), silu_mul1(g.y, u.y), silu_mul1(g.z, u.z), silu_mul1(g.w, u.w));
   }
   for (int64_t j = vec_end * 4 + global_thread(); j < n; j += grid_threads()) out[j] = silu_mul1(gate[j], up[j]);
+}
+
+// HF's gelu_new: 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))), every product and sum rounded
+// in the CPU's order (no FMA contraction), so only tanhf (≤ 2 ulp) differs from the CPU's.
+// Huge |x|: x³ overflows to ±inf, tanh gives ±1, and the result is x or -0, as on the CPU.
+__device__ __forceinline__ float gelu_tanh1(float x) {
+  const float k = 0.7978845608028654f;  // sqrt(2/π)
+  const float cube = __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, x), x), x);
+  const float t = tanhf(__fmul_rn(k, __fadd_rn(x, cube)));
+  return __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f, t));
+}
+
+// kVec: both pointers 16-byte aligned; float4 for the first n/4 groups, scalars for the tail.
+// out may alias x: each element is read, then written, by the same thread.
+template <bool kVec>
+__global__ void gelu_tanh_kernel(const float* x, float* out, int64_t n) {
+  const int64_t vec_end = kVec ? n / 4 : 0;
+  for (int64_t v = global_thread(); v < vec_end; v += grid_threads()) {
+    const float4 a = reinterpret_cast<const float4*>(x)[v];
+    reinterpret_cast<float4*>(out)[v] = make_float4(gelu_tanh1(a.x), gelu_tanh1(a.y), gelu_tanh1(a.z), gelu_tanh1(a.w));
+  }
+  for (int64_t j = vec_end * 4 + global_thread(); j < n; j += grid_threads()) out[j] = gelu_tanh1(x[j]);
 }
 
 template <bool kVec>
@@ -265,6 +344,27 @@ void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float
   CUDA_CHECK_LAUNCH();
 }
 
+void layer_norm(const float* x, const float* weight, const float* bias, int64_t n, int64_t dim, float eps, float* y,
+                cudaStream_t stream) {
+  require_ptr(x, "layer_norm", "x");
+  require_ptr(weight, "layer_norm", "weight");
+  require_ptr(bias, "layer_norm", "bias");
+  require_ptr(y, "layer_norm", "y");
+  require_positive(n, "layer_norm", "n");
+  require_positive(dim, "layer_norm", "dim");
+  require_grid_x(n, "layer_norm", "n");
+  require(eps >= 0.0f, "layer_norm", "eps must be >= 0, got " + std::to_string(eps));
+  // About 4 elements per thread (whole warps, 32 .. kNormThreads): GPT-2's 768 gets 192 threads,
+  // fewer idle lanes and shorter reductions than a fixed 512.
+  const int64_t want = ((dim + 3) / 4 + 31) / 32 * 32;
+  const int threads = static_cast<int>(want < 32 ? 32 : want > kNormThreads ? kNormThreads : want);
+  if (dim <= static_cast<int64_t>(kLayerNormCached) * threads)
+    layer_norm_kernel<kLayerNormCached><<<static_cast<unsigned>(n), threads, 0, stream>>>(x, weight, bias, dim, eps, y);
+  else
+    layer_norm_kernel<0><<<static_cast<unsigned>(n), threads, 0, stream>>>(x, weight, bias, dim, eps, y);
+  CUDA_CHECK_LAUNCH();
+}
+
 void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const float* inv_freq,
           RopeLayout layout, cudaStream_t stream) {
   require_ptr(x, "rope", "x");
@@ -298,6 +398,17 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStr
     silu_mul_kernel<true><<<blocks_for(n / 4 + 4, kThreads), kThreads, 0, stream>>>(gate, up, out, n);
   else
     silu_mul_kernel<false><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(gate, up, out, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void gelu_tanh(const float* x, float* out, int64_t n, cudaStream_t stream) {
+  require_ptr(x, "gelu_tanh", "x");
+  require_ptr(out, "gelu_tanh", "out");
+  require_positive(n, "gelu_tanh", "n");
+  if (aligned16(x) && aligned16(out))
+    gelu_tanh_kernel<true><<<blocks_for(n / 4 + 4, kThreads), kThreads, 0, stream>>>(x, out, n);
+  else
+    gelu_tanh_kernel<false><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(x, out, n);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -55,7 +55,7 @@ TEST(Config, LlamaDefaults) {
   EXPECT_EQ(c.group_size(), 1);
   EXPECT_EQ(c.rope_theta, 10000.0);
   EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::None);
-  EXPECT_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_EQ(c.norm_eps, 1e-6);
   EXPECT_EQ(c.max_position_embeddings, 2048);
   EXPECT_FALSE(c.tie_word_embeddings);
   EXPECT_FALSE(c.attention_bias);
@@ -357,7 +357,7 @@ TEST(RealConfigs, Llama2Llama3MistralQwen) {
   EXPECT_EQ(l2.num_kv_heads, 32);
   EXPECT_EQ(l2.rope_theta, 10000.0);  // absent
   EXPECT_EQ(l2.rope_scaling.type, RopeScaling::Type::None);  // null
-  EXPECT_EQ(l2.rms_norm_eps, 1e-5);
+  EXPECT_EQ(l2.norm_eps, 1e-5);
 
   ModelConfig l3 = real("llama-3-8b");
   EXPECT_EQ(l3.vocab_size, 128256);
@@ -386,7 +386,7 @@ TEST(RealConfigs, EveryFixtureConfigParses) {
     ModelConfig c = load_config(entry.path() / "config.json");
     // chatml_tiny's vocabulary is its trained tokenizer's; the others use 128 random ids.
     EXPECT_EQ(c.vocab_size, entry.path().filename() == "chatml_tiny" ? 384 : 128);
-    EXPECT_EQ(c.num_layers, 2);
+    EXPECT_EQ(c.num_layers, entry.path().filename() == "gpt2_untied_f16" ? 3 : 2);
   }
   ModelConfig gqa = load_config(test::fixture_dir("llama_gqa4") / "config.json");
   EXPECT_THAT(gqa.eos_token_ids, ElementsAre(1, 2));

@@ -3,8 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 #include "core/convert.h"
 #include "core/rope.h"
@@ -143,6 +148,48 @@ TEST(CpuOps, RmsNormMatchesDoubleReference) {
   EXPECT_LT(rel_error(y, want), 2e-6);
 }
 
+// torch.nn.LayerNorm: biased variance, weight and bias; rows of large offset and spread.
+TEST(CpuOps, LayerNormMatchesDoubleReference) {
+  const int64_t n = 3, dim = 45;
+  auto x = randn(static_cast<size_t>(n * dim), 20, 3.0f);
+  for (size_t i = 0; i < x.size(); ++i) x[i] += 5.0f * static_cast<float>(i / static_cast<size_t>(dim));  // row means 0, 5, 10
+  auto w = randn(static_cast<size_t>(dim), 21), b = randn(static_cast<size_t>(dim), 22);
+  std::vector<float> y(x.size(), std::nanf(""));
+  cpu::layer_norm(x.data(), w.data(), b.data(), n, dim, 1e-5f, y.data());
+  std::vector<double> want(y.size());
+  for (int64_t t = 0; t < n; ++t) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < dim; ++i) mean += x[static_cast<size_t>(t * dim + i)];
+    mean /= static_cast<double>(dim);
+    for (int64_t i = 0; i < dim; ++i) var += std::pow(x[static_cast<size_t>(t * dim + i)] - mean, 2);
+    const double inv = 1.0 / std::sqrt(var / static_cast<double>(dim) + 1e-5);
+    for (int64_t i = 0; i < dim; ++i) {
+      const auto k = static_cast<size_t>(t * dim + i);
+      want[k] = (x[k] - mean) * inv * w[static_cast<size_t>(i)] + b[static_cast<size_t>(i)];
+    }
+  }
+  EXPECT_LT(rel_error(y, want), 2e-6);
+  // sum: f32 partial sums, error bounded by a few ulps of the sum of magnitudes.
+  double sum = 0, magnitude = 0;
+  for (int64_t i = 0; i < dim; ++i) sum += x[static_cast<size_t>(i)], magnitude += std::fabs(x[static_cast<size_t>(i)]);
+  EXPECT_NEAR(cpu::sum(x.data(), dim), sum, 1e-6 * magnitude);
+}
+
+// HF's gelu_new, over a range that reaches both tails (tanh saturates beyond |x| ~ 5).
+TEST(CpuOps, GeluTanhMatchesDoubleReference) {
+  auto x = randn(257, 23, 4.0f);
+  std::vector<float> out(x.size(), std::nanf(""));
+  cpu::gelu_tanh(x.data(), out.data(), static_cast<int64_t>(x.size()));
+  std::vector<double> want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    want[i] = 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+  }
+  EXPECT_LT(rel_error(out, want), 1e-6);
+  cpu::gelu_tanh(x.data(), x.data(), static_cast<int64_t>(x.size()));  // in place
+  EXPECT_EQ(x, out);
+}
+
 TEST(CpuOps, RopeMatchesDoubleReferenceUpToLongPositions) {
   const int64_t heads = 3, hd = 24, n = 4;
   std::vector<float> inv_freq(static_cast<size_t>(hd / 2));
@@ -241,6 +288,36 @@ TEST(CpuOps, AttentionMatchesDoubleReferenceWithGqaAndWindow) {
       EXPECT_LT(rel_error(out, want), 2e-6) << dtype_name(dtype) << " window " << window;
     }
   }
+}
+
+// Threads split the (row, head) pairs of attention; each is computed alone, so the result does
+// not depend on the thread count (nor on n: the cache-on == cache-off tests).
+TEST(CpuOps, AttentionIsBitIdenticalWhateverTheThreadCount) {
+#if defined(_OPENMP)
+  ModelConfig cfg;
+  cfg.num_layers = 1;
+  cfg.num_heads = 8;
+  cfg.num_kv_heads = 2;
+  cfg.head_dim = 64;
+  const int64_t ctx = 300, n = 4, heads = 8;
+  for (DType dtype : {DType::F32, DType::F16}) {
+    KvCache kv(cfg, ctx, dtype);
+    auto k = randn(static_cast<size_t>(ctx * 2 * 64), 30), v = randn(k.size(), 31);
+    cpu::store_kv(kv, 0, 0, ctx, k.data(), v.data());
+    auto q = randn(static_cast<size_t>(n * heads * 64), 32);
+    std::vector<float> out[2];
+    const int threads = omp_get_max_threads();
+    for (int run = 0; run < 2; ++run) {
+      omp_set_num_threads(run == 0 ? 1 : 3);
+      out[run].assign(q.size(), std::nanf(""));
+      cpu::attention(kv, 0, q.data(), n, ctx - n, heads, 0, out[run].data());
+    }
+    omp_set_num_threads(threads);
+    EXPECT_EQ(0, std::memcmp(out[0].data(), out[1].data(), q.size() * sizeof(float))) << dtype_name(dtype);
+  }
+#else
+  GTEST_SKIP() << "built without OpenMP: one thread only";
+#endif
 }
 
 TEST(CpuOps, EmbeddingGathersAndWidensRows) {

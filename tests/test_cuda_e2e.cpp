@@ -1,10 +1,13 @@
 // The whole model on the CUDA device against the CPU backend and HF's references, on every
-// fixture. Skips with a message where no CUDA device exists (the tests are built regardless).
+// fixture (the Llama family and GPT-2). Skips with a message where no CUDA device exists (the
+// tests are built regardless).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <string_view>
 
 #include "kvinfer/kvinfer.h"
 #include "reference.h"
@@ -21,6 +24,18 @@ using test::max_abs_diff;
     if (cuda_device_count() == 0) {                                                 \
       GTEST_SKIP() << "no CUDA device: the GPU end-to-end tests need one";          \
     }                                                                               \
+  } while (0)
+
+// A fixture listed in test::kFixtures but absent from tests/data/models fails here, naming the
+// directory, on every machine (with or without a device), rather than deep inside Model::load.
+#define REQUIRE_FIXTURE(name)                                                                     \
+  do {                                                                                            \
+    const auto dir_ = test::model_dir(name);                                                      \
+    ASSERT_TRUE(std::filesystem::is_directory(dir_))                                              \
+        << "fixture directory " << dir_ << " is missing (tools/make_fixtures.sh makes it; "       \
+        << "tests/data/models/PROVENANCE.md)";                                                    \
+    ASSERT_TRUE(std::filesystem::is_regular_file(dir_ / "reference.safetensors"))                 \
+        << "fixture " << dir_ << " has no reference.safetensors";                                 \
   } while (0)
 
 // f32 weights: cuBLAS runs true f32 (CUBLAS_COMPUTE_32F, no TF32) and the attention kernels
@@ -42,6 +57,7 @@ class CudaEndToEnd : public ::testing::TestWithParam<const char*> {};
 // GPU logits at every prompt position and every greedy decode step against HF's f32 references;
 // greedy tokens identical to HF's.
 TEST_P(CudaEndToEnd, LogitsMatchCpuAndHf) {
+  REQUIRE_FIXTURE(GetParam());
   SKIP_WITHOUT_DEVICE();
   auto gpu = Model::load(test::model_dir(GetParam()), {.device = Device::CUDA});
   ASSERT_EQ(gpu->device(), Device::CUDA);
@@ -66,6 +82,7 @@ TEST_P(CudaEndToEnd, LogitsMatchCpuAndHf) {
 // On the GPU, prefill (tiled kernel) and decode (split-K kernel) differ in summation order, so
 // cache-on and cache-off are compared by their greedy tokens, for every KV dtype.
 TEST_P(CudaEndToEnd, CacheOnAndCacheOffGiveTheSameTokens) {
+  REQUIRE_FIXTURE(GetParam());
   SKIP_WITHOUT_DEVICE();
   auto gpu = Model::load(test::model_dir(GetParam()), {.device = Device::CUDA});
   test::Reference ref(GetParam());
@@ -86,6 +103,15 @@ TEST_P(CudaEndToEnd, CacheOnAndCacheOffGiveTheSameTokens) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaEndToEnd, ::testing::ValuesIn(test::kFixtures),
                          [](const auto& p) { return std::string(p.param); });
+
+// GPT-2 (LayerNorm with bias, gelu_new in place, learned positions, fused c_attn) is the only
+// model that runs the GPU's layer_norm and gelu_tanh end to end: its fixture must stay listed.
+TEST(CudaEndToEndFixtures, IncludeGpt2Tiny) {
+  const std::string_view name = "gpt2_tiny";
+  EXPECT_TRUE(std::any_of(std::begin(test::kFixtures), std::end(test::kFixtures),
+                          [&](const char* f) { return name == f; }))
+      << name << " is not in test::kFixtures (tests/reference.h)";
+}
 
 TEST(CudaKvCache, LargerThanFreeMemoryFailsWithBytesNeededAndFree) {
   SKIP_WITHOUT_DEVICE();

@@ -163,6 +163,36 @@ TEST_F(CudaOps, RmsNormMatchesCpu) {
   }
 }
 
+// Both sides take the mean, then the mean of squared deviations, in f32, in different orders: the
+// CPU adds dim/8 terms in sequence per lane (cpu::sum, cpu::dot), the GPU ~dim/threads per thread
+// then a tree (≤ 2·log2(512) levels); the output steps are rounded alike (no FMA on either side).
+// Recursive summation of m terms errs by ≤ (m - 1)·u·Σ|x|, so the mean and the variance each
+// carry ≤ (dim/8 + 40)·u relative to mean|x| and to the variance. With x in [-1, 3] (rows with a
+// mean, as a residual stream has), w in [0.5, 1.5], b in [-0.5, 0.5], both errors propagate into
+// y with factors ≤ ~1 of max|y| (worked out: 0.5 and 0.4), so max|gpu − cpu| / max|cpu| is held
+// to 2·(dim/8 + 40)·u: 6.6e-5 at dim 4097, 5e-6 at dim 31, exact at dim 1 (y = bias). The kernel's
+// order replayed on the CPU (200 seeds, these dims) stays below 5e-7. Unbiased variance (÷ dim − 1)
+// would be 1e-4 off at dim 4097 and 1.6e-2 at dim 31: it fails. dims up to 4096 (768: GPT-2) keep
+// the row in registers, 4097 and 6001 re-read it. In place (y == x) must give the same bits.
+TEST_F(CudaOps, LayerNormMatchesCpu) {
+  for (int64_t dim : {1, 31, 768, 2048, 4096, 4097, 6001}) {
+    const int64_t n = 3;
+    const auto x = random_floats(static_cast<size_t>(n * dim), 23, -1.0f, 3.0f);
+    const auto w = random_floats(static_cast<size_t>(dim), 24, 0.5f, 1.5f);
+    const auto b = random_floats(static_cast<size_t>(dim), 25, -0.5f, 0.5f);
+    DeviceBuffer d_x(x), d_w(w), d_b(b), d_y(x.size() * sizeof(float));
+    cuda::layer_norm(d_x.as<float>(), d_w.as<float>(), d_b.as<float>(), n, dim, 1e-5f, d_y.as<float>(), stream_);
+    cuda::layer_norm(d_x.as<float>(), d_w.as<float>(), d_b.as<float>(), n, dim, 1e-5f, d_x.as<float>(), stream_);
+    sync();
+    std::vector<float> ref(x.size());
+    cpu::layer_norm(x.data(), w.data(), b.data(), n, dim, 1e-5f, ref.data());
+    const auto y = d_y.to_host<float>();
+    const double tol = 2.0 * (static_cast<double>(dim) / 8.0 + 40.0) * kU32;
+    EXPECT_LE(max_rel_err(y, ref), dim == 1 ? 0.0 : tol) << "dim " << dim;
+    EXPECT_EQ(d_x.to_host<float>(), y) << "in place, dim " << dim;
+  }
+}
+
 // Double-precision reference of both layouts: the angle is HF's f32 product, the rest double.
 std::vector<float> rope_reference(std::vector<float> x, int64_t n, int64_t heads, int64_t hd, int64_t start,
                                   const std::vector<float>& inv_freq, cuda::RopeLayout layout) {
@@ -228,6 +258,57 @@ TEST_F(CudaOps, SiluMulMatchesCpuAlignedUnalignedAndInPlace) {
         ASSERT_EQ(in_place[i], out[i]) << "in place, n " << n << " i " << i;
       }
     }
+}
+
+// Every product and sum is rounded in the CPU's order (no FMA), so only tanhf differs: CUDA's
+// and glibc's are each within 2 ulp, ≤ 4·2^-24 apart for |tanh| in [0.5, 1). Where x ≪ 0,
+// 1 + tanh cancels and that absolute difference, times 0.5·|x|, is the whole error: ≤ 1.2e-7·|x|,
+// allowed 2.4e-7·|x|; elsewhere a few u relative, allowed 1e-6·|ref|. GELU with erf instead of
+// the tanh form is 1e-4 .. 5e-4 off near |x| = 2 and fails. Inputs in [-12, 12], then huge ones:
+// x³ overflows to ±inf and the result is x (or -0), on both sides.
+TEST_F(CudaOps, GeluTanhMatchesCpuAlignedUnalignedInPlaceAndLargeValues) {
+  const float specials[] = {3e38f, -3e38f, 1e30f, -1e30f, 1e13f, -1e13f, 1e4f,   -1e4f,
+                            100.0f, -100.0f, -8.5f, -5.25f, 7e-39f, -1e-20f, 2.5f, -2.5f};
+  for (int64_t n : {1, 4096, 4097})
+    for (int64_t offset : {0, 1}) {  // offset 1: pointers not 16-byte aligned (scalar path)
+      auto x = random_floats(static_cast<size_t>(n + 1), 26, -12.0f, 12.0f);
+      if (n > 16) std::copy(std::begin(specials), std::end(specials), x.begin() + 1);
+      std::vector<float> ref(x.size());
+      cpu::gelu_tanh(x.data(), ref.data(), n + 1);
+      DeviceBuffer d_x(x), d_out(x.size() * sizeof(float));
+      cuda::gelu_tanh(d_x.as<float>() + offset, d_out.as<float>() + offset, n, stream_);
+      cuda::gelu_tanh(d_x.as<float>() + offset, d_x.as<float>() + offset, n, stream_);
+      sync();
+      const auto out = d_out.to_host<float>(), in_place = d_x.to_host<float>();
+      for (int64_t i = offset; i < n + offset; ++i) {
+        const double tol = 1e-6 * std::fabs(ref[i]) + 2.4e-7 * std::fabs(x[i]);
+        ASSERT_NEAR(out[i], ref[i], tol) << "n " << n << " i " << i << " x " << x[i];
+        ASSERT_EQ(in_place[i], out[i]) << "in place, n " << n << " i " << i;
+      }
+    }
+}
+
+// The Context wrappers pass their arguments through in order (weight before bias) and run on
+// the Context's stream: the same bits as the launchers called directly.
+TEST_F(CudaOps, BackendLayerNormAndGeluTanhEqualTheLaunchers) {
+  auto ctx = kvinfer::cuda_backend::create_context();
+  const int64_t n = 5, dim = 768;
+  const auto x = random_floats(static_cast<size_t>(n * dim), 27, -3.0f, 3.0f);
+  const auto w = random_floats(static_cast<size_t>(dim), 28, 0.5f, 1.5f);
+  const auto b = random_floats(static_cast<size_t>(dim), 29, -0.5f, 0.5f);
+  DeviceBuffer d_x(x), d_w(w), d_b(b), d_y(x.size() * sizeof(float)), d_g(x.size() * sizeof(float));
+  const kvinfer::Vector weight{.data = d_w.as<float>(), .n = dim}, bias{.data = d_b.as<float>(), .n = dim};
+  kvinfer::cuda_backend::layer_norm(*ctx, d_x.as<float>(), weight, bias, n, dim, 1e-5f, d_y.as<float>());
+  kvinfer::cuda_backend::gelu_tanh(*ctx, d_x.as<float>(), d_g.as<float>(), n * dim);
+  std::vector<float> y(x.size()), g(x.size());
+  kvinfer::cuda_backend::to_host(*ctx, d_y.as<float>(), y.data(), n * dim);
+  kvinfer::cuda_backend::to_host(*ctx, d_g.as<float>(), g.data(), n * dim);
+  DeviceBuffer d_y2(x.size() * sizeof(float)), d_g2(x.size() * sizeof(float));
+  cuda::layer_norm(d_x.as<float>(), d_w.as<float>(), d_b.as<float>(), n, dim, 1e-5f, d_y2.as<float>(), stream_);
+  cuda::gelu_tanh(d_x.as<float>(), d_g2.as<float>(), n * dim, stream_);
+  sync();
+  EXPECT_EQ(y, d_y2.to_host<float>());
+  EXPECT_EQ(g, d_g2.to_host<float>());
 }
 
 TEST_F(CudaOps, AddAndAddBiasAreExact) {
@@ -464,6 +545,34 @@ TEST(CudaOpsArguments, LaunchersRejectBadArgumentsWithClearErrors) {
   auto fake_handle = reinterpret_cast<cublasHandle_t>(uintptr_t{256});
   EXPECT_THAT(message([&] { cuda::gemm(fake_handle, DType::BF16, p, 8, 8, p, 1, p, nullptr, nullptr); }),
               HasSubstr("x_lowp is a null pointer"));
+}
+
+TEST(CudaOpsArguments, LayerNormAndGeluTanhRejectBadArgumentsWithClearErrors) {
+  using ::testing::HasSubstr;
+  auto* p = reinterpret_cast<float*>(uintptr_t{256});  // never dereferenced: checks come first
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const kvinfer::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(message([&] { cuda::layer_norm(p, p, nullptr, 2, 8, 1e-5f, p, nullptr); }),
+              HasSubstr("cuda::layer_norm: bias is a null pointer"));
+  EXPECT_THAT(message([&] { cuda::layer_norm(p, nullptr, p, 2, 8, 1e-5f, p, nullptr); }),
+              HasSubstr("weight is a null pointer"));
+  EXPECT_THAT(message([&] { cuda::layer_norm(p, p, p, 2, 0, 1e-5f, p, nullptr); }),
+              HasSubstr("dim must be positive, got 0"));
+  EXPECT_THAT(message([&] { cuda::layer_norm(p, p, p, 0, 8, 1e-5f, p, nullptr); }),
+              HasSubstr("n must be positive, got 0"));
+  EXPECT_THAT(message([&] { cuda::layer_norm(p, p, p, 1, 8, -1.0f, p, nullptr); }), HasSubstr("eps must be >= 0"));
+  EXPECT_THAT(message([&] { cuda::layer_norm(p, p, p, int64_t{1} << 31, 8, 1e-5f, p, nullptr); }),
+              HasSubstr("exceeds the grid"));
+  EXPECT_THAT(message([&] { cuda::gelu_tanh(nullptr, p, 4, nullptr); }),
+              HasSubstr("cuda::gelu_tanh: x is a null pointer"));
+  EXPECT_THAT(message([&] { cuda::gelu_tanh(p, nullptr, 4, nullptr); }), HasSubstr("out is a null pointer"));
+  EXPECT_THAT(message([&] { cuda::gelu_tanh(p, p, -3, nullptr); }), HasSubstr("n must be positive, got -3"));
 }
 
 }  // namespace

@@ -51,6 +51,8 @@ const GgufFixture kGgufFixtures[] = {
     {"llama3_rope.q8_0.gguf", "llama3_rope", DType::Q8_0, true},
     {"llama_rope_linear.f16.gguf", "llama_rope_linear", DType::F16, true},
     {"llama_f16.f16.gguf", "llama_f16", DType::F16, false},
+    {"gpt2_tiny.f32.gguf", "gpt2_tiny", DType::F32, false},
+    {"gpt2_tiny.q8_0.gguf", "gpt2_tiny", DType::Q8_0, true},
 };
 
 // reference.safetensors of tools/make_fixtures.py, from any path.
@@ -92,7 +94,7 @@ void expect_config_of_hf_fixture(const ModelConfig& g, const ModelConfig& h) {
   EXPECT_EQ(g.num_heads, h.num_heads);
   EXPECT_EQ(g.num_kv_heads, h.num_kv_heads);
   EXPECT_EQ(g.head_dim, h.head_dim);
-  EXPECT_EQ(g.rms_norm_eps, static_cast<double>(static_cast<float>(h.rms_norm_eps)));
+  EXPECT_EQ(g.norm_eps, static_cast<double>(static_cast<float>(h.norm_eps)));
   EXPECT_EQ(g.rope_theta, static_cast<double>(static_cast<float>(h.rope_theta)));
   if (h.rope_scaling.type == RopeScaling::Type::Llama3) {
     EXPECT_EQ(g.rope_scaling.type, RopeScaling::Type::None);
@@ -104,7 +106,8 @@ void expect_config_of_hf_fixture(const ModelConfig& g, const ModelConfig& h) {
   EXPECT_EQ(g.rope_layout, g.arch == Architecture::Llama ? RopeLayout::Interleaved : RopeLayout::HalfSplit);
   EXPECT_EQ(g.max_position_embeddings, h.max_position_embeddings);
   EXPECT_EQ(g.sliding_window, h.sliding_window);
-  EXPECT_EQ(g.tie_word_embeddings, h.tie_word_embeddings);
+  // llama.cpp's GPT-2 converter writes output.weight, a copy of token_embd.
+  EXPECT_EQ(g.tie_word_embeddings, h.tie_word_embeddings && !h.is_gpt2());
   EXPECT_EQ(g.attention_bias, h.attention_bias);
   EXPECT_EQ(g.attention_out_bias, h.attention_out_bias);
   EXPECT_EQ(g.mlp_bias, h.mlp_bias);
@@ -152,9 +155,20 @@ TEST_P(GgufModel, LoadsInPlaceWithTheHfFixturesConfig) {
   const ModelWeights& w = model_->weights();
   expect_in_place(w.embed, "token_embd.weight");
   expect_in_place(w.lm_head.weight, model_->config().tie_word_embeddings ? "token_embd.weight" : "output.weight");
+  if (model_->config().is_gpt2()) expect_in_place(w.pos_embed, "position_embd.weight");
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const LayerWeights& L = w.layers[l];
     const std::string p = fmt::format("blk.{}.", l);
+    if (model_->config().is_gpt2()) {  // q, k, v: the three row blocks of the fused attn_qkv
+      const GgufTensorInfo& qkv = mapped.tensor(p + "attn_qkv.weight");
+      EXPECT_EQ(L.q.weight.data, qkv.data);
+      EXPECT_EQ(L.k.weight.data, qkv.data + L.q.weight.bytes());
+      EXPECT_EQ(L.v.weight.data, qkv.data + 2 * L.q.weight.bytes());
+      EXPECT_EQ(3 * L.q.weight.bytes(), qkv.bytes);
+      for (auto [m, name] : {std::pair{&L.o, "attn_output"}, {&L.up, "ffn_up"}, {&L.down, "ffn_down"}})
+        expect_in_place(m->weight, p + name + ".weight");
+      continue;
+    }
     for (auto [m, name] : {std::pair{&L.q, "attn_q"}, {&L.k, "attn_k"}, {&L.v, "attn_v"}, {&L.o, "attn_output"},
                            {&L.gate, "ffn_gate"}, {&L.up, "ffn_up"}, {&L.down, "ffn_down"}})
       expect_in_place(m->weight, p + name + ".weight");
@@ -475,8 +489,8 @@ TEST(GgufModelErrors, TensorTheModelDoesNotUse) {
 TEST(GgufModelErrors, UnsupportedArchitecture) {
   test::TempDir tmp;
   TinyGguf g;
-  g.set_string("general.architecture", "gpt2");
-  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("general.architecture"), HasSubstr("'gpt2'")));
+  g.set_string("general.architecture", "falcon");
+  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("general.architecture"), HasSubstr("'falcon'")));
 }
 
 TEST(GgufModelErrors, BadRopeScaling) {

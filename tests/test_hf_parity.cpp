@@ -105,7 +105,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity, ::testing::ValuesIn(test::kFixtures
 // on this fixture, rounded up: 0.12 for bf16, and 0.015 for f16 (u = 2^-11; HF's distance 0.0066).
 TEST(HfParityNative, HalfPrecisionWithinRoundingOfNativeHf) {
   for (auto [name, tolerance, dtype] : {std::tuple{"llama_bf16", 0.12f, DType::BF16},
-                                        std::tuple{"llama_f16", 0.015f, DType::F16}}) {
+                                        std::tuple{"llama_f16", 0.015f, DType::F16},
+                                        std::tuple{"gpt2_untied_f16", 0.015f, DType::F16}}) {
     SCOPED_TRACE(name);
     auto model = Model::load(test::model_dir(name));
     EXPECT_EQ(model->weight_dtype(), dtype);

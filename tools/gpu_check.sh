@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check, for a machine with an NVIDIA GPU (made for the lent H200, sm_90): builds the
-# CUDA targets for sm_90, runs the CUDA tests, then the GPU benchmarks, and prints a short table.
+# CUDA targets for sm_90, runs the CUDA tests, then the GPU benchmarks (decode attention, end to
+# end, every op), and prints their tables.
 # Meant to finish in under 5 minutes on an H200. Output is also kept under ${OUT:-build-gpu}/.
 #
 #   tools/gpu_check.sh            build + tests + benchmarks
@@ -46,5 +47,13 @@ fi
 echo "== end to end: TinyLlama-1.1B shape, bf16"
 "$BUILD/bench/kvinfer-bench-cuda-decode" | tee "$LOGS/bench_decode.md"
 
-echo "== total $((SECONDS)) s; CUDA tests exit code $tests_rc"
+echo "== every CUDA op of the forward pass (Google Benchmark, ~1B-model shapes)"
+set +e
+"$BUILD/bench/kvinfer-bench-cuda-ops" --benchmark_min_time=0.05 --benchmark_out="$LOGS/bench_cuda_ops.json" \
+  --benchmark_out_format=json | tee "$LOGS/bench_cuda_ops.txt"
+ops_rc=$?
+set -e
+
+echo "== total $((SECONDS)) s; CUDA tests exit code $tests_rc; op benchmarks exit code $ops_rc"
+[[ $ops_rc -eq 0 ]] || exit "$ops_rc"
 exit "$tests_rc"

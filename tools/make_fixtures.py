@@ -38,6 +38,8 @@ import transformers
 import safetensors
 from safetensors.torch import save_file
 from transformers import (
+    GPT2Config,
+    GPT2LMHeadModel,
     LlamaConfig,
     LlamaForCausalLM,
     MistralConfig,
@@ -142,6 +144,20 @@ FIXTURES = [
           tie_word_embeddings=False, rope_parameters=rope(10000.0),
           bos_token_id=1, eos_token_id=2),
      6, 13000, {"max_shard_size": "100KB"}),
+    # GPT-2: GPT2Config's own keys (n_embd, n_layer, ...), not COMMON's. Learned positions,
+    # LayerNorm with bias, gelu_new, Conv1D weights, fused c_attn, tied LM head.
+    ("gpt2_tiny", GPT2LMHeadModel, GPT2Config,
+     dict(vocab_size=128, n_embd=64, n_layer=2, n_head=4, n_positions=128, n_inner=None,
+          activation_function="gelu_new", layer_norm_epsilon=1e-5, initializer_range=0.15,
+          resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=1, eos_token_id=2),
+     9, 14000, {"no_common": True, "legacy_copy": "gpt2_legacy_names"}),
+    # Untied LM head, explicit n_inner, gelu_pytorch_tanh, eps 1e-6, stored in f16.
+    ("gpt2_untied_f16", GPT2LMHeadModel, GPT2Config,
+     dict(vocab_size=128, n_embd=48, n_layer=3, n_head=3, n_positions=64, n_inner=96,
+          activation_function="gelu_pytorch_tanh", layer_norm_epsilon=1e-6, initializer_range=0.15,
+          tie_word_embeddings=False, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+          bos_token_id=1, eos_token_id=2),
+     11, 15000, {"no_common": True, "save_dtype": torch.float16}),
 ]
 
 
@@ -168,7 +184,7 @@ def randomize_extra(model):
         for name, p in model.named_parameters():
             if name.endswith(".bias"):
                 p.normal_(0.0, BIAS_STD)
-            elif "norm" in name and name.endswith(".weight"):
+            elif ("norm" in name or ".ln_" in name or name.startswith("ln_")) and name.endswith(".weight"):
                 p.copy_(1.0 + NORM_STD * torch.randn_like(p))
 
 
@@ -216,7 +232,7 @@ def build_one(name, model_cls, config_cls, cfg_kwargs, T, base_seed, opts, out_r
         os.makedirs(out_dir)
 
         # --- build + save -------------------------------------------------------------
-        cfg = dict(COMMON)
+        cfg = {} if opts.get("no_common") else dict(COMMON)
         cfg.update(cfg_kwargs)
         config = config_cls(**cfg, attn_implementation="eager")
         torch.manual_seed(seed)
@@ -301,8 +317,39 @@ def build_one(name, model_cls, config_cls, cfg_kwargs, T, base_seed, opts, out_r
             info["llama3_bands"] = check_llama3_bands(json.load(open(os.path.join(out_dir, "config.json"))))
 
         save_file(ref, os.path.join(out_dir, "reference.safetensors"))
+        if "legacy_copy" in opts:
+            write_legacy_gpt2(out_dir, os.path.join(out_root, opts["legacy_copy"]), cfg["n_positions"])
         return info
     raise RuntimeError(f"{name}: no seed with margin >= {MIN_MARGIN} in {MAX_SEED_TRIES} tries")
+
+
+def write_legacy_gpt2(src_dir, dst_dir, n_positions):
+    """The same GPT-2 model as OpenAI's original checkpoints name it: no "transformer." prefix,
+    and each layer's causal-mask buffer "h.N.attn.bias" (1, 1, n_positions, n_positions) stored
+    alongside the weights. Same config, same reference."""
+    from safetensors.torch import load_file
+    if os.path.isdir(dst_dir):
+        shutil.rmtree(dst_dir)
+    os.makedirs(dst_dir)
+    tensors = load_file(os.path.join(src_dir, "model.safetensors"))
+    out = {}
+    for k, v in tensors.items():
+        assert k.startswith("transformer."), k
+        out[k[len("transformer."):]] = v
+    n_layer = json.load(open(os.path.join(src_dir, "config.json")))["n_layer"]
+    mask = torch.tril(torch.ones(n_positions, n_positions, dtype=torch.uint8)).view(1, 1, n_positions, n_positions)
+    for i in range(n_layer):
+        out[f"h.{i}.attn.bias"] = mask.clone()
+    save_file(out, os.path.join(dst_dir, "model.safetensors"), metadata={"format": "pt"})
+    for f in ("config.json", "reference.safetensors"):
+        shutil.copy(os.path.join(src_dir, f), os.path.join(dst_dir, f))
+    # transformers must read the renamed file as the same model
+    a = GPT2LMHeadModel.from_pretrained(src_dir, attn_implementation="eager").eval()
+    b = GPT2LMHeadModel.from_pretrained(dst_dir, attn_implementation="eager").eval()
+    ids = torch.arange(0, 9)[None, :]
+    with torch.no_grad():
+        assert torch.equal(a(input_ids=ids).logits, b(input_ids=ids).logits)
+    print(f"    legacy-named copy: {dst_dir} ({len(out)} tensors, {n_layer} mask buffers)")
 
 
 def main():

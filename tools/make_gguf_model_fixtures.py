@@ -74,12 +74,17 @@ FIXTURES = [
     ("llama_rope_linear", ["f16"]),  # Q8_0's greedy margin is 3.8e-4 < MIN_MARGIN
     ("llama_f16", ["f16"]),
     ("chatml_tiny", ["f32"]),
+    ("gpt2_tiny", ["f32", "q8_0"]),
 ]
 
 FILE_TYPES = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
               "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}
 ARCHS = {"LlamaForCausalLM": ("llama", gguf.MODEL_ARCH.LLAMA),
-         "Qwen2ForCausalLM": ("qwen2", gguf.MODEL_ARCH.QWEN2)}
+         "Qwen2ForCausalLM": ("qwen2", gguf.MODEL_ARCH.QWEN2),
+         "GPT2LMHeadModel": ("gpt2", gguf.MODEL_ARCH.GPT2)}
+# GPT2Model in convert_hf_to_gguf.py: Conv1D weights transposed to (out, in); the causal-mask
+# buffers dropped; output.weight written as a copy of token_embd (GPT-2 ties them).
+GPT2_CONV1D = (".c_attn.weight", ".c_proj.weight", ".c_fc.weight")
 
 
 def permute(w, n_head):
@@ -155,10 +160,42 @@ def gguf_tensor(data, qtype, n_dims):
     return gguf.quants.quantize(x, Q.Q8_0), Q.Q8_0
 
 
+def convert_gpt2(w, cfg, state, qtype, tmap):
+    """llama.cpp's GPT2Model: metadata and tensors."""
+    w.add_context_length(cfg["n_positions"])
+    w.add_embedding_length(cfg["n_embd"])
+    w.add_block_count(cfg["n_layer"])
+    w.add_feed_forward_length(cfg["n_inner"] or 4 * cfg["n_embd"])
+    w.add_head_count(cfg["n_head"])
+    w.add_layer_norm_eps(cfg["layer_norm_epsilon"])
+    w.add_vocab_size(cfg["vocab_size"])
+    w.add_file_type(FILE_TYPES[qtype])
+    for hf_name in sorted(state):
+        data = state[hf_name]
+        if hf_name.endswith(GPT2_CONV1D):
+            data = data.t().contiguous()
+        new = tmap.get_name(hf_name, try_suffixes=(".weight", ".bias"))
+        array, raw = gguf_tensor(data, qtype, data.dim())
+        w.add_tensor(new, array, raw_dtype=raw)
+        if new == "token_embd.weight":
+            w.add_tensor("output.weight", array, raw_dtype=raw)
+
+
 def convert(name, qtype, out_path):
     model_dir = MODELS / name
     cfg = json.load(open(model_dir / "config.json"))
     arch_name, arch = ARCHS[cfg["architectures"][0]]
+    if arch_name == "gpt2":
+        w = gguf.GGUFWriter(str(out_path), arch_name)
+        w.add_name(f"kvinfer fixture {name}")
+        state = load_file(model_dir / "model.safetensors")
+        gguf.SpecialVocab(model_dir, load_merges=False, n_vocab=cfg["vocab_size"]).add_to_gguf(w)
+        convert_gpt2(w, cfg, state, qtype, gguf.get_tensor_name_map(arch, cfg["n_layer"]))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        return cfg, arch_name, arch, state
     n_layers, n_head = cfg["num_hidden_layers"], cfg["num_attention_heads"]
     n_kv = cfg.get("num_key_value_heads", n_head)
     rp = cfg["rope_parameters"]
@@ -209,7 +246,8 @@ def convert(name, qtype, out_path):
 
 def read_back(path, cfg, arch_name, arch, hf_names):
     """The GGUF file's tensors dequantised to f32, un-permuted, under their HF names."""
-    n_layers, n_head = cfg["num_hidden_layers"], cfg["num_attention_heads"]
+    n_layers = cfg.get("num_hidden_layers") or cfg["n_layer"]
+    n_head = cfg.get("num_attention_heads") or cfg["n_head"]
     n_kv = cfg.get("num_key_value_heads", n_head)
     tmap = gguf.get_tensor_name_map(arch, n_layers)
     to_hf = {tmap.get_name(n, try_suffixes=(".weight", ".bias")): n for n in hf_names}
@@ -220,9 +258,11 @@ def read_back(path, cfg, arch_name, arch, hf_names):
         x = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
         x = x.reshape([int(d) for d in reversed(t.shape)])
         types.add(t.tensor_type.name)
-        if t.name == "rope_freqs.weight":
+        if t.name == "rope_freqs.weight" or (arch_name == "gpt2" and t.name == "output.weight"):
             continue
         hf_name = to_hf[t.name]
+        if arch_name == "gpt2" and hf_name.endswith(GPT2_CONV1D):
+            x = x.T
         if arch_name == "llama" and ".self_attn.q_proj." in hf_name:
             x = unpermute(x, n_head)
         if arch_name == "llama" and ".self_attn.k_proj." in hf_name:
@@ -240,7 +280,8 @@ def hf_reference(name, weights):
     assert not unexpected and all(k == "lm_head.weight" for k in missing), (missing, unexpected)
     if config.tie_word_embeddings:
         model.tie_weights()
-        assert torch.equal(model.lm_head.weight, weights["model.embed_tokens.weight"])
+        embed = "transformer.wte.weight" if "transformer.wte.weight" in weights else "model.embed_tokens.weight"
+        assert torch.equal(model.lm_head.weight, weights[embed])
     with safe_open(model_dir / "reference.safetensors", "pt") as f:
         prompt = f.get_tensor("prompt_ids").long()
     prompt_logits, greedy_ids, greedy_logits = greedy_with_cache(model, prompt)

@@ -10,7 +10,9 @@
 
 namespace kvinfer {
 
-enum class Architecture { Llama, Mistral, Qwen2 };
+// Llama, Mistral and Qwen2: RMSNorm, rotary positions, SwiGLU MLP. GPT2: learned absolute
+// positions, LayerNorm (weight and bias), a GELU (tanh) MLP, biases everywhere, tied LM head.
+enum class Architecture { Llama, Mistral, Qwen2, GPT2 };
 std::string_view architecture_name(Architecture a);
 
 // How rotary frequencies are adjusted for long contexts (HF `rope_scaling`).
@@ -39,11 +41,11 @@ struct ModelConfig {
   int64_t num_heads = 0;
   int64_t num_kv_heads = 0;  // == num_heads: MHA; 1: MQA; in between: GQA
   int64_t head_dim = 0;      // explicit in config.json or hidden_size / num_heads
-  double rms_norm_eps = 1e-6;
+  double norm_eps = 1e-6;  // rms_norm_eps (Llama family), layer_norm_epsilon (GPT-2)
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   RopeLayout rope_layout = RopeLayout::HalfSplit;
-  int64_t max_position_embeddings = 2048;
+  int64_t max_position_embeddings = 2048;  // GPT-2: n_positions, the rows of the position table
   std::optional<int64_t> sliding_window;  // Mistral: attend to the last N positions only
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v (and o for Llama) projections carry biases
@@ -54,6 +56,8 @@ struct ModelConfig {
 
   // Query heads sharing one KV head (num_heads / num_kv_heads).
   int64_t group_size() const { return num_heads / num_kv_heads; }
+  // The block structure: LayerNorm + GELU MLP (GPT-2) or RMSNorm + SwiGLU (the Llama family).
+  bool is_gpt2() const { return arch == Architecture::GPT2; }
 };
 
 // Parses HF config.json text. `source` names the file in error messages.

@@ -12,4 +12,5 @@
 #include "kvinfer/model.h"
 #include "kvinfer/sampler.h"
 #include "kvinfer/session.h"
+#include "kvinfer/synthetic.h"
 #include "kvinfer/tokenizer.h"

@@ -40,6 +40,9 @@ class Model {
   DType weight_dtype() const { return weight_dtype_; }
   // Bytes of all weights as stored (what one forward pass reads, embeddings aside).
   uint64_t weight_bytes() const { return weight_bytes_; }
+  // Bytes of weights one decode step reads: every projection with its bias, the norms, and the
+  // LM head whole (the token embedding when tied); of the embedding tables only one row each.
+  uint64_t step_weight_bytes() const { return step_weight_bytes_; }
   const ModelWeights& weights() const { return *weights_; }
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
   // Throws kvinfer::Error when the model was loaded without one.
@@ -61,6 +64,7 @@ class Model {
   std::filesystem::path source_;
   DType weight_dtype_;
   uint64_t weight_bytes_;
+  uint64_t step_weight_bytes_;
 };
 
 }  // namespace kvinfer

@@ -26,23 +26,37 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
   // Scores in the base-2 domain (kernels/core/online_softmax.h, shared with the CUDA kernels):
   // exp(q·k / sqrt(hd) - max) = exp2(s - max) with s = q·k · scale.
   const float scale = core::kLog2e / std::sqrt(static_cast<float>(hd));
-  std::vector<float> scores(static_cast<size_t>(start + n));  // (positions)
-  std::vector<float> row(static_cast<size_t>(hd));             // (head_dim) one widened K or V row
-  for (int64_t t = 0; t < n; ++t) {
-    const int64_t pos = start + t;
-    const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
-    for (int64_t h = 0; h < heads; ++h) {
-      const int64_t g = h / group;
+  const bool f32 = kv.dtype() == DType::F32;
+  // Every (row, head) pair is computed on its own, in the same order whatever n or the thread
+  // count is; threads split the pairs. Small calls stay on one thread (a team costs more).
+  const int64_t pairs = n * heads;
+  const bool parallel = static_cast<double>(pairs) * static_cast<double>(start + n) * static_cast<double>(hd) >=
+                        static_cast<double>(1 << 16);
+#pragma omp parallel if (parallel)
+  {
+    std::vector<float> scores(static_cast<size_t>(start + n));  // (positions)
+    std::vector<float> row(f32 ? 0 : static_cast<size_t>(hd));  // (head_dim) one widened K or V row
+    // Row j of K or V for KV head g, as f32: in place for an f32 cache, widened otherwise.
+    auto kv_row = [&](const std::byte* base, int64_t j) {
+      const std::byte* src = base + static_cast<size_t>(j) * row_bytes;
+      if (f32) return reinterpret_cast<const float*>(src);
+      to_f32(kv.dtype(), src, row.data(), hd);
+      return static_cast<const float*>(row.data());
+    };
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < pairs; ++i) {
+      const int64_t t = i / heads, h = i % heads, g = h / group;
+      const int64_t pos = start + t;
+      const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
       const float* qh = q + (t * heads + h) * hd;
       float* oh = out + (t * heads + h) * hd;
       // One block of all positions, in position order: scores and their max, the weights and
       // their sum, then the weighted sum of V rows. Nothing depends on n.
       float block_max = -INFINITY;
       for (int64_t j = first; j <= pos; ++j) {
-        to_f32(kv.dtype(), kv.k(layer, g) + static_cast<size_t>(j) * row_bytes, row.data(), hd);
-        float s = dot(qh, row.data(), hd) * scale;
-        scores[static_cast<size_t>(j)] = s;
-        block_max = std::max(block_max, s);
+        float sc = dot(qh, kv_row(kv.k(layer, g), j), hd) * scale;
+        scores[static_cast<size_t>(j)] = sc;
+        block_max = std::max(block_max, sc);
       }
       core::OnlineSoftmax softmax;
       softmax.rescale(block_max);
@@ -57,8 +71,8 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
       std::fill(oh, oh + hd, 0.0f);
       for (int64_t j = first; j <= pos; ++j) {
         const float p = scores[static_cast<size_t>(j)] * inv_sum;
-        to_f32(kv.dtype(), kv.v(layer, g) + static_cast<size_t>(j) * row_bytes, row.data(), hd);
-        for (int64_t d = 0; d < hd; ++d) oh[d] += p * row[static_cast<size_t>(d)];
+        const float* vr = kv_row(kv.v(layer, g), j);
+        for (int64_t d = 0; d < hd; ++d) oh[d] += p * vr[d];
       }
     }
   }

@@ -15,6 +15,8 @@ namespace kvinfer::cpu {
 
 // Dot product of two f32 vectors in a fixed order (8 interleaved partial sums, fixed reduction).
 float dot(const float* a, const float* b, int64_t n);
+// Sum of n f32 values in dot's order (8 interleaved partial sums, fixed reduction).
+float sum(const float* a, int64_t n);
 // Widens n elements of dtype `t` to f32.
 void to_f32(DType t, const std::byte* src, float* dst, int64_t n);
 // Narrows n f32 values to dtype `t` (round to nearest even).
@@ -24,12 +26,18 @@ void from_f32(DType t, const float* src, std::byte* dst, int64_t n);
 void linear(const Linear& layer, const float* x, int64_t n, float* y);
 // y (n, dim) = x / sqrt(mean(x²) + eps) · weight, per row, as HF's LlamaRMSNorm in f32.
 void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* y);
+// y (n, dim) = (x - mean) / sqrt(var + eps) · weight + bias, per row, as torch.nn.LayerNorm in
+// f32 (biased variance, two passes: mean, then the mean of squared deviations).
+void layer_norm(const float* x, const float* weight, const float* bias, int64_t n, int64_t dim, float eps, float* y);
 // x (n, heads, head_dim) rotated in place, row t at position start + t; pair i (frequency
 // inv_freq[i]) is (i, i + head_dim/2) in the half-split layout, (2i, 2i + 1) in the interleaved one.
 void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const float* inv_freq,
           RopeLayout layout = RopeLayout::HalfSplit);
 // out (n) = silu(gate) · up
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+// out (n) = GELU with the tanh approximation (HF gelu_new):
+//   0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³)))   (out may alias x)
+void gelu_tanh(const float* x, float* out, int64_t n);
 // x (n) += y
 void add(float* x, const float* y, int64_t n);
 // out (n, hidden) = embed[ids]

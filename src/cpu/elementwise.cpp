@@ -15,6 +15,17 @@ void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float
   }
 }
 
+void layer_norm(const float* x, const float* weight, const float* bias, int64_t n, int64_t dim, float eps, float* y) {
+  for (int64_t t = 0; t < n; ++t) {
+    const float* xr = x + t * dim;
+    float* yr = y + t * dim;
+    const float mean = sum(xr, dim) / static_cast<float>(dim);
+    for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] - mean;  // deviations first (in place is fine)
+    const float inv = 1.0f / std::sqrt(dot(yr, yr, dim) / static_cast<float>(dim) + eps);
+    for (int64_t i = 0; i < dim; ++i) yr[i] = yr[i] * inv * weight[i] + bias[i];
+  }
+}
+
 void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const float* inv_freq,
           RopeLayout layout) {
   const int64_t half = head_dim / 2;
@@ -38,6 +49,14 @@ void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, c
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void gelu_tanh(const float* x, float* out, int64_t n) {
+  const float k = 0.7978845608028654f;  // sqrt(2/π)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    out[i] = 0.5f * v * (1.0f + std::tanh(k * (v + 0.044715f * v * v * v)));
+  }
 }
 
 void add(float* x, const float* y, int64_t n) {

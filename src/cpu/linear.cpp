@@ -20,6 +20,15 @@ float dot(const float* a, const float* b, int64_t n) {
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
+float sum(const float* a, int64_t n) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += a[i + l];
+  for (int l = 0; i < n; ++i, ++l) acc[l] += a[i];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
 void linear(const Linear& layer, const float* x, int64_t n, float* y) {
   const Matrix& w = layer.weight;
   const int64_t in = w.cols, out = w.rows;

@@ -103,6 +103,11 @@ void rms_norm(Context& c, const float* x, const Vector& weight, int64_t n, int64
   cuda::rms_norm(x, weight.data, n, dim, eps, y, c.stream);
 }
 
+void layer_norm(Context& c, const float* x, const Vector& weight, const Vector& bias, int64_t n, int64_t dim,
+                float eps, float* y) {
+  cuda::layer_norm(x, weight.data, bias.data, n, dim, eps, y, c.stream);
+}
+
 void linear(Context& c, const Linear& layer, const float* x, int64_t n, float* y) {
   const Matrix& w = layer.weight;
   // Quantised weights: this one matrix is dequantised into f16 scratch (bit-exact values,
@@ -131,6 +136,8 @@ void rope(Context& c, float* x, int64_t n, int64_t heads, int64_t head_dim, int6
 void silu_mul(Context& c, const float* gate, const float* up, float* out, int64_t n) {
   cuda::silu_mul(gate, up, out, n, c.stream);
 }
+
+void gelu_tanh(Context& c, const float* x, float* out, int64_t n) { cuda::gelu_tanh(x, out, n, c.stream); }
 
 void add(Context& c, float* x, const float* y, int64_t n) { cuda::add(x, y, n, c.stream); }
 
@@ -162,6 +169,8 @@ void attention(Context& c, const KvCache& kv, int64_t layer, const float* q, int
     cuda::attention_prefill(p, c.stream);
   }
 }
+
+CUstream_st* stream(Context& c) { return c.stream; }
 
 void to_host(Context& c, const float* device, float* host, int64_t n) {
   CUDA_CHECK(cudaMemcpyAsync(host, device, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost, c.stream));

@@ -10,6 +10,8 @@
 #include "kvinfer/kv_cache.h"
 #include "models/weights.h"
 
+struct CUstream_st;  // cudaStream_t is CUstream_st*; declared here without the CUDA headers
+
 namespace kvinfer::cuda_backend {
 
 // One session's stream, cuBLAS handle and device scratch (token ids, narrowed GEMM inputs,
@@ -23,14 +25,19 @@ std::unique_ptr<ModelWeights> upload(const ModelWeights& host, const std::functi
 
 void embed(Context& c, const Matrix& table, std::span<const int32_t> ids, float* out);
 void rms_norm(Context& c, const float* x, const Vector& weight, int64_t n, int64_t dim, float eps, float* y);
+void layer_norm(Context& c, const float* x, const Vector& weight, const Vector& bias, int64_t n, int64_t dim,
+                float eps, float* y);
 void linear(Context& c, const Linear& layer, const float* x, int64_t n, float* y);
 void rope(Context& c, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq,
           RopeLayout layout);
 void silu_mul(Context& c, const float* gate, const float* up, float* out, int64_t n);
+void gelu_tanh(Context& c, const float* x, float* out, int64_t n);
 void add(Context& c, float* x, const float* y, int64_t n);
 void store_kv(Context& c, KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v);
 void attention(Context& c, const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start, int64_t heads,
                int64_t window, float* out);
+// The session's stream (a cudaStream_t): the benchmarks time its ops with events on it.
+CUstream_st* stream(Context& c);
 // Waits for the stream and copies n floats of device memory to the host.
 void to_host(Context& c, const float* device, float* host, int64_t n);
 

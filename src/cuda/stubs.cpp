@@ -22,14 +22,19 @@ void copy_to_device(void*, const void*, size_t) { unavailable(); }
 void copy_to_host(void*, const void*, size_t) { unavailable(); }
 void embed(Context&, const Matrix&, std::span<const int32_t>, float*) { unavailable(); }
 void rms_norm(Context&, const float*, const Vector&, int64_t, int64_t, float, float*) { unavailable(); }
+void layer_norm(Context&, const float*, const Vector&, const Vector&, int64_t, int64_t, float, float*) {
+  unavailable();
+}
 void linear(Context&, const Linear&, const float*, int64_t, float*) { unavailable(); }
 void rope(Context&, float*, int64_t, int64_t, int64_t, int64_t, const Vector&, RopeLayout) { unavailable(); }
 void silu_mul(Context&, const float*, const float*, float*, int64_t) { unavailable(); }
+void gelu_tanh(Context&, const float*, float*, int64_t) { unavailable(); }
 void add(Context&, float*, const float*, int64_t) { unavailable(); }
 void store_kv(Context&, KvCache&, int64_t, int64_t, int64_t, const float*, const float*) { unavailable(); }
 void attention(Context&, const KvCache&, int64_t, const float*, int64_t, int64_t, int64_t, int64_t, float*) {
   unavailable();
 }
+CUstream_st* stream(Context&) { unavailable(); }
 void to_host(Context&, const float*, float*, int64_t) { unavailable(); }
 
 }  // namespace kvinfer::cuda_backend

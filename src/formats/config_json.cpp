@@ -19,6 +19,7 @@ std::string_view architecture_name(Architecture a) {
     case Architecture::Llama: return "LlamaForCausalLM";
     case Architecture::Mistral: return "MistralForCausalLM";
     case Architecture::Qwen2: return "Qwen2ForCausalLM";
+    case Architecture::GPT2: return "GPT2LMHeadModel";
   }
   return "?";
 }
@@ -62,6 +63,7 @@ class Reader {
     return v.get<int32_t>();
   }
   const json& operator[](const std::string& key) const { return j_[key]; }
+  const std::string& source() const { return source_; }
 
  private:
   int64_t positive_int_value(const std::string& key, const json& v) const {
@@ -78,11 +80,11 @@ Architecture parse_architecture(const Reader& r) {
     throw r.error("architectures", "is missing (expected e.g. [\"LlamaForCausalLM\"])");
   const json& a = r["architectures"][0];
   std::string name = a.is_string() ? a.get<std::string>() : a.dump();
-  for (Architecture arch : {Architecture::Llama, Architecture::Mistral, Architecture::Qwen2})
+  for (Architecture arch : {Architecture::Llama, Architecture::Mistral, Architecture::Qwen2, Architecture::GPT2})
     if (name == architecture_name(arch)) return arch;
   throw r.error("architectures",
                 fmt::format("names unsupported architecture '{}' (supported: LlamaForCausalLM, "
-                            "MistralForCausalLM, Qwen2ForCausalLM)",
+                            "MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel)",
                             name));
 }
 
@@ -111,20 +113,8 @@ RopeScaling parse_rope_scaling(const json& rope, const std::string& source, cons
   return s;
 }
 
-}  // namespace
-
-ModelConfig parse_config(std::string_view json_text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(json_text);
-  } catch (const json::exception& e) {
-    throw Error(fmt::format("{}: invalid JSON: {}", source, e.what()));
-  }
-  if (!j.is_object()) throw Error(fmt::format("{}: not a JSON object", source));
-  Reader r(j, source);
-
-  ModelConfig c;
-  c.arch = parse_architecture(r);
+// The Llama family's config.json: LlamaConfig, MistralConfig, Qwen2Config.
+void parse_llama_family(const Reader& r, ModelConfig& c) {
   c.vocab_size = r.positive_int("vocab_size");
   c.hidden_size = r.positive_int("hidden_size");
   c.intermediate_size = r.positive_int("intermediate_size");
@@ -146,18 +136,18 @@ ModelConfig parse_config(std::string_view json_text, const std::string& source) 
 
   std::string act = r.string("hidden_act", "silu");
   if (act != "silu") throw r.error("hidden_act", fmt::format("is '{}'; only silu is supported", act));
-  c.rms_norm_eps = r.number("rms_norm_eps", 1e-6);
+  c.norm_eps = r.number("rms_norm_eps", 1e-6);
   c.max_position_embeddings = r.positive_int("max_position_embeddings", 2048);
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
 
   c.rope_theta = r.number("rope_theta", 10000.0);
   if (r.has("rope_parameters")) {
     if (!r["rope_parameters"].is_object()) throw r.error("rope_parameters", "is not an object");
-    c.rope_theta = Reader(r["rope_parameters"], source).number("rope_theta", c.rope_theta);
-    c.rope_scaling = parse_rope_scaling(r["rope_parameters"], source, "rope_parameters");
+    c.rope_theta = Reader(r["rope_parameters"], r.source()).number("rope_theta", c.rope_theta);
+    c.rope_scaling = parse_rope_scaling(r["rope_parameters"], r.source(), "rope_parameters");
   } else if (r.has("rope_scaling")) {
     if (!r["rope_scaling"].is_object()) throw r.error("rope_scaling", "is not an object");
-    c.rope_scaling = parse_rope_scaling(r["rope_scaling"], source, "rope_scaling");
+    c.rope_scaling = parse_rope_scaling(r["rope_scaling"], r.source(), "rope_scaling");
   }
   if (!(c.rope_theta > 0)) throw r.error("rope_theta", fmt::format("must be positive, got {}", c.rope_theta));
 
@@ -175,8 +165,56 @@ ModelConfig parse_config(std::string_view json_text, const std::string& source) 
       if (r.boolean("use_sliding_window", false))
         throw r.error("use_sliding_window", "is true; Qwen2 sliding-window attention is not supported");
       break;
+    case Architecture::GPT2: break;  // parse_gpt2
   }
+}
 
+// GPT2LMHeadModel's config.json (GPT2Config): n_embd, n_layer, n_head, n_positions, n_inner.
+void parse_gpt2(const Reader& r, ModelConfig& c) {
+  c.vocab_size = r.positive_int("vocab_size");
+  c.hidden_size = r.positive_int("n_embd");
+  c.num_layers = r.positive_int("n_layer");
+  c.num_heads = r.positive_int("n_head");
+  c.num_kv_heads = c.num_heads;
+  c.intermediate_size = r.positive_int("n_inner", 4 * c.hidden_size);
+  if (c.hidden_size % c.num_heads != 0)
+    throw r.error("n_embd", fmt::format("({}) is not a multiple of n_head ({})", c.hidden_size, c.num_heads));
+  c.head_dim = c.hidden_size / c.num_heads;
+  c.max_position_embeddings = r.positive_int("n_positions", 1024);
+  c.norm_eps = r.number("layer_norm_epsilon", 1e-5);
+  // gelu_new and gelu_pytorch_tanh are the same function: GELU with the tanh approximation.
+  const std::string act = r.string("activation_function", "gelu_new");
+  if (act != "gelu_new" && act != "gelu_pytorch_tanh")
+    throw r.error("activation_function",
+                  fmt::format("is '{}'; supported: gelu_new, gelu_pytorch_tanh (GELU, tanh approximation)", act));
+  if (!r.boolean("scale_attn_weights", true))
+    throw r.error("scale_attn_weights", "is false; only attention scaled by 1/sqrt(head_dim) is supported");
+  if (r.boolean("scale_attn_by_inverse_layer_idx", false))
+    throw r.error("scale_attn_by_inverse_layer_idx", "is true; this attention scaling is not supported");
+  // reorder_and_upcast_attn only makes HF compute attention in f32, which kvinfer always does.
+  c.tie_word_embeddings = r.boolean("tie_word_embeddings", true);  // false: lm_head.weight is stored
+  c.attention_bias = c.attention_out_bias = c.mlp_bias = true;
+}
+
+}  // namespace
+
+ModelConfig parse_config(std::string_view json_text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("{}: invalid JSON: {}", source, e.what()));
+  }
+  if (!j.is_object()) throw Error(fmt::format("{}: not a JSON object", source));
+  Reader r(j, source);
+
+  ModelConfig c;
+  c.arch = parse_architecture(r);
+  if (c.is_gpt2()) {
+    parse_gpt2(r, c);
+  } else {
+    parse_llama_family(r, c);
+  }
   if (r.has("bos_token_id")) c.bos_token_id = r.token_id("bos_token_id", r["bos_token_id"]);
   if (r.has("eos_token_id")) {
     const json& eos = r["eos_token_id"];

@@ -61,8 +61,9 @@ class Hparams {
 Architecture parse_architecture(const GgufFile& f, const std::string& arch) {
   if (arch == "llama") return Architecture::Llama;
   if (arch == "qwen2") return Architecture::Qwen2;
+  if (arch == "gpt2") return Architecture::GPT2;
   throw Error(fmt::format("{}: key 'general.architecture' names unsupported architecture '{}' (supported: llama, "
-                          "qwen2)",
+                          "qwen2, gpt2)",
                           f.path(), arch));
 }
 
@@ -120,6 +121,28 @@ std::optional<int32_t> token_id(const GgufFile& f, const char* key, int64_t voca
   return static_cast<int32_t>(id);
 }
 
+// The Llama family's rotary embeddings and RMSNorm epsilon.
+void parse_rope(const Hparams& h, ModelConfig& c) {
+  if (c.head_dim % 2 != 0)
+    throw h.error("attention.key_length", fmt::format("must be even for rotary embeddings, got {}", c.head_dim));
+  if (h.has("attention.value_length") && h.dim("attention.value_length") != c.head_dim)
+    throw h.error("attention.value_length", fmt::format("({}) differs from the key length ({}); kvinfer needs "
+                                                        "equal key and value head sizes",
+                                                        h.dim("attention.value_length"), c.head_dim));
+  if (h.has("rope.dimension_count") && h.dim("rope.dimension_count") != c.head_dim)
+    throw h.error("rope.dimension_count", fmt::format("({}) differs from the head size ({}): partial rotary "
+                                                      "embeddings are not supported",
+                                                      h.dim("rope.dimension_count"), c.head_dim));
+  c.rope_theta = h.positive("rope.freq_base", 10000.0);
+  c.rope_scaling = parse_rope_scaling(h);
+  c.norm_eps = h.positive("attention.layer_norm_rms_epsilon");
+
+  // "llama": llama.cpp permuted the Q/K rows for ggml's interleaved rope. "qwen2": rows as in HF
+  // (NEOX rope), with q/k/v biases and none on the output projection.
+  c.rope_layout = c.arch == Architecture::Llama ? RopeLayout::Interleaved : RopeLayout::HalfSplit;
+  c.attention_bias = c.arch == Architecture::Qwen2;
+}
+
 }  // namespace
 
 ModelConfig gguf_config(const GgufFile& f) {
@@ -144,29 +167,20 @@ ModelConfig gguf_config(const GgufFile& f) {
                                                   "attention.key_length is given",
                                                   c.hidden_size, c.num_heads));
   c.head_dim = h.dim("attention.key_length", c.hidden_size / c.num_heads);
-  if (c.head_dim % 2 != 0)
-    throw h.error("attention.key_length", fmt::format("must be even for rotary embeddings, got {}", c.head_dim));
-  if (h.has("attention.value_length") && h.dim("attention.value_length") != c.head_dim)
-    throw h.error("attention.value_length", fmt::format("({}) differs from the key length ({}); kvinfer needs "
-                                                        "equal key and value head sizes",
-                                                        h.dim("attention.value_length"), c.head_dim));
-  if (h.has("rope.dimension_count") && h.dim("rope.dimension_count") != c.head_dim)
-    throw h.error("rope.dimension_count", fmt::format("({}) differs from the head size ({}): partial rotary "
-                                                      "embeddings are not supported",
-                                                      h.dim("rope.dimension_count"), c.head_dim));
-  c.rope_theta = h.positive("rope.freq_base", 10000.0);
-  c.rope_scaling = parse_rope_scaling(h);
-  c.rms_norm_eps = h.positive("attention.layer_norm_rms_epsilon");
-
+  if (c.is_gpt2()) {
+    // Learned positions, LayerNorm with bias, biases on every projection; no rope keys.
+    if (c.num_kv_heads != c.num_heads || c.head_dim * c.num_heads != c.hidden_size)
+      throw h.error("attention.head_count_kv", "must equal attention.head_count, with key_length × head_count == "
+                                               "embedding_length, for gpt2");
+    c.norm_eps = h.positive("attention.layer_norm_epsilon");
+    c.attention_bias = c.attention_out_bias = c.mlp_bias = true;
+  } else {
+    parse_rope(h, c);
+  }
   c.vocab_size = parse_vocab_size(h);
   c.tie_word_embeddings = f.find_tensor("output.weight") == nullptr;
   c.bos_token_id = token_id(f, "tokenizer.ggml.bos_token_id", c.vocab_size);
   if (auto eos = token_id(f, "tokenizer.ggml.eos_token_id", c.vocab_size)) c.eos_token_ids = {*eos};
-
-  // "llama": llama.cpp permuted the Q/K rows for ggml's interleaved rope. "qwen2": rows as in HF
-  // (NEOX rope), with q/k/v biases and none on the output projection.
-  c.rope_layout = c.arch == Architecture::Llama ? RopeLayout::Interleaved : RopeLayout::HalfSplit;
-  c.attention_bias = c.arch == Architecture::Qwen2;
   return c;
 }
 

@@ -47,6 +47,12 @@ std::span<const float> Session::forward(KvCache& kv, std::span<const int32_t> id
     if (ids[i] < 0 || ids[i] >= c.vocab_size)
       throw Error(fmt::format("token id {} at index {} is outside the vocabulary (size {})", ids[i], i,
                               c.vocab_size));
+  if (c.is_gpt2()) {
+    if (kv.size() + n > c.max_position_embeddings)
+      throw Error(fmt::format("positions {} .. {} go beyond the model's {} learned positions (n_positions)",
+                              kv.size(), kv.size() + n - 1, c.max_position_embeddings));
+    return gpt2_forward(c, model_->weights(), *scratch_, kv, ids, which);
+  }
   return llama_forward(c, model_->weights(), *scratch_, kv, ids, which);
 }
 

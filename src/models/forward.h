@@ -1,5 +1,5 @@
 #pragma once
-// The forward pass of the Llama family (Llama, Mistral, Qwen2), on the CPU or CUDA.
+// The forward passes: the Llama family (Llama, Mistral, Qwen2) and GPT-2, on the CPU or CUDA.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -36,6 +36,7 @@ struct ForwardScratch {
   Activations gate;                    // (n, intermediate)
   Activations up;                      // (n, intermediate)
   Activations logits;                  // (rows, vocab) on the device
+  std::vector<int32_t> positions;      // (n) GPT-2: the positions of the call's tokens
   std::vector<float> logits_host;      // (rows, vocab) what the caller reads
 };
 
@@ -43,5 +44,12 @@ struct ForwardScratch {
 // commits them) and returns the logits of the last position or of all positions, on the host.
 std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s, KvCache& kv,
                                      std::span<const int32_t> ids, Logits which);
+std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s, KvCache& kv,
+                                    std::span<const int32_t> ids, Logits which);
+
+// The logits of the last row of x (n, hidden), or of every row: the final norm, then the LM
+// head, copied to the host.
+std::span<const float> final_logits(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s, const float* x,
+                                    int64_t n, Logits which);
 
 }  // namespace kvinfer

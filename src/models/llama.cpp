@@ -6,19 +6,7 @@
 // Mistral adds a sliding attention window; Qwen2 adds q/k/v biases.
 #include "models/forward.h"
 
-#include "cuda/cuda_backend.h"
-
 namespace kvinfer {
-
-float* Activations::reserve(Device device, int64_t n) {
-  const auto count = static_cast<size_t>(n);
-  if (device == Device::CUDA) {
-    if (device_.bytes() < count * sizeof(float)) device_ = DeviceBuffer(count * sizeof(float), "activations");
-    return device_.as<float>();
-  }
-  if (host_.size() < count) host_.resize(count);
-  return host_.data();
-}
 
 std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s, KvCache& kv,
                                      std::span<const int32_t> ids, Logits which) {
@@ -27,9 +15,9 @@ std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights&
   const int64_t n = static_cast<int64_t>(ids.size());
   const int64_t start = kv.size();
   const int64_t hidden = cfg.hidden_size, hd = cfg.head_dim, heads = cfg.num_heads, kvh = cfg.num_kv_heads;
-  const int64_t inter = cfg.intermediate_size, vocab = cfg.vocab_size;
+  const int64_t inter = cfg.intermediate_size;
   const int64_t window = cfg.sliding_window.value_or(0);
-  const float eps = static_cast<float>(cfg.rms_norm_eps);
+  const float eps = static_cast<float>(cfg.norm_eps);
 
   float* x = s.x.reserve(dev, n * hidden);          // (n, hidden)
   float* h = s.h.reserve(dev, n * hidden);          // (n, hidden)
@@ -63,20 +51,8 @@ std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights&
     ops::add(e, x, h, n * hidden);
   }
 
-  // Only the rows whose logits are wanted go through the final norm and the LM head.
-  const int64_t first = which == Logits::All ? 0 : n - 1;
-  const int64_t rows = n - first;
-  ops::rms_norm(e, x + first * hidden, w.final_norm, rows, hidden, eps, h);
-  float* logits = s.logits.reserve(dev, rows * vocab);  // (rows, vocab)
-  ops::linear(e, w.lm_head, h, rows, logits);
-  std::span<const float> out{logits, static_cast<size_t>(rows * vocab)};
-  if (dev == Device::CUDA) {
-    s.logits_host.resize(out.size());
-    cuda_backend::to_host(*e.cuda, logits, s.logits_host.data(), rows * vocab);
-    out = s.logits_host;
-  }
   kv.commit(n);
-  return out;
+  return final_logits(cfg, w, s, x, n, which);
 }
 
 }  // namespace kvinfer

@@ -35,6 +35,11 @@ Vector HostStorage::add(const std::vector<float>& values) {
   return Vector{vectors.back().get(), static_cast<int64_t>(values.size())};
 }
 
+std::byte* HostStorage::allocate(size_t bytes) {
+  matrices.push_back(std::make_unique_for_overwrite<std::byte[]>(bytes));
+  return matrices.back().get();
+}
+
 std::unique_ptr<ModelWeights> bind_weights(const ModelConfig& c, const TensorNames& names, const TensorSource& source,
                                            HostStorage& storage, const std::filesystem::path& path) {
   // The config is input like any other: its dimensions are positive, but their product may not fit.

@@ -24,7 +24,10 @@ Device resolve_device(const std::filesystem::path& path, Device requested);
 struct HostStorage {
   std::shared_ptr<const void> checkpoint;
   std::vector<std::unique_ptr<float[]>> vectors;
+  std::vector<std::unique_ptr<std::byte[]>> matrices;  // made at load: transposed, or random
   Vector add(const std::vector<float>& values);
+  // `bytes` bytes owned by the storage, uninitialised.
+  std::byte* allocate(size_t bytes);
 };
 
 // A checkpoint's tensors by name, checked against the shape the config implies and returned in
@@ -50,6 +53,23 @@ struct TensorNames {
 // f32 into `storage`. rope_inv_freq is left to the caller.
 std::unique_ptr<ModelWeights> bind_weights(const ModelConfig& c, const TensorNames& names, const TensorSource& source,
                                            HostStorage& storage, const std::filesystem::path& path);
+
+// A checkpoint's names for GPT-2's tensors. Norms and linear layers are prefixes completed by
+// ".weight" and ".bias"; a layer's names are fmt::format(layer, index) followed by the part.
+// conv1d: the projections are stored as HF's Conv1D weights, (in, out), and are transposed to
+// (out, in) at load; GGUF stores them (out, in) already.
+struct Gpt2TensorNames {
+  std::string embed, pos_embed, final_norm, lm_head;
+  std::string layer;
+  std::string attn_norm, qkv, attn_out, ffn_norm, ffn_up, ffn_down;
+  bool conv1d = false;
+};
+
+// Every tensor of the GPT-2 model `c` describes, checked and bound: the fused QKV projection
+// becomes the q, k, v layers (its three row blocks), the MLP's fc / proj become up / down.
+std::unique_ptr<ModelWeights> bind_gpt2_weights(const ModelConfig& c, const Gpt2TensorNames& names,
+                                                const TensorSource& source, HostStorage& storage,
+                                                const std::filesystem::path& path);
 
 // inv_freq (head_dim / 2) from rope_theta and the config's rope scaling (kernels/core/rope.h).
 std::vector<float> rope_inv_freq(const ModelConfig& c);

@@ -1,4 +1,4 @@
-// Model::load for GGUF files of llama.cpp's "llama" and "qwen2" architectures: the config from
+// Model::load for GGUF files of llama.cpp's "llama", "qwen2" and "gpt2" architectures: the config from
 // the metadata (formats/gguf_config.h), every tensor checked against it and bound in place, in
 // its stored type (f32, f16, bf16 or one of the quantised block formats), never widened.
 #include <array>
@@ -35,6 +35,21 @@ const TensorNames kGgufNames = {
     .gate = "ffn_gate",
     .up = "ffn_up",
     .down = "ffn_down",
+};
+// llama.cpp's "gpt2": the projections are stored (out, in) (its converter transposed HF's Conv1D).
+const Gpt2TensorNames kGgufGpt2Names = {
+    .embed = "token_embd.weight",
+    .pos_embed = "position_embd.weight",
+    .final_norm = "output_norm",
+    .lm_head = "output.weight",
+    .layer = "blk.{}.",
+    .attn_norm = "attn_norm",
+    .qkv = "attn_qkv",
+    .attn_out = "attn_output",
+    .ffn_norm = "ffn_norm",
+    .ffn_up = "ffn_up",
+    .ffn_down = "ffn_down",
+    .conv1d = false,
 };
 constexpr const char* kRopeFreqs = "rope_freqs.weight";
 
@@ -107,10 +122,15 @@ std::shared_ptr<const Model> load_gguf(const std::filesystem::path& path, const 
   auto storage = std::make_shared<HostStorage>();
   storage->checkpoint = file;
   const GgufSource source(*file);
-  auto w = bind_weights(c, kGgufNames, source, *storage, path);
-  std::vector<float> inv_freq = rope_inv_freq(c);
-  apply_rope_freqs(*file, source, inv_freq);
-  w->rope_inv_freq = storage->add(inv_freq);
+  std::unique_ptr<ModelWeights> w;
+  if (c.is_gpt2()) {
+    w = bind_gpt2_weights(c, kGgufGpt2Names, source, *storage, path);
+  } else {
+    w = bind_weights(c, kGgufNames, source, *storage, path);
+    std::vector<float> inv_freq = rope_inv_freq(c);
+    apply_rope_freqs(*file, source, inv_freq);
+    w->rope_inv_freq = storage->add(inv_freq);
+  }
   w->storage = storage;
   // As llama.cpp: a tensor the model does not use means a feature kvinfer would silently drop.
   for (const GgufTensorInfo& t : file->tensors())

@@ -29,6 +29,24 @@ const TensorNames kHfNames = {
     .down = "mlp.down_proj",
 };
 
+// GPT2LMHeadModel: the original checkpoints name the tensors without the "transformer." prefix
+// that save_pretrained writes today; both are read. Projections are Conv1D weights, (in, out).
+Gpt2TensorNames gpt2_names(const HfCheckpoint& ckpt) {
+  const std::string p = ckpt.find("transformer.wte.weight") ? "transformer." : "";
+  return {.embed = p + "wte.weight",
+          .pos_embed = p + "wpe.weight",
+          .final_norm = p + "ln_f",
+          .lm_head = "lm_head.weight",
+          .layer = p + "h.{}.",
+          .attn_norm = "ln_1",
+          .qkv = "attn.c_attn",
+          .attn_out = "attn.c_proj",
+          .ffn_norm = "ln_2",
+          .ffn_up = "mlp.c_fc",
+          .ffn_down = "mlp.c_proj",
+          .conv1d = true};
+}
+
 class HfSource : public TensorSource {
  public:
   explicit HfSource(const HfCheckpoint& ckpt) : ckpt_(ckpt) {}
@@ -61,8 +79,13 @@ std::shared_ptr<const Model> load_hf(const std::filesystem::path& path, const Lo
   const ModelConfig& c = ckpt->config();
   auto storage = std::make_shared<HostStorage>();
   storage->checkpoint = ckpt;
-  auto w = bind_weights(c, kHfNames, HfSource(*ckpt), *storage, path / "config.json");
-  w->rope_inv_freq = storage->add(rope_inv_freq(c));
+  std::unique_ptr<ModelWeights> w;
+  if (c.is_gpt2()) {
+    w = bind_gpt2_weights(c, gpt2_names(*ckpt), HfSource(*ckpt), *storage, path / "config.json");
+  } else {
+    w = bind_weights(c, kHfNames, HfSource(*ckpt), *storage, path / "config.json");
+    w->rope_inv_freq = storage->add(rope_inv_freq(c));
+  }
   w->storage = storage;
   std::shared_ptr<const Tokenizer> tokenizer;
   if (std::filesystem::exists(path / "tokenizer.json"))

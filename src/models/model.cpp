@@ -15,14 +15,23 @@
 namespace kvinfer {
 
 namespace {
-uint64_t count_bytes(const ModelWeights& w, bool tied) {
+// The bytes of every layer, the final norm and the LM head, once.
+uint64_t block_bytes(const ModelWeights& w) {
   auto vec = [](const Vector& v) { return v.bytes(); };
   auto lin = [&](const Linear& l) { return l.weight.bytes() + vec(l.bias); };
-  uint64_t b = w.embed.bytes() + vec(w.final_norm) + (tied ? 0 : w.lm_head.weight.bytes());
+  uint64_t b = vec(w.final_norm) + vec(w.final_norm_bias) + w.lm_head.weight.bytes();
   for (const LayerWeights& L : w.layers)
-    b += vec(L.attn_norm) + vec(L.ffn_norm) + lin(L.q) + lin(L.k) + lin(L.v) + lin(L.o) + lin(L.gate) + lin(L.up) +
-         lin(L.down);
+    b += vec(L.attn_norm) + vec(L.attn_norm_bias) + vec(L.ffn_norm) + vec(L.ffn_norm_bias) + lin(L.q) + lin(L.k) +
+         lin(L.v) + lin(L.o) + lin(L.gate) + lin(L.up) + lin(L.down);
   return b;
+}
+
+uint64_t count_bytes(const ModelWeights& w, bool tied) {
+  return block_bytes(w) + (tied ? 0 : w.embed.bytes()) + w.pos_embed.bytes();
+}
+
+uint64_t step_bytes(const ModelWeights& w) {
+  return block_bytes(w) + w.embed.row_bytes() + (w.pos_embed.data ? w.pos_embed.row_bytes() : 0);
 }
 
 // A GGUF file is known by its first four bytes, whatever its name.
@@ -50,7 +59,8 @@ Model::Model(ModelConfig config, std::unique_ptr<ModelWeights> weights, Device d
       tokenizer_(std::move(tokenizer)),
       source_(std::move(source)),
       weight_dtype_(weights_->layers.empty() ? weights_->embed.dtype : weights_->layers[0].q.weight.dtype),
-      weight_bytes_(count_bytes(*weights_, config_.tie_word_embeddings)) {}
+      weight_bytes_(count_bytes(*weights_, config_.tie_word_embeddings)),
+      step_weight_bytes_(step_bytes(*weights_)) {}
 
 Model::~Model() = default;
 

@@ -1,5 +1,5 @@
 #pragma once
-// The weights of a decoder-only transformer of the Llama family, as the forward pass sees them.
+// The weights of a decoder-only transformer (the Llama family or GPT-2), as the forward pass sees them.
 // Every pointer lives on the model's device: in the mapped checkpoint (or host memory) for the
 // CPU, in device memory for CUDA (see src/cuda/upload.cpp).
 #include <cstddef>
@@ -37,18 +37,24 @@ struct Linear {
   Vector bias;  // (out) or empty
 };
 
+// GPT-2's fused c_attn is bound as q, k, v (its three row blocks), c_fc as up, its mlp.c_proj as
+// down; it has no gate. Its LayerNorms add the *_norm_bias vectors.
 struct LayerWeights {
   Vector attn_norm;       // (hidden)
+  Vector attn_norm_bias;  // (hidden), LayerNorm only
   Linear q, k, v, o;      // (heads·hd, hidden), (kv·hd, hidden) ×2, (hidden, heads·hd)
   Vector ffn_norm;        // (hidden)
-  Linear gate, up, down;  // (inter, hidden) ×2, (hidden, inter)
+  Vector ffn_norm_bias;   // (hidden), LayerNorm only
+  Linear gate, up, down;  // (inter, hidden) ×2, (hidden, inter); gate empty for GPT-2
 };
 
 struct ModelWeights {
   std::shared_ptr<const void> storage;  // owns what the pointers point into
   Matrix embed;                         // (vocab, hidden)
+  Matrix pos_embed;                     // (max_positions, hidden), GPT-2's learned positions only
   std::vector<LayerWeights> layers;     // (num_layers)
   Vector final_norm;                    // (hidden)
+  Vector final_norm_bias;               // (hidden), LayerNorm only
   Linear lm_head;                       // (vocab, hidden), no bias; the embedding when tied
   Vector rope_inv_freq;                 // (head_dim / 2), scaling applied
 };
@@ -59,15 +65,19 @@ template <typename W, typename F>
   requires std::is_same_v<std::remove_const_t<W>, ModelWeights>
 void for_each_tensor(W& w, F&& f) {
   f(w.embed);
+  f(w.pos_embed);
   for (auto& L : w.layers) {
     f(L.attn_norm);
+    f(L.attn_norm_bias);
     for (auto* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
       f(l->weight);
       f(l->bias);
     }
     f(L.ffn_norm);
+    f(L.ffn_norm_bias);
   }
   f(w.final_norm);
+  f(w.final_norm_bias);
   f(w.lm_head.weight);
   f(w.rope_inv_freq);
 }

@@ -17,6 +17,12 @@ void rms_norm(const Exec& e, const float* x, const Vector& weight, int64_t n, in
   cpu::rms_norm(x, weight.data, n, dim, eps, y);
 }
 
+void layer_norm(const Exec& e, const float* x, const Vector& weight, const Vector& bias, int64_t n, int64_t dim,
+                float eps, float* y) {
+  if (e.device == Device::CUDA) return cuda_backend::layer_norm(*e.cuda, x, weight, bias, n, dim, eps, y);
+  cpu::layer_norm(x, weight.data, bias.data, n, dim, eps, y);
+}
+
 void linear(const Exec& e, const Linear& layer, const float* x, int64_t n, float* y) {
   if (e.device == Device::CUDA) return cuda_backend::linear(*e.cuda, layer, x, n, y);
   cpu::linear(layer, x, n, y);
@@ -31,6 +37,11 @@ void rope(const Exec& e, float* x, int64_t n, int64_t heads, int64_t head_dim, i
 void silu_mul(const Exec& e, const float* gate, const float* up, float* out, int64_t n) {
   if (e.device == Device::CUDA) return cuda_backend::silu_mul(*e.cuda, gate, up, out, n);
   cpu::silu_mul(gate, up, out, n);
+}
+
+void gelu_tanh(const Exec& e, const float* x, float* out, int64_t n) {
+  if (e.device == Device::CUDA) return cuda_backend::gelu_tanh(*e.cuda, x, out, n);
+  cpu::gelu_tanh(x, out, n);
 }
 
 void add(const Exec& e, float* x, const float* y, int64_t n) {

@@ -24,10 +24,13 @@ struct Exec {
 
 void embed(const Exec& e, const Matrix& table, std::span<const int32_t> ids, float* out);
 void rms_norm(const Exec& e, const float* x, const Vector& weight, int64_t n, int64_t dim, float eps, float* y);
+void layer_norm(const Exec& e, const float* x, const Vector& weight, const Vector& bias, int64_t n, int64_t dim,
+                float eps, float* y);
 void linear(const Exec& e, const Linear& layer, const float* x, int64_t n, float* y);
 void rope(const Exec& e, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq,
           RopeLayout layout);
 void silu_mul(const Exec& e, const float* gate, const float* up, float* out, int64_t n);
+void gelu_tanh(const Exec& e, const float* x, float* out, int64_t n);
 void add(const Exec& e, float* x, const float* y, int64_t n);
 void store_kv(const Exec& e, KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v);
 void attention(const Exec& e, const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start,

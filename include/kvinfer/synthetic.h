@@ -1,0 +1,40 @@
+#pragma once
+// Models without a checkpoint: the shapes of well-known models, with random weights built in
+// memory. For benchmarks and tests, where the cost of a forward pass depends on the shape only
+// (the tokens random weights produce are meaningless, but deterministic).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvinfer/config.h"
+#include "kvinfer/dtype.h"
+#include "kvinfer/model.h"
+
+namespace kvinfer {
+
+struct SyntheticShape {
+  std::string name;         // "gpt2", "gpt2-medium", "llama-1b", ...
+  std::string description;  // "GPT-2 small, 124M parameters: 12 layers, hidden 768, 12 heads"
+  ModelConfig config;
+};
+
+// Every named shape, in a fixed order.
+const std::vector<SyntheticShape>& synthetic_shapes();
+// The config of a named shape; throws kvinfer::Error listing the known names.
+ModelConfig synthetic_config(std::string_view name);
+
+struct RandomModelOptions {
+  DType weight_dtype = DType::F32;  // f32, f16 or bf16 (the projections and embeddings)
+  uint64_t seed = 0;
+  Device device = Device::Auto;
+  LoadProgress on_progress = {};  // bytes of weights made (or uploaded) of the total
+};
+
+// A model of shape `config` with random weights: matrices ~ U(-a, a) with std 0.02 (HF's
+// initializer_range), norm weights 1 + U, biases U at std 0.02. Built in parallel, the same
+// bytes for a seed whatever the thread count. Throws on an invalid config or dtype.
+std::shared_ptr<const Model> random_model(const ModelConfig& config, const RandomModelOptions& options = {});
+
+}  // namespace kvinfer

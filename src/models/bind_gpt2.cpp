@@ -1,0 +1,102 @@
+// Binding a GPT-2 checkpoint's tensors (HF GPT2LMHeadModel or llama.cpp's "gpt2" GGUF) to
+// ModelWeights, the layout the forward pass shares with the Llama family.
+#include <algorithm>
+#include <cstdint>
+
+#include <fmt/format.h>
+#include <fmt/std.h>
+
+#include "cpu/cpu_ops.h"
+#include "kvinfer/error.h"
+#include "models/load_common.h"
+
+namespace kvinfer {
+
+namespace {
+
+// out (cols, rows) = in (rows, cols)ᵀ, in tiles that stay in cache.
+template <typename T>
+void transpose(const T* in, int64_t rows, int64_t cols, T* out) {
+  constexpr int64_t kTile = 64;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile)
+      for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r)
+        for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c) out[c * rows + r] = in[r * cols + c];
+}
+
+void transpose(const std::byte* in, int64_t rows, int64_t cols, size_t size, std::byte* out) {
+  if (size == 4)
+    transpose(reinterpret_cast<const uint32_t*>(in), rows, cols, reinterpret_cast<uint32_t*>(out));
+  else
+    transpose(reinterpret_cast<const uint16_t*>(in), rows, cols, reinterpret_cast<uint16_t*>(out));
+}
+
+// Rows [first, first + count) of a row-major matrix, in place.
+Matrix row_block(const Matrix& m, int64_t first, int64_t count) {
+  return Matrix{m.dtype, m.data + static_cast<size_t>(first) * m.row_bytes(), count, m.cols};
+}
+
+Vector slice(const Vector& v, int64_t first, int64_t count) { return Vector{v.data + first, count}; }
+
+}  // namespace
+
+std::unique_ptr<ModelWeights> bind_gpt2_weights(const ModelConfig& c, const Gpt2TensorNames& names,
+                                                const TensorSource& source, HostStorage& storage,
+                                                const std::filesystem::path& path) {
+  const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
+  if (c.num_kv_heads != c.num_heads || c.num_heads * c.head_dim != hidden)
+    throw Error(fmt::format("{}: GPT-2 needs heads × head_dim == hidden and no grouped KV heads (got {} heads, {} KV "
+                            "heads, head_dim {}, hidden {})",
+                            path, c.num_heads, c.num_kv_heads, c.head_dim, hidden));
+  auto vector = [&](const std::string& name, int64_t n) {
+    const Matrix t = source.vector(name, n);
+    std::vector<float> out(static_cast<size_t>(n));
+    cpu::to_f32(t.dtype, t.data, out.data(), n);
+    return storage.add(out);
+  };
+  // A (out, in) projection: Conv1D checkpoints store (in, out) and are transposed into storage.
+  auto linear = [&](const std::string& prefix, int64_t out, int64_t in) {
+    Linear l;
+    if (names.conv1d) {
+      const Matrix stored = source.matrix(prefix + ".weight", in, out);
+      if (is_quantized(stored.dtype))
+        throw Error(fmt::format("{}: Conv1D tensor '{}.weight' is {}; only f32, f16 and bf16 can be transposed", path,
+                                prefix, dtype_name(stored.dtype)));
+      std::byte* t = storage.allocate(stored.bytes());
+      transpose(stored.data, in, out, dtype_size(stored.dtype), t);
+      l.weight = Matrix{stored.dtype, t, out, in};
+    } else {
+      l.weight = source.matrix(prefix + ".weight", out, in);
+    }
+    l.bias = vector(prefix + ".bias", out);
+    return l;
+  };
+
+  auto w = std::make_unique<ModelWeights>();
+  w->embed = source.matrix(names.embed, c.vocab_size, hidden);
+  w->pos_embed = source.matrix(names.pos_embed, c.max_position_embeddings, hidden);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = fmt::format(fmt::runtime(names.layer), l);
+    LayerWeights L;
+    L.attn_norm = vector(p + names.attn_norm + ".weight", hidden);
+    L.attn_norm_bias = vector(p + names.attn_norm + ".bias", hidden);
+    // c_attn's output is [q | k | v]: three row blocks of the (3·hidden, hidden) weight.
+    const Linear qkv = linear(p + names.qkv, 3 * hidden, hidden);
+    L.q = {row_block(qkv.weight, 0, hidden), slice(qkv.bias, 0, hidden)};
+    L.k = {row_block(qkv.weight, hidden, hidden), slice(qkv.bias, hidden, hidden)};
+    L.v = {row_block(qkv.weight, 2 * hidden, hidden), slice(qkv.bias, 2 * hidden, hidden)};
+    L.o = linear(p + names.attn_out, hidden, hidden);
+    L.ffn_norm = vector(p + names.ffn_norm + ".weight", hidden);
+    L.ffn_norm_bias = vector(p + names.ffn_norm + ".bias", hidden);
+    L.up = linear(p + names.ffn_up, inter, hidden);
+    L.down = linear(p + names.ffn_down, hidden, inter);
+    w->layers.push_back(std::move(L));
+  }
+  w->final_norm = vector(names.final_norm + ".weight", hidden);
+  w->final_norm_bias = vector(names.final_norm + ".bias", hidden);
+  w->lm_head.weight = c.tie_word_embeddings ? w->embed : source.matrix(names.lm_head, c.vocab_size, hidden);
+  return w;
+}
+
+}  // namespace kvinfer

@@ -1,0 +1,42 @@
+// What the forward passes share: activation buffers and the final norm + LM head.
+#include "cuda/cuda_backend.h"
+#include "models/forward.h"
+
+namespace kvinfer {
+
+float* Activations::reserve(Device device, int64_t n) {
+  const auto count = static_cast<size_t>(n);
+  if (device == Device::CUDA) {
+    if (device_.bytes() < count * sizeof(float)) device_ = DeviceBuffer(count * sizeof(float), "activations");
+    return device_.as<float>();
+  }
+  if (host_.size() < count) host_.resize(count);
+  return host_.data();
+}
+
+std::span<const float> final_logits(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s, const float* x,
+                                    int64_t n, Logits which) {
+  const ops::Exec& e = s.exec;
+  const Device dev = e.device;
+  const int64_t hidden = cfg.hidden_size, vocab = cfg.vocab_size;
+  const float eps = static_cast<float>(cfg.norm_eps);
+  // Only the rows whose logits are wanted go through the final norm and the LM head.
+  const int64_t first = which == Logits::All ? 0 : n - 1;
+  const int64_t rows = n - first;
+  float* h = s.h.reserve(dev, rows * hidden);  // (rows, hidden)
+  if (cfg.is_gpt2())
+    ops::layer_norm(e, x + first * hidden, w.final_norm, w.final_norm_bias, rows, hidden, eps, h);
+  else
+    ops::rms_norm(e, x + first * hidden, w.final_norm, rows, hidden, eps, h);
+  float* logits = s.logits.reserve(dev, rows * vocab);  // (rows, vocab)
+  ops::linear(e, w.lm_head, h, rows, logits);
+  std::span<const float> out{logits, static_cast<size_t>(rows * vocab)};
+  if (dev == Device::CUDA) {
+    s.logits_host.resize(out.size());
+    cuda_backend::to_host(*e.cuda, logits, s.logits_host.data(), rows * vocab);
+    out = s.logits_host;
+  }
+  return out;
+}
+
+}  // namespace kvinfer

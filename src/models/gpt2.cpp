@@ -1,0 +1,57 @@
+// The GPT-2 decoder (Radford et al. 2019), as HF transformers' GPT2LMHeadModel computes it:
+//   x = wte[ids] + wpe[positions]
+//   per layer:  x += W_proj · attention(W_q·ln_1(x), W_k·ln_1(x), W_v·ln_1(x))     (+ biases)
+//               x += W_mlp_proj · gelu_tanh(W_fc·ln_2(x))                           (+ biases)
+//   logits = wte · ln_f(x)
+// Pre-norm LayerNorms with bias, learned absolute positions (no rope), full multi-head attention.
+// The checkpoint's fused c_attn is bound as the three linear layers q, k, v (load_hf.cpp).
+#include "models/forward.h"
+
+namespace kvinfer {
+
+std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s, KvCache& kv,
+                                    std::span<const int32_t> ids, Logits which) {
+  const ops::Exec& e = s.exec;
+  const Device dev = e.device;
+  const int64_t n = static_cast<int64_t>(ids.size());
+  const int64_t start = kv.size();
+  const int64_t hidden = cfg.hidden_size, heads = cfg.num_heads, hd = cfg.head_dim, inter = cfg.intermediate_size;
+  const float eps = static_cast<float>(cfg.norm_eps);
+
+  float* x = s.x.reserve(dev, n * hidden);          // (n, hidden) residual stream
+  float* h = s.h.reserve(dev, n * hidden);          // (n, hidden)
+  float* q = s.q.reserve(dev, n * heads * hd);      // (n, heads, hd)
+  float* k = s.k.reserve(dev, n * heads * hd);      // (n, heads, hd)
+  float* v = s.v.reserve(dev, n * heads * hd);      // (n, heads, hd)
+  float* att = s.att.reserve(dev, n * heads * hd);  // (n, heads, hd)
+  float* up = s.up.reserve(dev, n * inter);         // (n, inter)
+
+  s.positions.resize(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) s.positions[static_cast<size_t>(t)] = static_cast<int32_t>(start + t);
+  ops::embed(e, w.embed, ids, x);
+  ops::embed(e, w.pos_embed, s.positions, h);
+  ops::add(e, x, h, n * hidden);
+  for (int64_t l = 0; l < cfg.num_layers; ++l) {
+    const LayerWeights& L = w.layers[static_cast<size_t>(l)];
+    // Self-attention block.
+    ops::layer_norm(e, x, L.attn_norm, L.attn_norm_bias, n, hidden, eps, h);
+    ops::linear(e, L.q, h, n, q);
+    ops::linear(e, L.k, h, n, k);
+    ops::linear(e, L.v, h, n, v);
+    ops::store_kv(e, kv, l, start, n, k, v);
+    ops::attention(e, kv, l, q, n, start, heads, 0, att);
+    ops::linear(e, L.o, att, n, h);
+    ops::add(e, x, h, n * hidden);
+    // Feed-forward block.
+    ops::layer_norm(e, x, L.ffn_norm, L.ffn_norm_bias, n, hidden, eps, h);
+    ops::linear(e, L.up, h, n, up);
+    ops::gelu_tanh(e, up, up, n * inter);
+    ops::linear(e, L.down, up, n, h);
+    ops::add(e, x, h, n * hidden);
+  }
+
+  kv.commit(n);
+  return final_logits(cfg, w, s, x, n, which);
+}
+
+}  // namespace kvinfer

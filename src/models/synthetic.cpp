@@ -1,0 +1,220 @@
+// Named model shapes with random weights built in memory (kvinfer/synthetic.h).
+#include "kvinfer/synthetic.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "cpu/cpu_ops.h"
+#include "kvinfer/error.h"
+#include "models/load_common.h"
+#include "models/weights.h"
+
+namespace kvinfer {
+
+namespace {
+
+ModelConfig gpt2_shape(int64_t hidden, int64_t layers, int64_t heads) {
+  ModelConfig c;
+  c.arch = Architecture::GPT2;
+  c.vocab_size = 50257;
+  c.hidden_size = hidden;
+  c.intermediate_size = 4 * hidden;
+  c.num_layers = layers;
+  c.num_heads = c.num_kv_heads = heads;
+  c.head_dim = hidden / heads;
+  c.norm_eps = 1e-5;
+  c.max_position_embeddings = 1024;
+  c.tie_word_embeddings = true;
+  c.attention_bias = c.attention_out_bias = c.mlp_bias = true;
+  c.bos_token_id = 50256;
+  c.eos_token_ids = {50256};
+  return c;
+}
+
+struct LlamaShape {
+  int64_t vocab, hidden, inter, layers, heads, kv_heads, head_dim, max_positions;
+  double theta;
+  bool tied;
+};
+
+ModelConfig llama_shape(const LlamaShape& s) {
+  ModelConfig c;
+  c.arch = Architecture::Llama;
+  c.vocab_size = s.vocab;
+  c.hidden_size = s.hidden;
+  c.intermediate_size = s.inter;
+  c.num_layers = s.layers;
+  c.num_heads = s.heads;
+  c.num_kv_heads = s.kv_heads;
+  c.head_dim = s.head_dim;
+  c.norm_eps = 1e-5;
+  c.rope_theta = s.theta;
+  c.max_position_embeddings = s.max_positions;
+  c.tie_word_embeddings = s.tied;
+  return c;
+}
+
+std::vector<SyntheticShape> make_shapes() {
+  std::vector<SyntheticShape> v;
+  v.push_back({"gpt2", "GPT-2 small (124M): 12 layers, hidden 768, 12 heads, 1024 positions", gpt2_shape(768, 12, 12)});
+  v.push_back({"gpt2-medium", "GPT-2 medium (355M): 24 layers, hidden 1024, 16 heads, 1024 positions",
+               gpt2_shape(1024, 24, 16)});
+  v.push_back({"gpt2-large", "GPT-2 large (774M): 36 layers, hidden 1280, 20 heads, 1024 positions",
+               gpt2_shape(1280, 36, 20)});
+  v.push_back({"gpt2-xl", "GPT-2 XL (1.5B): 48 layers, hidden 1600, 25 heads, 1024 positions",
+               gpt2_shape(1600, 48, 25)});
+  v.push_back({"smollm2-135m", "SmolLM2-135M: 30 layers, hidden 576, 9 heads / 3 KV heads (GQA 3), tied",
+               llama_shape({49152, 576, 1536, 30, 9, 3, 64, 8192, 100000.0, true})});
+  v.push_back({"tinyllama-1.1b", "TinyLlama-1.1B: 22 layers, hidden 2048, 32 heads / 4 KV heads (GQA 8)",
+               llama_shape({32000, 2048, 5632, 22, 32, 4, 64, 2048, 10000.0, false})});
+  ModelConfig l1 = llama_shape({128256, 2048, 8192, 16, 32, 8, 64, 131072, 500000.0, true});
+  l1.rope_scaling = {RopeScaling::Type::Llama3, 32.0, 1.0, 4.0, 8192};
+  v.push_back({"llama-1b", "Llama-3.2-1B (1.2B): 16 layers, hidden 2048, 32 heads / 8 KV heads (GQA 4), tied", l1});
+  ModelConfig l8 = llama_shape({128256, 4096, 14336, 32, 32, 8, 128, 8192, 500000.0, false});
+  v.push_back({"llama-8b", "Llama-3-8B: 32 layers, hidden 4096, 32 heads / 8 KV heads (GQA 4)", l8});
+  return v;
+}
+
+// Uniform values with standard deviation `std` around `mean`, from a counter-based generator
+// (splitmix64 of seed, tensor and index): every value is fixed by its position, so the bytes
+// do not depend on how the work is split across threads.
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+class RandomWeights {
+ public:
+  RandomWeights(uint64_t seed, DType dtype, uint64_t total_bytes, const LoadProgress& progress, HostStorage& storage)
+      : seed_(seed), dtype_(dtype), total_(total_bytes), progress_(progress), storage_(storage) {}
+
+  Matrix matrix(int64_t rows, int64_t cols, float std) {
+    const int64_t n = rows * cols;
+    std::byte* out = storage_.allocate(static_cast<size_t>(n) * dtype_size(dtype_));
+    const uint64_t stream = splitmix64(seed_ ^ (++tensors_ * 0x632be59bd9b4e019ULL));
+    constexpr int64_t kChunk = 1 << 16;
+#pragma omp parallel
+    {
+      std::vector<float> tmp(kChunk);  // (kChunk)
+#pragma omp for schedule(static)
+      for (int64_t c = 0; c < (n + kChunk - 1) / kChunk; ++c) {
+        const int64_t begin = c * kChunk, count = std::min(kChunk, n - begin);
+        for (int64_t i = 0; i < count; ++i) tmp[static_cast<size_t>(i)] = uniform(stream, begin + i) * std;
+        cpu::from_f32(dtype_, tmp.data(), out + static_cast<size_t>(begin) * dtype_size(dtype_), count);
+      }
+    }
+    report(static_cast<uint64_t>(n) * dtype_size(dtype_));
+    return Matrix{dtype_, out, rows, cols};
+  }
+
+  Vector vector(int64_t n, float mean, float std) {
+    const uint64_t stream = splitmix64(seed_ ^ (++tensors_ * 0x632be59bd9b4e019ULL));
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = mean + uniform(stream, i) * std;
+    return storage_.add(v);
+  }
+
+ private:
+  // U(-√3, √3): mean 0, standard deviation 1.
+  static float uniform(uint64_t stream, int64_t i) {
+    const uint64_t r = splitmix64(stream + static_cast<uint64_t>(i));
+    const double u = static_cast<double>(r >> 11) * 0x1.0p-53;  // [0, 1)
+    return static_cast<float>((2.0 * u - 1.0) * 1.7320508075688772);
+  }
+  void report(uint64_t bytes) {
+    done_ += bytes;
+    if (progress_) progress_(done_, total_);
+  }
+
+  uint64_t seed_;
+  DType dtype_;
+  uint64_t total_, done_ = 0, tensors_ = 0;
+  const LoadProgress& progress_;
+  HostStorage& storage_;
+};
+
+uint64_t matrix_elements(const ModelConfig& c) {
+  const auto q = static_cast<uint64_t>(c.num_heads * c.head_dim), kv = static_cast<uint64_t>(c.num_kv_heads * c.head_dim);
+  const auto h = static_cast<uint64_t>(c.hidden_size), f = static_cast<uint64_t>(c.intermediate_size);
+  const uint64_t layer = h * q + 2 * h * kv + q * h + (c.is_gpt2() ? 2 : 3) * h * f;
+  uint64_t total = static_cast<uint64_t>(c.vocab_size) * h * (c.tie_word_embeddings ? 1 : 2) +
+                   static_cast<uint64_t>(c.num_layers) * layer;
+  if (c.is_gpt2()) total += static_cast<uint64_t>(c.max_position_embeddings) * h;
+  return total;
+}
+
+}  // namespace
+
+const std::vector<SyntheticShape>& synthetic_shapes() {
+  static const std::vector<SyntheticShape> shapes = make_shapes();
+  return shapes;
+}
+
+ModelConfig synthetic_config(std::string_view name) {
+  std::string known;
+  for (const SyntheticShape& s : synthetic_shapes()) {
+    if (s.name == name) return s.config;
+    known += (known.empty() ? "" : ", ") + s.name;
+  }
+  throw Error(fmt::format("unknown model shape '{}' (known: {})", name, known));
+}
+
+std::shared_ptr<const Model> random_model(const ModelConfig& c, const RandomModelOptions& options) {
+  const DType dt = options.weight_dtype;
+  if (dt != DType::F32 && dt != DType::F16 && dt != DType::BF16)
+    throw Error(fmt::format("random_model: weight dtype {} is not supported (f32, f16 or bf16)", dtype_name(dt)));
+  if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.intermediate_size <= 0 || c.num_layers <= 0 ||
+      c.num_heads <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 || c.num_heads % c.num_kv_heads != 0)
+    throw Error(fmt::format("random_model: invalid shape (vocab {}, hidden {}, intermediate {}, layers {}, heads {}, "
+                            "KV heads {}, head_dim {})",
+                            c.vocab_size, c.hidden_size, c.intermediate_size, c.num_layers, c.num_heads,
+                            c.num_kv_heads, c.head_dim));
+  const Device device = resolve_device("random_model", options.device);
+  const int64_t hidden = c.hidden_size, q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+  const int64_t inter = c.intermediate_size;
+  constexpr float kStd = 0.02f;  // HF's initializer_range
+
+  auto storage = std::make_shared<HostStorage>();
+  RandomWeights rnd(options.seed, dt, matrix_elements(c) * dtype_size(dt), options.on_progress, *storage);
+  auto linear = [&](int64_t out, int64_t in, bool bias) {
+    Linear l{rnd.matrix(out, in, kStd), {}};
+    if (bias) l.bias = rnd.vector(out, 0.0f, kStd);
+    return l;
+  };
+  const bool layer_norm = c.is_gpt2();
+  auto norm = [&](Vector& weight, Vector& bias) {
+    weight = rnd.vector(hidden, 1.0f, 0.1f);
+    if (layer_norm) bias = rnd.vector(hidden, 0.0f, kStd);
+  };
+
+  auto w = std::make_unique<ModelWeights>();
+  w->embed = rnd.matrix(c.vocab_size, hidden, kStd);
+  if (c.is_gpt2()) w->pos_embed = rnd.matrix(c.max_position_embeddings, hidden, kStd);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    LayerWeights L;
+    norm(L.attn_norm, L.attn_norm_bias);
+    L.q = linear(q_dim, hidden, c.attention_bias);
+    L.k = linear(kv_dim, hidden, c.attention_bias);
+    L.v = linear(kv_dim, hidden, c.attention_bias);
+    L.o = linear(hidden, q_dim, c.attention_out_bias);
+    norm(L.ffn_norm, L.ffn_norm_bias);
+    if (!c.is_gpt2()) L.gate = linear(inter, hidden, c.mlp_bias);
+    L.up = linear(inter, hidden, c.mlp_bias);
+    L.down = linear(hidden, inter, c.mlp_bias);
+    w->layers.push_back(std::move(L));
+  }
+  norm(w->final_norm, w->final_norm_bias);
+  w->lm_head.weight = c.tie_word_embeddings ? w->embed : rnd.matrix(c.vocab_size, hidden, kStd);
+  if (!c.is_gpt2()) w->rope_inv_freq = storage->add(rope_inv_freq(c));
+  w->storage = storage;
+
+  LoadOptions load;
+  load.device = device;
+  if (device == Device::CUDA) load.on_progress = options.on_progress;  // the upload; host bytes are made already
+  return finish_load(c, std::move(w), device, nullptr, "random_model", load);
+}
+
+}  // namespace kvinfer
