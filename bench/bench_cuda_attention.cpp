@@ -13,6 +13,7 @@
 
 #include "core/convert.h"
 #include "cuda_check.h"
+#include "cuda_events.h"
 #include "cuda_ops.h"
 #include "kvinfer/device.h"
 
@@ -28,31 +29,6 @@ struct Buffer {
   Buffer& operator=(const Buffer&) = delete;
 };
 
-class Timer {
- public:
-  Timer() {
-    CUDA_CHECK(cudaEventCreate(&start_));
-    CUDA_CHECK(cudaEventCreate(&stop_));
-  }
-  ~Timer() {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
-  }
-  Timer(const Timer&) = delete;
-  Timer& operator=(const Timer&) = delete;
-  void start() { CUDA_CHECK(cudaEventRecord(start_)); }
-  double stop_seconds() {
-    CUDA_CHECK(cudaEventRecord(stop_));
-    CUDA_CHECK(cudaEventSynchronize(stop_));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-    return static_cast<double>(ms) * 1e-3;
-  }
-
- private:
-  cudaEvent_t start_{}, stop_{};
-};
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -64,7 +40,7 @@ double copy_bandwidth() {
   Buffer a(kBytes), b(kBytes);
   CUDA_CHECK(cudaMemset(a.p, 1, kBytes));
   CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, kBytes, cudaMemcpyDeviceToDevice));  // warm-up
-  Timer t;
+  kvinfer::bench::CudaEvents t;
   std::vector<double> secs;
   for (int i = 0; i < 10; ++i) {
     t.start();
@@ -108,7 +84,7 @@ Row decode(int64_t context, int64_t group, Buffer& flush, size_t flush_bytes) {
   p.head_dim = kHeadDim;
   p.capacity = context;
   for (int i = 0; i < 3; ++i) cuda::attention_decode(p, ws.p, ws_bytes, nullptr);
-  Timer t;
+  kvinfer::bench::CudaEvents t;
   std::vector<double> secs;
   for (int i = 0; i < 20; ++i) {
     CUDA_CHECK(cudaMemsetAsync(flush.p, i, flush_bytes));  // evict the cache from L2

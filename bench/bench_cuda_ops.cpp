@@ -33,6 +33,7 @@
 #include "core/convert.h"
 #include "cuda/cuda_backend.h"
 #include "cuda_check.h"
+#include "cuda_events.h"
 #include "cuda_ops.h"
 #include "kvinfer/dtype.h"
 #include "models/weights.h"
@@ -192,31 +193,6 @@ Buffer random_ids(int64_t n, int64_t sets, uint64_t seed) {
 
 // ---- timing ---------------------------------------------------------------------------------------
 
-class Events {
- public:
-  Events() {
-    CUDA_CHECK(cudaEventCreate(&start_));
-    CUDA_CHECK(cudaEventCreate(&stop_));
-  }
-  ~Events() {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
-  }
-  Events(const Events&) = delete;
-  Events& operator=(const Events&) = delete;
-  void start(cudaStream_t s) { CUDA_CHECK(cudaEventRecord(start_, s)); }
-  double stop_seconds(cudaStream_t s) {
-    CUDA_CHECK(cudaEventRecord(stop_, s));
-    CUDA_CHECK(cudaEventSynchronize(stop_));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-    return static_cast<double>(ms) * 1e-3;
-  }
-
- private:
-  cudaEvent_t start_{}, stop_{};
-};
-
 // Times op(i) (i = 0, 1, ...: the call's index, for the cold copies) on `stream`, after two
 // untimed calls (scratch growth, cuBLAS's first-call setup), and sets the two counters.
 void time_op(benchmark::State& state, cudaStream_t stream, double bytes, double flops,
@@ -224,7 +200,7 @@ void time_op(benchmark::State& state, cudaStream_t stream, double bytes, double 
   op(0);
   op(1);
   CUDA_CHECK(cudaStreamSynchronize(stream));
-  Events ev;
+  kvinfer::bench::CudaEvents ev;
   int64_t i = 0;
   for (auto _ : state) {
     ev.start(stream);

@@ -122,14 +122,6 @@ json mode_json(const Report& r, const ModeResult& m) {
 
 }  // namespace
 
-std::string human_bytes(uint64_t bytes) {
-  const auto b = static_cast<double>(bytes);
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  if (bytes < (1u << 20)) return fmt::format("{:.1f} KiB", b / 1024.0);
-  if (bytes < (1u << 30)) return fmt::format("{:.1f} MiB", b / 1048576.0);
-  return fmt::format("{:.2f} GiB", b / 1073741824.0);
-}
-
 uint64_t count_params(const kvinfer::ModelConfig& c) {
   const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
   const uint64_t h = u(c.hidden_size), q = u(c.num_heads * c.head_dim), kv = u(c.num_kv_heads * c.head_dim),
@@ -161,14 +153,14 @@ std::string format_table(const Report& r) {
   s += fmt::format("params     {:.1f} M ({} layers, hidden {}, vocab {})\n",
                    static_cast<double>(count_params(in.config)) / 1e6, in.config.num_layers, in.config.hidden_size,
                    in.config.vocab_size);
-  s += fmt::format("weights    {}, {}; one decode step reads {}\n", in.weight_dtype, human_bytes(in.weight_bytes),
-                   human_bytes(in.step_weight_bytes));
+  s += fmt::format("weights    {}, {}; one decode step reads {}\n", in.weight_dtype, kvinfer::format_bytes(in.weight_bytes),
+                   kvinfer::format_bytes(in.step_weight_bytes));
   s += fmt::format("device     {}, {} thread{}\n", in.device, in.threads, in.threads == 1 ? "" : "s");
   s += fmt::format("prompt     P = {} tokens ({})\n", in.prompt_tokens, in.prompt_source);
   s += fmt::format("generate   N = {} tokens\n", in.tokens);
   s += fmt::format("kv cache   {}, {} for P + N = {} positions ({} per position); at the end {} positions = {}\n",
-                   kvinfer::dtype_name(r.run.kv_dtype), human_bytes(r.run.kv_bytes), in.prompt_tokens + in.tokens,
-                   human_bytes(kv_token), used_positions(in), human_bytes(kv_token * used_positions(in)));
+                   kvinfer::dtype_name(r.run.kv_dtype), kvinfer::format_bytes(r.run.kv_bytes), in.prompt_tokens + in.tokens,
+                   kvinfer::format_bytes(kv_token), used_positions(in), kvinfer::format_bytes(kv_token * used_positions(in)));
 
   const ModeResult &on = r.run.on, &off = r.run.off;
   const char* star = off.estimated ? " *" : "";
@@ -194,7 +186,7 @@ std::string format_table(const Report& r) {
   both("median decode step (2..N)", [](const ModeResult& m) { return ms(median_decode_ms(m)); });
   const bool rss_reset = (!on.ran || on.peak_rss.reset) && (!off.ran || off.peak_rss.reset);
   both(rss_reset ? "peak RSS" : "peak RSS since start",
-       [](const ModeResult& m) { return human_bytes(m.peak_rss.bytes); });
+       [](const ModeResult& m) { return kvinfer::format_bytes(m.peak_rss.bytes); });
   if (off.estimated) s += fmt::format("* cache off: {}\n", estimate_note(r));
   s += "\n";
 
@@ -221,7 +213,7 @@ std::string format_table(const Report& r) {
     s += fmt::format(
         "memory read bandwidth (probe{}): {:.1f} GB/s (best of {} passes over {}, {} thread{}; median {:.1f})\n",
         in.device == "cpu" ? "" : ", host only", r.bandwidth->gb_per_s, r.bandwidth->passes,
-        human_bytes(r.bandwidth->buffer_bytes), r.bandwidth->threads, r.bandwidth->threads == 1 ? "" : "s",
+        kvinfer::format_bytes(r.bandwidth->buffer_bytes), r.bandwidth->threads, r.bandwidth->threads == 1 ? "" : "s",
         r.bandwidth->median_gb_per_s);
   else
     s += "memory read bandwidth: not measured (--no-bandwidth-probe)\n";
@@ -232,7 +224,7 @@ std::string format_table(const Report& r) {
       return fmt::format("{:.1f} GB/s{}", gbps.value_or(0), f ? fmt::format(" ({:.0f}% of probe)", *f * 100) : "");
     };
     s += fmt::format("cache-on decode step reads {} of weights + {} of KV per position attended\n",
-                     human_bytes(in.step_weight_bytes), human_bytes(kv_token));
+                     kvinfer::format_bytes(in.step_weight_bytes), kvinfer::format_bytes(kv_token));
     std::string at;
     for (int64_t p : in.positions)
       if (p >= 2)
@@ -241,7 +233,7 @@ std::string format_table(const Report& r) {
                      at.empty() ? "" : "; ", at);
     if (r.bandwidth && in.device == "cpu" && in.step_weight_bytes < r.bandwidth->llc_bytes)
       s += fmt::format("(the weights fit in the {} last-level cache: these are cache, not DRAM, figures)\n",
-                       human_bytes(r.bandwidth->llc_bytes));
+                       kvinfer::format_bytes(r.bandwidth->llc_bytes));
     if (r.bandwidth && in.device != "cpu")
       s += fmt::format("(no fraction of the probe: it measured host memory, the model runs on {})\n", in.device);
   }

@@ -53,6 +53,5 @@ std::string format_json(const Report& r);  // pretty-printed, ends with a newlin
 std::string format_csv(const Report& r);   // header, then one row per step
 std::string format_svg(const Report& r);   // step latency of both modes against the step
 
-std::string human_bytes(uint64_t bytes);  // "512 B", "1.5 KiB", "2.0 MiB", "1.00 GiB"
 
 }  // namespace bench

@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
                        static_cast<long long>(last->prefilled_tokens), static_cast<long long>(last->reused_tokens));
         std::fprintf(stderr, "[%zu messages; cache %lld/%lld tokens, %s]\n", chat.messages().size(),
                      static_cast<long long>(kv.size()), static_cast<long long>(kv.capacity()),
-                     cli::human_bytes(kv.bytes()).c_str());
+                     kvinfer::format_bytes(kv.bytes()).c_str());
         continue;
       }
       if (message.front() == '/' && message.find(' ') == std::string::npos) {

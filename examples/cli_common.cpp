@@ -69,8 +69,8 @@ void draw_progress(uint64_t done, uint64_t total) {
   last_percent = percent;
   const int filled = static_cast<int>(f * kWidth);
   std::fprintf(stderr, "\rloading weights [%s%s] %3d%% %s / %s   ", std::string(filled, '#').c_str(),
-               std::string(kWidth - filled, '.').c_str(), percent, human_bytes(done).c_str(),
-               human_bytes(total).c_str());
+               std::string(kWidth - filled, '.').c_str(), percent, kvinfer::format_bytes(done).c_str(),
+               kvinfer::format_bytes(total).c_str());
   if (done == total) std::fprintf(stderr, "\n");
   std::fflush(stderr);
 }
@@ -92,14 +92,6 @@ std::pair<int32_t, float> parse_bias(const std::string& s) {
 }
 
 }  // namespace
-
-std::string human_bytes(uint64_t bytes) {
-  const auto b = static_cast<double>(bytes);
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  if (bytes < (1u << 20)) return fmt::format("{:.1f} KiB", b / 1024.0);
-  if (bytes < (1u << 30)) return fmt::format("{:.1f} MiB", b / 1048576.0);
-  return fmt::format("{:.2f} GiB", b / 1073741824.0);
-}
 
 std::filesystem::path model_path(const std::string& given) {
   namespace fs = std::filesystem;
@@ -157,7 +149,7 @@ std::string stats_line(const kvinfer::GenerationStats& s, kvinfer::StopReason st
       "kv cache{} {} {}/{} tokens {} on {} | stop: {} | seed {}]",
       s.prompt_tokens, s.prefill_tokens_per_second(), s.generated_tokens, s.decode_tokens_per_second(),
       s.ttft_seconds * 1000.0, options.use_kv_cache ? "" : " (off: recomputed every step)", kvinfer::dtype_name(kv.dtype()), kv.size(), kv.capacity(),
-      human_bytes(kv.bytes()), kvinfer::device_name(kv.device()), kvinfer::stop_reason_name(stop),
+      kvinfer::format_bytes(kv.bytes()), kvinfer::device_name(kv.device()), kvinfer::stop_reason_name(stop),
       options.sampling.temperature == 0 ? std::string("- (greedy)") : std::to_string(options.sampling.seed));
 }
 

@@ -55,7 +55,6 @@ std::optional<kvinfer::DType> kv_dtype(const ModelOptions& o);
 // The generation options the flags describe; a seed of -1 becomes a random one (reported).
 kvinfer::GenerateOptions generate_options(const SamplingOptions& o);
 
-std::string human_bytes(uint64_t bytes);  // "512 B", "1.5 KiB", "2.0 MiB", "1.00 GiB"
 
 // One line: prompt and generated tokens, their rates, time to first token, cache use, stop.
 std::string stats_line(const kvinfer::GenerationStats& s, kvinfer::StopReason stop, const kvinfer::KvCache& kv,

@@ -95,7 +95,7 @@ std::string grouped(uint64_t v) {  // 2147483648 -> "2,147,483,648"
   return out;
 }
 
-std::string bytes_text(uint64_t v) { return fmt::format("{} bytes ({})", grouped(v), cli::human_bytes(v)); }
+std::string bytes_text(uint64_t v) { return fmt::format("{} bytes ({})", grouped(v), kvinfer::format_bytes(v)); }
 
 std::string attention_kind(const kvinfer::ModelConfig& c) {
   if (c.num_kv_heads == c.num_heads) return "MHA";

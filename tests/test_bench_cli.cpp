@@ -258,4 +258,20 @@ TEST(BenchCli, SyntheticShapeSmoke) {
   EXPECT_NE(r.err.find("synthetic, random weights"), std::string::npos) << r.err;
 }
 
+// A GGUF file (llama.cpp's gpt2, Q8_0 weights, an f16 KV cache by default) runs the same way,
+// and picks HF's greedy tokens for that file (tests/data/gguf/models/PROVENANCE.md).
+TEST(BenchCli, GgufGpt2ModelRunsBothModes) {
+  const std::string gguf = std::string(KVINFER_TEST_DATA) + "/gguf/models/gpt2_tiny.q8_0.gguf";
+  Output r = bench({"-m", gguf, "-p", "6", "-n", "24", "--no-bandwidth-probe", "--json", "-"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["tokens_match"], true);
+  EXPECT_EQ(j["compared_steps"], 24);
+  EXPECT_EQ(j["config"]["architecture"], "GPT2LMHeadModel");
+  EXPECT_EQ(j["config"]["weight_dtype"], "q8_0");
+  EXPECT_EQ(j["kv_cache"]["dtype"], "f16");
+  // P + N beyond gpt2_tiny's 128 learned positions is refused before anything runs.
+  expect_one_line_error(bench({"-m", gguf, "-p", "100", "-n", "29"}), "exceed the model's 128 learned positions");
+}
+
 }  // namespace

@@ -511,18 +511,21 @@ TEST_F(CudaOps, BackendLinearOnQuantizedWeightsMatchesCpu) {
   }
 }
 
+// The message of the kvinfer::Error that f() throws, or "no error".
+template <typename F>
+std::string message(F&& f) {
+  try {
+    f();
+  } catch (const kvinfer::Error& e) {
+    return std::string(e.what());
+  }
+  return std::string("no error");
+}
+
 // Argument checks run on the host before any CUDA call: no device needed.
 TEST(CudaOpsArguments, LaunchersRejectBadArgumentsWithClearErrors) {
   using ::testing::HasSubstr;
   auto* p = reinterpret_cast<float*>(uintptr_t{256});  // never dereferenced: checks come first
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const kvinfer::Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
   EXPECT_THAT(message([&] { cuda::rope(p, 1, 1, 7, 0, p, cuda::RopeLayout::HalfSplit, nullptr); }),
               HasSubstr("head_dim must be even, got 7"));
   EXPECT_THAT(message([&] { cuda::embed(DType::F16, nullptr, 10, 4, nullptr, 1, p, nullptr); }),
@@ -550,14 +553,6 @@ TEST(CudaOpsArguments, LaunchersRejectBadArgumentsWithClearErrors) {
 TEST(CudaOpsArguments, LayerNormAndGeluTanhRejectBadArgumentsWithClearErrors) {
   using ::testing::HasSubstr;
   auto* p = reinterpret_cast<float*>(uintptr_t{256});  // never dereferenced: checks come first
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const kvinfer::Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
   EXPECT_THAT(message([&] { cuda::layer_norm(p, p, nullptr, 2, 8, 1e-5f, p, nullptr); }),
               HasSubstr("cuda::layer_norm: bias is a null pointer"));
   EXPECT_THAT(message([&] { cuda::layer_norm(p, nullptr, p, 2, 8, 1e-5f, p, nullptr); }),

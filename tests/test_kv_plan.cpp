@@ -19,6 +19,7 @@ using kvinfer::DType;
 using kvinfer::KvCache;
 using kvinfer::ModelConfig;
 using kvinfer::kv_bytes_per_token;
+using kvinfer::format_bytes;
 using kvinfer::plan_kv_bytes;
 
 constexpr uint64_t KiB = uint64_t{1} << 10;
@@ -316,6 +317,17 @@ TEST(KvPlan, KvHeadsSetTheRatioMhaGqaMqa) {
   EXPECT_EQ(plan_kv_bytes(mha, 8192, DType::F16), 4 * GiB);
   EXPECT_EQ(plan_kv_bytes(gqa, 8192, DType::F16), GiB);
   EXPECT_EQ(plan_kv_bytes(mqa, 8192, DType::F16), 128 * MiB);
+}
+
+TEST(FormatBytes, BinaryUnitsAtEveryBoundary) {
+  EXPECT_EQ(format_bytes(0), "0 B");
+  EXPECT_EQ(format_bytes(1023), "1023 B");
+  EXPECT_EQ(format_bytes(1024), "1.0 KiB");
+  EXPECT_EQ(format_bytes(1536), "1.5 KiB");
+  EXPECT_EQ(format_bytes(MiB), "1.0 MiB");
+  EXPECT_EQ(format_bytes(GiB - 1), "1024.0 MiB");
+  EXPECT_EQ(format_bytes(GiB), "1.00 GiB");
+  EXPECT_EQ(format_bytes(3 * GiB / 2), "1.50 GiB");
 }
 
 }  // namespace

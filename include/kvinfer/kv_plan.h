@@ -2,6 +2,7 @@
 // Exact KV-cache memory planning, without loading any weights:
 //   bytes = 2 (K and V) × layers × kv_heads × head_dim × tokens × bytes_per_element
 #include <cstdint>
+#include <string>
 
 #include "kvinfer/config.h"
 #include "kvinfer/dtype.h"
@@ -13,5 +14,8 @@ uint64_t kv_bytes_per_token(const ModelConfig& cfg, DType dtype);
 // Bytes of a cache holding `tokens` positions; what KvCache::bytes() reports for that capacity.
 // Throws kvinfer::Error on a negative count or on overflow of 64 bits.
 uint64_t plan_kv_bytes(const ModelConfig& cfg, int64_t tokens, DType dtype);
+
+// A byte count for people, in binary units: "512 B", "1.5 KiB", "2.0 MiB", "1.00 GiB".
+std::string format_bytes(uint64_t bytes);
 
 }  // namespace kvinfer

@@ -32,4 +32,12 @@ uint64_t plan_kv_bytes(const ModelConfig& cfg, int64_t tokens, DType dtype) {
   return checked_mul(kv_bytes_per_token(cfg, dtype), static_cast<uint64_t>(tokens), "cache size");
 }
 
+std::string format_bytes(uint64_t bytes) {
+  const auto b = static_cast<double>(bytes);
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  if (bytes < (1u << 20)) return fmt::format("{:.1f} KiB", b / 1024.0);
+  if (bytes < (1u << 30)) return fmt::format("{:.1f} MiB", b / 1048576.0);
+  return fmt::format("{:.2f} GiB", b / 1073741824.0);
+}
+
 }  // namespace kvinfer
