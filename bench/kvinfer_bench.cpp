@@ -14,10 +14,6 @@
 #include <string>
 #include <vector>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -217,12 +213,8 @@ int run(const Args& a) {
   check_args(a);
   const std::vector<int64_t> positions = parse_positions(a.positions, a.tokens);
   const std::optional<kvinfer::DType> cache_dtype = kv_dtype(a);
-#ifdef _OPENMP
-  if (a.threads > 0) omp_set_num_threads(a.threads);
-  const int threads = omp_get_max_threads();
-#else
-  const int threads = 1;
-#endif
+  if (a.threads > 0) kvinfer::set_cpu_threads(a.threads);
+  const int threads = kvinfer::cpu_threads();
   const bool tty = isatty(fileno(stderr)) != 0;
   Outputs outputs(a);
 

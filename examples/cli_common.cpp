@@ -29,6 +29,9 @@ void add_model_options(CLI::App& app, ModelOptions& o, const char* ctx_help) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   app.add_option("-c,--ctx", o.ctx, ctx_help)->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("-t,--threads", o.threads, "CPU threads; 0 = one per core (results do not depend on it)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--kv-dtype", o.kv_dtype,
                  "KV cache element type: auto (the weights' dtype; f16 for quantised weights), f32, f16, bf16")
       ->capture_default_str();
@@ -109,6 +112,7 @@ std::filesystem::path model_path(const std::string& given) {
 }
 
 std::shared_ptr<const kvinfer::Model> load_model(const ModelOptions& o) {
+  kvinfer::set_cpu_threads(o.threads);
   const kvinfer::Device dev = o.device == "cpu"    ? kvinfer::Device::CPU
                               : o.device == "cuda" ? kvinfer::Device::CUDA
                                                    : kvinfer::Device::Auto;

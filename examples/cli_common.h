@@ -19,6 +19,7 @@ struct ModelOptions {
   std::string device = "auto";
   std::string kv_dtype = "auto";
   int64_t ctx = 0;
+  int threads = 0;  // CPU threads; 0: one per core
 };
 
 struct SamplingOptions {

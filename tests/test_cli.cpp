@@ -53,6 +53,22 @@ TEST(GenerateCli, ReadsThePromptFromStdinAndMatchesCacheOff) {
   EXPECT_NE(off.err.find("recomputed every step"), std::string::npos) << off.err;
 }
 
+// The thread count changes nothing: sampled text (temperature 1.2, one seed) is the same on 1
+// thread and on 3.
+TEST(GenerateCli, ThreadCountDoesNotChangeTheText) {
+  const std::vector<std::string> args = {"-m", kModel, "-p", "Hello", "--temp", "1.2", "-n", "16", "--seed", "7"};
+  auto with = [&](const char* t) {
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"-t", t});
+    return run(KVINFER_GENERATE_BIN, a);
+  };
+  Output one = with("1"), three = with("3");
+  ASSERT_EQ(one.code, 0) << one.err;
+  ASSERT_EQ(three.code, 0) << three.err;
+  EXPECT_FALSE(one.out.empty());
+  EXPECT_EQ(one.out, three.out);
+}
+
 TEST(GenerateCli, SameSeedSameText) {
   const std::vector<std::string> args = {"-m", kModel, "-p", "Hello", "--temp", "1.2", "-n", "16", "--seed", "123"};
   Output a = run(KVINFER_GENERATE_BIN, args), b = run(KVINFER_GENERATE_BIN, args);
@@ -80,11 +96,12 @@ TEST(GenerateCli, HelpListsEveryOptionWithItsDefault) {
   ASSERT_EQ(r.code, 0);
   for (const char* opt : {"-m,--model", "-p,--prompt", "-n,--max-new-tokens", "--temp", "--top-k", "--top-p", "--min-p",
                           "--repeat-penalty", "--seed", "--no-kv-cache", "--chat", "--system", "--device", "--stop",
-                          "--logit-bias", "-c,--ctx", "--kv-dtype"})
+                          "--logit-bias", "-c,--ctx", "--kv-dtype", "-t,--threads"})
     EXPECT_NE(r.out.find(opt), std::string::npos) << opt;
   for (const char* def : {"--temp FLOAT=0.8", "--top-k INT=40", "--top-p FLOAT=0.95", "--min-p FLOAT=0.05",
                           "--repeat-penalty FLOAT=1", "--seed INT=-1", "-n,--max-new-tokens INT=256",
-                          "--device TEXT:{auto,cpu,cuda}=auto", "--kv-dtype TEXT=auto", "-c,--ctx INT:NONNEGATIVE=0"})
+                          "--device TEXT:{auto,cpu,cuda}=auto", "--kv-dtype TEXT=auto", "-c,--ctx INT:NONNEGATIVE=0",
+                          "-t,--threads INT:NONNEGATIVE=0"})
     EXPECT_NE(r.out.find(def), std::string::npos) << def;
 }
 

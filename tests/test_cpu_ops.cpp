@@ -125,6 +125,49 @@ TEST_P(LinearTest, RowsAreBitIdenticalToSingleRowCalls) {
   }
 }
 
+// Every output element is dot(x row, widened weight row) in dot()'s order, whichever kernel
+// computes it (the AVX2 tiles of 3 input × 4 weight rows, or a single product): checked on every
+// tile shape and remainder, bit for bit.
+TEST_P(LinearTest, EveryElementIsTheDotOfItsRows) {
+  const int64_t in = cols_for(GetParam(), 45);
+  for (int64_t n : {1, 2, 3, 4, 7}) {
+    for (int64_t out : {1, 4, 5, 16, 19, 37}) {
+      StoredMatrix w(GetParam(), out, in, static_cast<uint32_t>(40 + n * 100 + out));
+      Linear layer{w.m, {}};
+      auto x = randn(static_cast<size_t>(n * in), static_cast<uint32_t>(41 + n));
+      std::vector<float> y(static_cast<size_t>(n * out));
+      cpu::linear(layer, x.data(), n, y.data());
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t o = 0; o < out; ++o)
+          ASSERT_EQ(core::f32_to_bits(y[static_cast<size_t>(t * out + o)]),
+                    core::f32_to_bits(cpu::dot(x.data() + t * in, w.values.data() + o * in, in)))
+              << "n " << n << " out " << out << " row " << t << " col " << o;
+    }
+  }
+}
+
+// Threads split blocks of weight rows and never a product: 1 and 3 threads give the same bits.
+TEST_P(LinearTest, BitIdenticalWhateverTheThreadCount) {
+#if defined(_OPENMP)
+  const int64_t n = 9, in = cols_for(GetParam(), 301), out = 203;  // above the threading threshold
+  StoredMatrix w(GetParam(), out, in, 50);
+  auto bias = randn(static_cast<size_t>(out), 51);
+  Linear layer{w.m, Vector{bias.data(), out}};
+  auto x = randn(static_cast<size_t>(n * in), 52);
+  std::vector<float> y[2];
+  const int threads = omp_get_max_threads();
+  for (int run = 0; run < 2; ++run) {
+    omp_set_num_threads(run == 0 ? 1 : 3);
+    y[run].assign(static_cast<size_t>(n * out), std::nanf(""));
+    cpu::linear(layer, x.data(), n, y[run].data());
+  }
+  omp_set_num_threads(threads);
+  EXPECT_EQ(0, std::memcmp(y[0].data(), y[1].data(), y[0].size() * sizeof(float)));
+#else
+  GTEST_SKIP() << "built without OpenMP: one thread only";
+#endif
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, LinearTest,
                          ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0,
                                            DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K,

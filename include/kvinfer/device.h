@@ -13,4 +13,11 @@ std::string_view device_name(Device d);
 // failure (no driver, insufficient driver, no device). Never throws.
 int cuda_device_count() noexcept;
 
+// Threads the CPU backend runs on from now on, process-wide; n <= 0 means one per core. Until
+// it is called, OpenMP's default applies ($OMP_NUM_THREADS, else one per core). Results do not
+// depend on the count. Without OpenMP the backend has one thread and this does nothing.
+void set_cpu_threads(int n);
+// Threads the CPU backend runs on now (1 without OpenMP).
+int cpu_threads();
+
 }  // namespace kvinfer

@@ -2,6 +2,8 @@
 
 #include "core/convert.h"
 #include "core/quant.h"
+#include "cpu/convert_avx2.h"
+#include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
 #include "kvinfer/error.h"
 
@@ -16,12 +18,24 @@ void dequantize_row(const std::byte* src, float* dst, int64_t n) {
   for (int64_t b = 0; b < n / kElems; ++b) core::dequantize_block<T>(src + b * kBytes, dst + b * kElems);
 }
 
-}  // namespace
-
-void to_f32(DType t, const std::byte* src, float* dst, int64_t n) {
+void check_whole_blocks(DType t, int64_t n) {
   if (is_quantized(t) && n % dtype_block(t).elements != 0)
     throw Error(fmt::format("to_f32: {} values of {} are not a whole number of {}-value blocks", n, dtype_name(t),
                             dtype_block(t).elements));
+}
+
+}  // namespace
+
+// Run-time dispatch: the AVX2/F16C kernels (src/cpu/convert_avx2.cpp) where the CPU has them,
+// bit-identical to the scalar code below, which stays the portable fallback and the definition.
+void to_f32(DType t, const std::byte* src, float* dst, int64_t n) {
+  check_whole_blocks(t, n);
+  if (cpu_has_avx2_fma_f16c() && to_f32_avx2(t, src, dst, n)) return;
+  to_f32_scalar(t, src, dst, n);
+}
+
+void to_f32_scalar(DType t, const std::byte* src, float* dst, int64_t n) {
+  check_whole_blocks(t, n);
   switch (t) {
     case DType::F32: {
       const auto* s = reinterpret_cast<const float*>(src);

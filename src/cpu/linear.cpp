@@ -1,23 +1,53 @@
+// Dot products and y = x·Wᵀ + b on the CPU: AVX2/FMA kernels (linear_avx2.cpp) where the CPU has
+// them, the portable loops below otherwise. Either way every output element is one dot product
+// in one fixed order, whatever n and the thread count (see linear_avx2.h and cpu_ops.h).
+#include <algorithm>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
+#include "cpu/linear_avx2.h"
 #include "kvinfer/error.h"
 
 namespace kvinfer::cpu {
 
 namespace {
-constexpr double kParallelMinMacs = 1 << 20;
-}  // namespace
 
-float dot(const float* a, const float* b, int64_t n) {
+constexpr double kParallelMinMacs = 1 << 20;
+// Weight rows widened to f32 together, then multiplied by every input row: 16 rows of up to 16k
+// values stay in L2 while the input streams past.
+constexpr int64_t kRowBlock = 16;
+
+// 8 interleaved partial sums (mul, then add), the tail into lanes 0, 1, ..., a fixed tree.
+float dot_portable(const float* a, const float* b, int64_t n) {
   float acc[8] = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
   for (int l = 0; i < n; ++i, ++l) acc[l] += a[i] * b[i];
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+// y[t · out + o] for rows [o0, o0 + rows) of the weight, widened in `w` (rows, in), and every
+// input row t: tiles of 3 input rows × 4 weight rows, then single products for the last rows.
+void block_products(const float* x, int64_t n, const float* w, int64_t rows, int64_t in, float* y, int64_t out) {
+  const bool simd = cpu_has_avx2_fma_f16c();
+  for (int64_t t = 0; t < n; t += 3) {
+    const int64_t tr = std::min<int64_t>(3, n - t);
+    int64_t c = 0;
+    if (simd)
+      for (; c + 4 <= rows; c += 4) avx2::dot_tile(x + t * in, tr, w + c * in, in, y + t * out + c, out);
+    for (; c < rows; ++c)
+      for (int64_t r = t; r < t + tr; ++r) y[r * out + c] = dot(x + r * in, w + c * in, in);
+  }
+}
+
+}  // namespace
+
+float dot(const float* a, const float* b, int64_t n) {
+  return cpu_has_avx2_fma_f16c() ? avx2::dot(a, b, n) : dot_portable(a, b, n);
 }
 
 float sum(const float* a, int64_t n) {
@@ -36,25 +66,26 @@ void linear(const Linear& layer, const float* x, int64_t n, float* y) {
   if (in % dtype_block(w.dtype).elements != 0)
     throw Error(fmt::format("linear: rows of {} values are not whole {} blocks", in, dtype_name(w.dtype)));
   const size_t row_bytes = dtype_row_bytes(w.dtype, in);
-  // Each weight row is widened once and reused by all n input rows; every y element is one
-  // dot() call, so the result does not depend on n (nor on the thread count). Small products
-  // stay on one thread: waking (and spinning) a team costs more than they do.
+  const int64_t blocks = (out + kRowBlock - 1) / kRowBlock;
+  // Threads split blocks of weight rows; each y element is computed by one thread, whole. Small
+  // products stay on one thread: waking (and spinning) a team costs more than they do.
   const bool parallel = static_cast<double>(n) * static_cast<double>(in) * static_cast<double>(out) >= kParallelMinMacs;
 #pragma omp parallel if (parallel)
   {
-    std::vector<float> row(w.dtype == DType::F32 ? 0 : static_cast<size_t>(in));  // (in)
+    std::vector<float> widened(w.dtype == DType::F32 ? 0 : static_cast<size_t>(kRowBlock * in));  // (16, in)
 #pragma omp for schedule(static)
-    for (int64_t o = 0; o < out; ++o) {
-      const float* wrow = reinterpret_cast<const float*>(w.data + static_cast<size_t>(o) * row_bytes);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t o0 = b * kRowBlock, rows = std::min(kRowBlock, out - o0);
+      const std::byte* src = w.data + static_cast<size_t>(o0) * row_bytes;
+      const float* wb = reinterpret_cast<const float*>(src);
       if (w.dtype != DType::F32) {
-        to_f32(w.dtype, w.data + static_cast<size_t>(o) * row_bytes, row.data(), in);
-        wrow = row.data();
+        to_f32(w.dtype, src, widened.data(), rows * in);  // whole rows: whole blocks
+        wb = widened.data();
       }
-      const float b = layer.bias.empty() ? 0.0f : layer.bias.data[o];
-      for (int64_t t = 0; t < n; ++t) {
-        float acc = dot(x + t * in, wrow, in);
-        y[t * out + o] = layer.bias.empty() ? acc : acc + b;
-      }
+      block_products(x, n, wb, rows, in, y + o0, out);
+      if (!layer.bias.empty())
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t c = 0; c < rows; ++c) y[t * out + o0 + c] += layer.bias.data[o0 + c];
     }
   }
 }

@@ -1,0 +1,19 @@
+#pragma once
+// Run-time CPU feature detection for the CPU backend's SIMD paths.
+//
+// Kernels that use instructions beyond the build's baseline (x86-64: SSE2) live in their own
+// translation units with per-function target attributes, never file-wide -m flags, and are only
+// called after a check here; the portable scalar code stays the fallback. Conversions
+// (convert_avx2.cpp) are bit-identical to it; the dot products (linear_avx2.cpp) use fused
+// multiply-adds, so their results differ from the portable ones in the last bits, but follow
+// one fixed order in every kernel (batch invariance holds on either path).
+
+namespace kvinfer::cpu {
+
+// True when the CPU has AVX2, FMA and F16C (detected once, with __builtin_cpu_supports) and the
+// environment does not forbid their use. Setting KVINFER_NO_AVX2=1 (any non-empty value other
+// than "0") before the first call forces the portable scalar paths, e.g. to compare figures or
+// to rule the SIMD code out. Always false on non-x86 builds.
+bool cpu_has_avx2_fma_f16c();
+
+}  // namespace kvinfer::cpu

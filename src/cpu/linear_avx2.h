@@ -1,0 +1,20 @@
+#pragma once
+// The AVX2/FMA dot products of the CPU backend (linear_avx2.cpp), called only when the CPU has
+// AVX2, FMA and F16C (cpu/cpu_features.h).
+//
+// One order of operations for every product, which keeps batch invariance: lane l of an 8-lane
+// accumulator takes the fused multiply-adds of the elements k ≡ l (mod 8) in increasing k; the
+// tail (k ≥ 8·⌊n/8⌋) goes to lanes 0, 1, ... in order, fused too; the lanes are combined as
+// ((0 + 4) + (1 + 5)) + ((2 + 6) + (3 + 7)). dot() and every entry of dot_tile() follow it, so a
+// product gives the same bits whichever kernel computes it.
+#include <cstdint>
+
+namespace kvinfer::cpu::avx2 {
+
+float dot(const float* a, const float* b, int64_t n);
+
+// y[t · ldy + c] = dot(x + t · n, w + c · n, n) for t < rows and c < 4; rows is 1, 2 or 3.
+// x: (rows, n) input rows, w: (4, n) weight rows, both f32.
+void dot_tile(const float* x, int64_t rows, const float* w, int64_t n, float* y, int64_t ldy);
+
+}  // namespace kvinfer::cpu::avx2
