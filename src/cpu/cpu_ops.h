@@ -13,7 +13,8 @@
 
 namespace kvinfer::cpu {
 
-// Dot product of two f32 vectors in a fixed order (8 interleaved partial sums, fixed reduction).
+// Dot product of two f32 vectors in a fixed order (8 interleaved partial sums, fixed reduction;
+// fused multiply-adds on AVX2 machines, see linear_avx2.h).
 float dot(const float* a, const float* b, int64_t n);
 // Sum of n f32 values in dot's order (8 interleaved partial sums, fixed reduction).
 float sum(const float* a, int64_t n);

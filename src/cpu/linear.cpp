@@ -67,6 +67,7 @@ void linear(const Linear& layer, const float* x, int64_t n, float* y) {
     throw Error(fmt::format("linear: rows of {} values are not whole {} blocks", in, dtype_name(w.dtype)));
   const size_t row_bytes = dtype_row_bytes(w.dtype, in);
   const int64_t blocks = (out + kRowBlock - 1) / kRowBlock;
+  const bool half_in_registers = cpu_has_avx2_fma_f16c() && (w.dtype == DType::BF16 || w.dtype == DType::F16);
   // Threads split blocks of weight rows; each y element is computed by one thread, whole. Small
   // products stay on one thread: waking (and spinning) a team costs more than they do.
   const bool parallel = static_cast<double>(n) * static_cast<double>(in) * static_cast<double>(out) >= kParallelMinMacs;
@@ -77,12 +78,20 @@ void linear(const Linear& layer, const float* x, int64_t n, float* y) {
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t o0 = b * kRowBlock, rows = std::min(kRowBlock, out - o0);
       const std::byte* src = w.data + static_cast<size_t>(o0) * row_bytes;
-      const float* wb = reinterpret_cast<const float*>(src);
-      if (w.dtype != DType::F32) {
-        to_f32(w.dtype, src, widened.data(), rows * in);  // whole rows: whole blocks
-        wb = widened.data();
+      if (n == 1 && half_in_registers) {  // decode: 2 bytes a weight, read once, widened in registers
+        const auto* h = reinterpret_cast<const uint16_t*>(src);
+        if (w.dtype == DType::BF16)
+          avx2::dot_bf16_rows(x, h, rows, in, y + o0);
+        else
+          avx2::dot_f16_rows(x, h, rows, in, y + o0);
+      } else {
+        const float* wb = reinterpret_cast<const float*>(src);
+        if (w.dtype != DType::F32) {
+          to_f32(w.dtype, src, widened.data(), rows * in);  // whole rows: whole blocks
+          wb = widened.data();
+        }
+        block_products(x, n, wb, rows, in, y + o0, out);
       }
-      block_products(x, n, wb, rows, in, y + o0, out);
       if (!layer.bias.empty())
         for (int64_t t = 0; t < n; ++t)
           for (int64_t c = 0; c < rows; ++c) y[t * out + o0 + c] += layer.bias.data[o0 + c];

@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstdint>
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
@@ -20,6 +21,43 @@ inline float finish(__m256 acc, const float* a, const float* b, int64_t tail_fro
   _mm256_store_ps(l, acc);
   for (int64_t k = tail_from, i = 0; k < n; ++k, ++i) l[i] = std::fma(a[k], b[k], l[i]);
   return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+}
+
+// 8 bf16 or f16 values widened to f32, exactly (bf16: the top half of an f32; f16: F16C).
+template <bool Bf16>
+inline __m256 widen8(const uint16_t* w) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
+  if constexpr (Bf16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  return _mm256_cvtph_ps(h);
+}
+
+// y[c] = dot(x, row c of w widened) for `rows` (1 to 4) weight rows of n values: up to 4
+// independent accumulators, so the fused multiply-adds' latency is hidden.
+template <bool Bf16, int Rows>
+void dot_half_rows(const float* x, const uint16_t* w, int64_t n, float* y) {
+  __m256 acc[Rows];
+  for (int c = 0; c < Rows; ++c) acc[c] = _mm256_setzero_ps();
+  const int64_t body = n / 8 * 8;
+  for (int64_t k = 0; k < body; k += 8) {
+    const __m256 xv = _mm256_loadu_ps(x + k);
+    for (int c = 0; c < Rows; ++c) acc[c] = _mm256_fmadd_ps(xv, widen8<Bf16>(w + c * n + k), acc[c]);
+  }
+  for (int c = 0; c < Rows; ++c) {
+    alignas(32) float tail[8] = {};
+    if (body < n) {
+      alignas(16) uint16_t h[8] = {};
+      for (int64_t k = body; k < n; ++k) h[k - body] = w[c * n + k];
+      _mm256_store_ps(tail, widen8<Bf16>(h));
+    }
+    y[c] = finish(acc[c], x + body, tail, 0, n - body);
+  }
+}
+
+template <bool Bf16>
+void dot_half(const float* x, const uint16_t* w, int64_t rows, int64_t n, float* y) {
+  int64_t c = 0;
+  for (; c + 4 <= rows; c += 4) dot_half_rows<Bf16, 4>(x, w + c * n, n, y + c);
+  for (; c < rows; ++c) dot_half_rows<Bf16, 1>(x, w + c * n, n, y + c);
 }
 
 // R input rows × 4 weight rows: 4·R accumulators, each exactly the accumulator of dot().
@@ -48,6 +86,13 @@ float dot(const float* a, const float* b, int64_t n) {
   const int64_t body = n / 8 * 8;
   for (int64_t k = 0; k < body; k += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), acc);
   return finish(acc, a, b, body, n);
+}
+
+void dot_bf16_rows(const float* x, const uint16_t* w, int64_t rows, int64_t n, float* y) {
+  dot_half<true>(x, w, rows, n, y);
+}
+void dot_f16_rows(const float* x, const uint16_t* w, int64_t rows, int64_t n, float* y) {
+  dot_half<false>(x, w, rows, n, y);
 }
 
 void dot_tile(const float* x, int64_t rows, const float* w, int64_t n, float* y, int64_t ldy) {

@@ -13,6 +13,12 @@ namespace kvinfer::cpu::avx2 {
 
 float dot(const float* a, const float* b, int64_t n);
 
+// y[c] = dot(x, row c of w widened to f32) for `rows` consecutive bf16 or f16 weight rows of n
+// values, widened in registers (exactly: the same bits as dot() on the widened rows). Decode
+// reads each weight once, at 2 bytes a value.
+void dot_bf16_rows(const float* x, const uint16_t* w, int64_t rows, int64_t n, float* y);
+void dot_f16_rows(const float* x, const uint16_t* w, int64_t rows, int64_t n, float* y);
+
 // y[t · ldy + c] = dot(x + t · n, w + c · n, n) for t < rows and c < 4; rows is 1, 2 or 3.
 // x: (rows, n) input rows, w: (4, n) weight rows, both f32.
 void dot_tile(const float* x, int64_t rows, const float* w, int64_t n, float* y, int64_t ldy);
