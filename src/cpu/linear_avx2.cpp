@@ -3,6 +3,7 @@
 // replace the portable copy other files use. Everything inside is intrinsics and plain loops.
 #include "cpu/linear_avx2.h"
 
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
 #include <cmath>
@@ -106,3 +107,16 @@ void dot_tile(const float* x, int64_t rows, const float* w, int64_t n, float* y,
 }  // namespace kvinfer::cpu::avx2
 
 #pragma GCC pop_options
+
+#else  // not x86: cpu_has_avx2_fma_f16c() is false, so these are never called
+
+#include <cstdlib>
+
+namespace kvinfer::cpu::avx2 {
+float dot(const float*, const float*, int64_t) { std::abort(); }
+void dot_bf16_rows(const float*, const uint16_t*, int64_t, int64_t, float*) { std::abort(); }
+void dot_f16_rows(const float*, const uint16_t*, int64_t, int64_t, float*) { std::abort(); }
+void dot_tile(const float*, int64_t, const float*, int64_t, float*, int64_t) { std::abort(); }
+}  // namespace kvinfer::cpu::avx2
+
+#endif
