@@ -53,22 +53,6 @@ std::vector<float> random_floats(int64_t n, uint32_t seed) {
   return v;
 }
 
-// Offsets of the f16 fields of one block (kernels/core/quant.h): the scale d, and the offset m or
-// dmin where the format has one.
-std::vector<size_t> f16_fields(DType t) {
-  switch (t) {
-    case DType::Q8_0: return {offsetof(core::BlockQ8_0, d)};
-    case DType::Q4_0: return {offsetof(core::BlockQ4_0, d)};
-    case DType::Q4_1: return {offsetof(core::BlockQ4_1, d), offsetof(core::BlockQ4_1, m)};
-    case DType::Q5_0: return {offsetof(core::BlockQ5_0, d)};
-    case DType::Q5_1: return {offsetof(core::BlockQ5_1, d), offsetof(core::BlockQ5_1, m)};
-    case DType::Q4_K: return {offsetof(core::BlockQ4_K, d), offsetof(core::BlockQ4_K, dmin)};
-    case DType::Q5_K: return {offsetof(core::BlockQ5_K, d), offsetof(core::BlockQ5_K, dmin)};
-    case DType::Q6_K: return {offsetof(core::BlockQ6_K, d)};
-    default: return {};
-  }
-}
-
 // n values of dtype t. Plain types: random_floats narrowed to t. Quantised types: random bytes
 // (codes and 6/8-bit sub-block scales), then every f16 field set to 0.01, since random bits there
 // could be an Inf or a NaN.
@@ -82,7 +66,7 @@ std::vector<std::byte> random_values(DType t, int64_t n, uint32_t seed) {
   for (auto& b : out) b = static_cast<std::byte>(rng() & 0xFFu);
   const uint16_t scale = core::f32_to_f16(0.01f);
   const auto block_bytes = static_cast<size_t>(kvinfer::dtype_block(t).bytes);
-  const std::vector<size_t> fields = f16_fields(t);
+  const core::HalfFields fields = core::half_fields(t);
   for (size_t block = 0; block < out.size(); block += block_bytes)
     for (size_t f : fields) {  // little endian, as GGUF stores them
       out[block + f] = static_cast<std::byte>(scale & 0xFFu);

@@ -113,21 +113,6 @@ TEST(ConvertSimd, BF16OddLengths) {
 const DType kQuantTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
                              DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
-// Byte offsets of a block's f16 scale fields: d first, then m / dmin where the format has one.
-std::vector<size_t> scale_fields(DType t) {
-  switch (t) {
-    case DType::Q8_0: return {offsetof(core::BlockQ8_0, d)};
-    case DType::Q4_0: return {offsetof(core::BlockQ4_0, d)};
-    case DType::Q4_1: return {offsetof(core::BlockQ4_1, d), offsetof(core::BlockQ4_1, m)};
-    case DType::Q5_0: return {offsetof(core::BlockQ5_0, d)};
-    case DType::Q5_1: return {offsetof(core::BlockQ5_1, d), offsetof(core::BlockQ5_1, m)};
-    case DType::Q4_K: return {offsetof(core::BlockQ4_K, d), offsetof(core::BlockQ4_K, dmin)};
-    case DType::Q5_K: return {offsetof(core::BlockQ5_K, d), offsetof(core::BlockQ5_K, dmin)};
-    case DType::Q6_K: return {offsetof(core::BlockQ6_K, d)};
-    default: return {};
-  }
-}
-
 // Finite f16 scales of every kind: zero, ±tiny subnormal, smallest normal, ordinary, largest.
 const uint16_t kFiniteScales[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x0155, 0x03ff, 0x83ff, 0x0400, 0x8400,
                                   0x211f, 0x2e66, 0xae66, 0x3c00, 0xbc00, 0x3555, 0x5640, 0x7bff, 0xfbff};
@@ -137,7 +122,7 @@ const uint16_t kFiniteScales[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x0155, 0x03ff
 std::vector<std::byte> random_blocks(DType t, int64_t blocks, std::mt19937& rng, const std::vector<uint16_t>& scales) {
   const auto bb = static_cast<size_t>(dtype_block(t).bytes);
   auto v = random_bytes(bb * static_cast<size_t>(blocks) + 1, rng);  // +1: room for an offset copy
-  const auto fields = scale_fields(t);
+  const auto fields = core::half_fields(t);
   for (size_t b = 0; b < static_cast<size_t>(blocks); ++b) {
     for (size_t f = 0; f < fields.size(); ++f) {
       uint16_t s;
@@ -179,7 +164,7 @@ TEST(ConvertSimd, QuantisedExtremeCodesMatchScalar) {
     std::vector<std::byte> data(bb * 256 * scales.size());
     for (size_t b = 0; b < 256 * scales.size(); ++b) {
       std::memset(data.data() + b * bb, static_cast<int>(b % 256), bb);  // all codes 0x00 .. 0xff
-      for (size_t field : scale_fields(t)) put_u16(data.data() + b * bb + field, scales[b / 256]);
+      for (size_t field : core::half_fields(t)) put_u16(data.data() + b * bb + field, scales[b / 256]);
     }
     EXPECT_TRUE(expect_same(t, data.data(), static_cast<int64_t>(256 * scales.size()) * dtype_block(t).elements,
                             "repeated bytes"));
@@ -206,7 +191,7 @@ TEST(ConvertSimd, QuantisedNonFiniteScalesMatchScalar) {
   for (DType t : kQuantTypes) {
     std::mt19937 rng(300 + static_cast<unsigned>(t));
     // Every (d, m) pair of the list, so that NaNs with different payloads meet in one value.
-    const auto fields = scale_fields(t);
+    const auto fields = core::half_fields(t);
     const size_t pairs = scales.size() * scales.size(), bb = static_cast<size_t>(dtype_block(t).bytes);
     auto data = random_bytes(bb * pairs, rng);
     for (size_t b = 0; b < pairs; ++b) {

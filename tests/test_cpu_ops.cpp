@@ -12,6 +12,7 @@
 #endif
 
 #include "core/convert.h"
+#include "core/quant.h"
 #include "core/rope.h"
 #include "cpu/cpu_ops.h"
 
@@ -36,14 +37,10 @@ double rel_error(const std::vector<float>& got, const std::vector<double>& want)
   return err / scale;
 }
 
-// Offsets of a quantised block's f16 fields (d, and m/dmin where the format has one).
-std::vector<size_t> half_fields(DType t) {
-  switch (t) {
-    case DType::Q6_K: return {208};
-    case DType::Q4_1: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: return {0, 2};
-    default: return {0};
-  }
-}
+// The f16 fields where ggml keeps them.
+static_assert(core::half_fields(DType::Q6_K).size() == 1 && core::half_fields(DType::Q6_K)[0] == 208);
+static_assert(core::half_fields(DType::Q4_K).size() == 2 && core::half_fields(DType::Q4_K)[1] == 2);
+static_assert(core::half_fields(DType::Q8_0).size() == 1 && core::half_fields(DType::Q8_0)[0] == 0);
 
 // Random blocks of a quantised type: random bytes (every code and packed scale pattern), with
 // f16 scales of ±[0.002, 0.02) so that the values stay in a weight-like range.
@@ -53,7 +50,7 @@ std::vector<std::byte> random_blocks(DType t, int64_t rows, int64_t cols, uint32
   for (auto& x : b) x = static_cast<std::byte>(rng() & 0xFF);
   std::uniform_real_distribution<float> scale(0.002f, 0.02f);
   for (size_t block = 0; block < b.size(); block += static_cast<size_t>(dtype_block(t).bytes))
-    for (size_t off : half_fields(t)) {
+    for (size_t off : core::half_fields(t)) {
       const uint16_t h = core::f32_to_f16(rng() % 2 ? scale(rng) : -scale(rng));
       b[block + off] = static_cast<std::byte>(h & 0xFF);
       b[block + off + 1] = static_cast<std::byte>(h >> 8);

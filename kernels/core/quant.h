@@ -33,6 +33,30 @@ struct BlockQ4_K { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; };
 struct BlockQ5_K { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; };
 struct BlockQ6_K { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; };
 
+// Byte offsets of a block's f16 fields: the scale d, then m or dmin where the format has one.
+// For code that builds blocks (tests, benchmarks); the dequantisers read the fields directly.
+struct HalfFields {
+  size_t count = 0;
+  size_t offset[2] = {};
+  constexpr size_t size() const { return count; }
+  constexpr size_t operator[](size_t i) const { return offset[i]; }
+  constexpr const size_t* begin() const { return offset; }
+  constexpr const size_t* end() const { return offset + count; }
+};
+constexpr HalfFields half_fields(DType t) {
+  switch (t) {
+    case DType::Q8_0: return {1, {offsetof(BlockQ8_0, d), 0}};
+    case DType::Q4_0: return {1, {offsetof(BlockQ4_0, d), 0}};
+    case DType::Q4_1: return {2, {offsetof(BlockQ4_1, d), offsetof(BlockQ4_1, m)}};
+    case DType::Q5_0: return {1, {offsetof(BlockQ5_0, d), 0}};
+    case DType::Q5_1: return {2, {offsetof(BlockQ5_1, d), offsetof(BlockQ5_1, m)}};
+    case DType::Q4_K: return {2, {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)}};
+    case DType::Q5_K: return {2, {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)}};
+    case DType::Q6_K: return {1, {offsetof(BlockQ6_K, d), 0}};
+    default: return {};
+  }
+}
+
 static_assert(sizeof(BlockQ8_0) == dtype_block(DType::Q8_0).bytes);
 static_assert(sizeof(BlockQ4_0) == dtype_block(DType::Q4_0).bytes);
 static_assert(sizeof(BlockQ4_1) == dtype_block(DType::Q4_1).bytes);
