@@ -110,6 +110,13 @@ void check_args(const Args& a) {
     throw Error("--prompt needs a tokenizer: synthetic shapes have none (use -p P)");
 }
 
+// --dtype: a plain type (parse_dtype) or one of the quantised types random_model writes.
+kvinfer::DType weight_dtype(const std::string& name) {
+  for (kvinfer::DType t : {kvinfer::DType::Q8_0, kvinfer::DType::Q4_0, kvinfer::DType::Q4_1})
+    if (kvinfer::dtype_name(t) == name) return t;
+  return kvinfer::parse_dtype(name);
+}
+
 std::optional<kvinfer::DType> kv_dtype(const Args& a) {
   try {
     if (a.kv_dtype == "auto") return std::nullopt;
@@ -127,7 +134,7 @@ std::shared_ptr<const kvinfer::Model> make_model(const Args& a, bool tty, bench:
   if (!a.shape.empty()) {
     const kvinfer::ModelConfig config = kvinfer::synthetic_config(a.shape);
     check_positions(config, a.prompt_tokens, a.tokens);
-    kvinfer::RandomModelOptions o{kvinfer::parse_dtype(a.dtype), static_cast<uint64_t>(a.seed), device, {}};
+    kvinfer::RandomModelOptions o{weight_dtype(a.dtype), static_cast<uint64_t>(a.seed), device, {}};
     if (tty) o.on_progress = [](uint64_t d, uint64_t t) { draw_progress("building random weights", d, t); };
     model = kvinfer::random_model(config, o);
     info.model = a.shape;
@@ -271,8 +278,10 @@ int main(int argc, char** argv) {
   app.add_option("-s,--shape", a.shape, "a named synthetic shape with random weights (list below, or --list-shapes)")
       ->type_name("NAME");
   app.add_flag("--list-shapes", a.list_shapes, "print the synthetic shapes and exit");
-  app.add_option("--dtype", a.dtype, "weights of a synthetic shape: f32, f16, bf16")
-      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+  app.add_option("--dtype", a.dtype,
+                 "weights of a synthetic shape: f32, f16, bf16, or ggml's block types q8_0, q4_0, q4_1 "
+                 "(quantised as llama.cpp does)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1"}))
       ->type_name("DTYPE")
       ->capture_default_str();
   app.add_option("--kv-dtype", a.kv_dtype,

@@ -2,9 +2,11 @@
 // kvinfer-bench runs without a checkpoint.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <set>
+#include <utility>
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -125,12 +127,138 @@ TEST(RandomModel, WeightsHaveTheIntendedStatistics) {
 }
 
 TEST(RandomModel, InvalidDtypeAndShapeAreErrors) {
-  EXPECT_NE(error_of([] { random_model(tiny(Architecture::Llama), {.weight_dtype = DType::Q4_0}); })
-                .find("weight dtype q4_0 is not supported"),
-            std::string::npos);
+  const std::string e = error_of([] { random_model(tiny(Architecture::Llama), {.weight_dtype = DType::Q4_K}); });
+  EXPECT_NE(e.find("weight dtype q4_k is not supported"), std::string::npos) << e;
+  EXPECT_NE(e.find("q8_0, q4_0 or q4_1"), std::string::npos) << e;
   ModelConfig bad = tiny(Architecture::Llama);
   bad.num_kv_heads = 4;  // does not divide 6 heads
   EXPECT_NE(error_of([&] { random_model(bad, {.device = Device::CPU}); }).find("invalid shape"), std::string::npos);
+}
+
+// A small model in each quantised type: hidden 64, and an embedding of 2100 × 64 values, three
+// 65,536-value chunks of the parallel build.
+ModelConfig tiny_quantised(Architecture arch) {
+  ModelConfig c = tiny(arch);
+  c.vocab_size = 2100;
+  c.hidden_size = 64;
+  c.intermediate_size = 128;
+  c.num_heads = 4;
+  c.num_kv_heads = arch == Architecture::GPT2 ? 4 : 2;
+  c.head_dim = 16;
+  return c;
+}
+
+constexpr DType kQuantisedWeights[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1};
+
+std::vector<std::byte> raw(const Matrix& m) { return std::vector<std::byte>(m.data, m.data + m.bytes()); }
+
+TEST(RandomModel, QuantisedSameBytesWhateverTheThreadCount) {
+  for (Architecture arch : {Architecture::Llama, Architecture::GPT2})
+    for (DType t : kQuantisedWeights) {
+      SCOPED_TRACE(std::string(architecture_name(arch)) + " " + std::string(dtype_name(t)));
+      const ModelConfig c = tiny_quantised(arch);
+      uint64_t done = 0, total = 0;
+      const RandomModelOptions o{
+          .weight_dtype = t, .seed = 7, .device = Device::CPU, .on_progress = [&](uint64_t d, uint64_t n) {
+            done = d;
+            total = n;
+          }};
+#if defined(_OPENMP)
+      const int threads = omp_get_max_threads();
+      omp_set_num_threads(1);
+#endif
+      auto a = random_model(c, o);
+#if defined(_OPENMP)
+      omp_set_num_threads(2);
+#endif
+      auto b = random_model(c, o);
+#if defined(_OPENMP)
+      omp_set_num_threads(threads);
+#endif
+      EXPECT_EQ(a->weight_dtype(), t);
+      const ModelWeights &wa = a->weights(), &wb = b->weights();
+      EXPECT_EQ(wa.embed.dtype, t);
+      EXPECT_EQ(wa.embed.bytes(), dtype_row_bytes(t, c.hidden_size) * static_cast<uint64_t>(c.vocab_size));
+      EXPECT_TRUE(raw(wa.embed) == raw(wb.embed));
+      EXPECT_TRUE(raw(wa.layers[1].down.weight) == raw(wb.layers[1].down.weight));
+      EXPECT_TRUE(raw(wa.layers[0].q.weight) == raw(wb.layers[0].q.weight));
+      if (arch == Architecture::GPT2) {
+        EXPECT_TRUE(raw(wa.pos_embed) == raw(wb.pos_embed));
+      }
+      // Progress counts the quantised bytes, and ends at its total.
+      EXPECT_GT(total, 0u);
+      EXPECT_EQ(done, total);
+      EXPECT_LT(total, random_model(c, {.seed = 7, .device = Device::CPU})->weight_bytes() / 3);
+    }
+}
+
+// The quantised weights are the f32 weights of the same seed, quantised: within a step of them.
+TEST(RandomModel, QuantisedWeightsAreTheF32WeightsQuantised) {
+  const ModelConfig c = tiny_quantised(Architecture::Llama);
+  auto f = random_model(c, {.seed = 5, .device = Device::CPU});
+  const std::vector<float> ref = widen(f->weights().layers[0].up.weight);
+  // U(-√3·0.02, √3·0.02): |x| < 0.035, so a Q8_0 step is under 0.035 / 127, a Q4_0 step under
+  // 0.035 / 8 (a whole step where the code is clipped), a Q4_1 half step under 0.07 / 30.
+  // (Plus what rounding the scales to f16 adds.)
+  const std::pair<DType, double> cases[] = {{DType::Q8_0, 1.7e-4}, {DType::Q4_0, 4.5e-3}, {DType::Q4_1, 2.5e-3}};
+  for (const auto& [t, bound] : cases) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    auto q = random_model(c, {.weight_dtype = t, .seed = 5, .device = Device::CPU});
+    const std::vector<float> got = widen(q->weights().layers[0].up.weight);
+    ASSERT_EQ(got.size(), ref.size());
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - ref[i]));
+    EXPECT_LT(worst, bound);
+    EXPECT_GT(worst, 0.0);
+  }
+}
+
+TEST(RandomModel, QuantisedModelsRunWithFiniteLogits) {
+  for (Architecture arch : {Architecture::Llama, Architecture::GPT2})
+    for (DType t : kQuantisedWeights) {
+      SCOPED_TRACE(std::string(architecture_name(arch)) + " " + std::string(dtype_name(t)));
+      const ModelConfig c = tiny_quantised(arch);
+      auto m = random_model(c, {.weight_dtype = t, .seed = 3, .device = Device::CPU});
+      KvCache kv(*m, 16);
+      EXPECT_EQ(kv.dtype(), DType::F16);  // the default for quantised weights
+      Session s(m);
+      const std::vector<int32_t> prompt = {5, 17, 2099, 3, 99};
+      std::vector<float> logits;
+      for (int step = 0; step < 2; ++step) {
+        const std::span<const float> l = step == 0 ? s.prefill(kv, prompt) : s.decode(kv, 42);
+        ASSERT_EQ(l.size(), static_cast<size_t>(c.vocab_size));
+        for (float x : l) ASSERT_TRUE(std::isfinite(x));
+        EXPECT_NE(*std::min_element(l.begin(), l.end()), *std::max_element(l.begin(), l.end()));
+      }
+    }
+  // And the central invariant holds on quantised weights.
+  auto m = random_model(tiny_quantised(Architecture::Llama), {.weight_dtype = DType::Q4_1, .seed = 3,
+                                                              .device = Device::CPU});
+  const std::vector<int32_t> prompt = {5, 17, 250, 3, 99};
+  test::expect_cache_on_equals_off(m, prompt, 6);
+}
+
+// A quantised matrix needs whole 32-value blocks per row: the error names the matrix.
+TEST(RandomModel, QuantisedColumnsMustBeWholeBlocks) {
+  ModelConfig c = tiny_quantised(Architecture::Llama);
+  c.intermediate_size = 100;
+  const std::string e = error_of([&] { random_model(c, {.weight_dtype = DType::Q8_0, .device = Device::CPU}); });
+  EXPECT_NE(e.find("MLP down projection (intermediate_size): 100 columns"), std::string::npos) << e;
+  EXPECT_NE(e.find("32-value q8_0 blocks"), std::string::npos) << e;
+  c = tiny_quantised(Architecture::Llama);
+  c.hidden_size = c.num_heads * c.head_dim + 8;  // 72
+  EXPECT_NE(error_of([&] { random_model(c, {.weight_dtype = DType::Q4_0, .device = Device::CPU}); })
+                .find("(hidden_size): 72 columns"),
+            std::string::npos);
+  // f16 takes any column count.
+  EXPECT_NO_THROW(random_model(c, {.weight_dtype = DType::F16, .device = Device::CPU}));
+  // Every named shape's matrices are whole blocks.
+  for (const SyntheticShape& s : synthetic_shapes()) {
+    SCOPED_TRACE(s.name);
+    EXPECT_EQ(s.config.hidden_size % 32, 0);
+    EXPECT_EQ(s.config.num_heads * s.config.head_dim % 32, 0);
+    EXPECT_EQ(s.config.intermediate_size % 32, 0);
+  }
 }
 
 // A random model runs like a loaded one, and keeps the central invariant.

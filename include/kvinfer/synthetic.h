@@ -26,15 +26,19 @@ const std::vector<SyntheticShape>& synthetic_shapes();
 ModelConfig synthetic_config(std::string_view name);
 
 struct RandomModelOptions {
-  DType weight_dtype = DType::F32;  // f32, f16 or bf16 (the projections and embeddings)
+  // The projections' and embeddings' dtype: f32, f16, bf16, or ggml's q8_0, q4_0 or q4_1
+  // (quantised as ggml's reference quantisers do; every row must be whole 32-value blocks).
+  DType weight_dtype = DType::F32;
   uint64_t seed = 0;
   Device device = Device::Auto;
   LoadProgress on_progress = {};  // bytes of weights made (or uploaded) of the total
 };
 
 // A model of shape `config` with random weights: matrices ~ U(-a, a) with std 0.02 (HF's
-// initializer_range), norm weights 1 + U, biases U at std 0.02. Built in parallel, the same
-// bytes for a seed whatever the thread count. Throws on an invalid config or dtype.
+// initializer_range), norm weights 1 + U, biases U at std 0.02 (norms and biases stay f32).
+// Quantised weight types quantise those values block by block. Built in parallel, the same bytes
+// for a seed whatever the thread count. Throws on an invalid config or dtype, or a matrix whose
+// column count is not a whole number of blocks of a quantised dtype.
 std::shared_ptr<const Model> random_model(const ModelConfig& config, const RandomModelOptions& options = {});
 
 }  // namespace kvinfer

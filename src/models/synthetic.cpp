@@ -1,10 +1,13 @@
 // Named model shapes with random weights built in memory (kvinfer/synthetic.h).
 #include "kvinfer/synthetic.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include <fmt/format.h>
 
+#include "core/quantize.h"
 #include "cpu/cpu_ops.h"
 #include "kvinfer/error.h"
 #include "models/load_common.h"
@@ -86,16 +89,30 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// A quantised matrix needs rows of whole blocks.
+void check_whole_blocks(DType dt, std::string_view name, int64_t cols) {
+  if (is_quantized(dt) && cols % dtype_block(dt).elements != 0)
+    throw Error(fmt::format("random_model: {}: {} columns, not a whole number of {}-value {} blocks", name, cols,
+                            dtype_block(dt).elements, dtype_name(dt)));
+}
+
 class RandomWeights {
  public:
   RandomWeights(uint64_t seed, DType dtype, uint64_t total_bytes, const LoadProgress& progress, HostStorage& storage)
       : seed_(seed), dtype_(dtype), total_(total_bytes), progress_(progress), storage_(storage) {}
 
-  Matrix matrix(int64_t rows, int64_t cols, float std) {
+  // A (rows, cols) matrix in the weight dtype. Quantised types take whole blocks per row
+  // (random_model checks every shape first: an exception must not leave the parallel region).
+  Matrix matrix(std::string_view name, int64_t rows, int64_t cols, float std) {
+    check_whole_blocks(dtype_, name, cols);
     const int64_t n = rows * cols;
-    std::byte* out = storage_.allocate(static_cast<size_t>(n) * dtype_size(dtype_));
+    std::byte* out = storage_.allocate(static_cast<size_t>(rows) * dtype_row_bytes(dtype_, cols));
     const uint64_t stream = splitmix64(seed_ ^ (++tensors_ * 0x632be59bd9b4e019ULL));
+    // Chunks of whole blocks (rows hold whole blocks, and the block size divides kChunk), each
+    // narrowed or quantised on its own: the bytes do not depend on how chunks meet threads.
     constexpr int64_t kChunk = 1 << 16;
+    static_assert(kChunk % dtype_block(DType::Q8_0).elements == 0);
+    const bool quantised = is_quantized(dtype_);
 #pragma omp parallel
     {
       std::vector<float> tmp(kChunk);  // (kChunk)
@@ -103,10 +120,14 @@ class RandomWeights {
       for (int64_t c = 0; c < (n + kChunk - 1) / kChunk; ++c) {
         const int64_t begin = c * kChunk, count = std::min(kChunk, n - begin);
         for (int64_t i = 0; i < count; ++i) tmp[static_cast<size_t>(i)] = uniform(stream, begin + i) * std;
-        cpu::from_f32(dtype_, tmp.data(), out + static_cast<size_t>(begin) * dtype_size(dtype_), count);
+        std::byte* dst = out + dtype_row_bytes(dtype_, begin);
+        if (quantised)
+          quantize_row(dtype_, tmp.data(), dst, count);
+        else
+          cpu::from_f32(dtype_, tmp.data(), dst, count);
       }
     }
-    report(static_cast<uint64_t>(n) * dtype_size(dtype_));
+    report(static_cast<uint64_t>(rows) * dtype_row_bytes(dtype_, cols));
     return Matrix{dtype_, out, rows, cols};
   }
 
@@ -136,13 +157,15 @@ class RandomWeights {
   HostStorage& storage_;
 };
 
-uint64_t matrix_elements(const ModelConfig& c) {
-  const auto q = static_cast<uint64_t>(c.num_heads * c.head_dim), kv = static_cast<uint64_t>(c.num_kv_heads * c.head_dim);
-  const auto h = static_cast<uint64_t>(c.hidden_size), f = static_cast<uint64_t>(c.intermediate_size);
-  const uint64_t layer = h * q + 2 * h * kv + q * h + (c.is_gpt2() ? 2 : 3) * h * f;
-  uint64_t total = static_cast<uint64_t>(c.vocab_size) * h * (c.tie_word_embeddings ? 1 : 2) +
-                   static_cast<uint64_t>(c.num_layers) * layer;
-  if (c.is_gpt2()) total += static_cast<uint64_t>(c.max_position_embeddings) * h;
+// Bytes of every matrix random_model makes in dtype dt (the sum of what RandomWeights::matrix
+// reports).
+uint64_t matrix_bytes(const ModelConfig& c, DType dt) {
+  auto m = [dt](int64_t rows, int64_t cols) { return static_cast<uint64_t>(rows) * dtype_row_bytes(dt, cols); };
+  const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  const int64_t f = c.intermediate_size;
+  const uint64_t layer = m(q, h) + 2 * m(kv, h) + m(h, q) + (c.is_gpt2() ? 1 : 2) * m(f, h) + m(h, f);
+  uint64_t total = m(c.vocab_size, h) * (c.tie_word_embeddings ? 1 : 2) + static_cast<uint64_t>(c.num_layers) * layer;
+  if (c.is_gpt2()) total += m(c.max_position_embeddings, h);
   return total;
 }
 
@@ -164,8 +187,9 @@ ModelConfig synthetic_config(std::string_view name) {
 
 std::shared_ptr<const Model> random_model(const ModelConfig& c, const RandomModelOptions& options) {
   const DType dt = options.weight_dtype;
-  if (dt != DType::F32 && dt != DType::F16 && dt != DType::BF16)
-    throw Error(fmt::format("random_model: weight dtype {} is not supported (f32, f16 or bf16)", dtype_name(dt)));
+  if (dt != DType::F32 && dt != DType::F16 && dt != DType::BF16 && !can_quantize(dt))
+    throw Error(fmt::format("random_model: weight dtype {} is not supported (f32, f16, bf16, q8_0, q4_0 or q4_1)",
+                            dtype_name(dt)));
   if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.intermediate_size <= 0 || c.num_layers <= 0 ||
       c.num_heads <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 || c.num_heads % c.num_kv_heads != 0)
     throw Error(fmt::format("random_model: invalid shape (vocab {}, hidden {}, intermediate {}, layers {}, heads {}, "
@@ -176,11 +200,16 @@ std::shared_ptr<const Model> random_model(const ModelConfig& c, const RandomMode
   const int64_t hidden = c.hidden_size, q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
   const int64_t inter = c.intermediate_size;
   constexpr float kStd = 0.02f;  // HF's initializer_range
+  // Every matrix's column count, before any memory is spent: hidden (the embeddings, q/k/v,
+  // gate/up, the LM head), heads × head_dim (the attention output) and intermediate (down).
+  check_whole_blocks(dt, "the embeddings and the q/k/v/gate/up projections (hidden_size)", hidden);
+  check_whole_blocks(dt, "the attention output projection (num_heads * head_dim)", q_dim);
+  check_whole_blocks(dt, "the MLP down projection (intermediate_size)", inter);
 
   auto storage = std::make_shared<HostStorage>();
-  RandomWeights rnd(options.seed, dt, matrix_elements(c) * dtype_size(dt), options.on_progress, *storage);
-  auto linear = [&](int64_t out, int64_t in, bool bias) {
-    Linear l{rnd.matrix(out, in, kStd), {}};
+  RandomWeights rnd(options.seed, dt, matrix_bytes(c, dt), options.on_progress, *storage);
+  auto linear = [&](std::string_view name, int64_t out, int64_t in, bool bias) {
+    Linear l{rnd.matrix(name, out, in, kStd), {}};
     if (bias) l.bias = rnd.vector(out, 0.0f, kStd);
     return l;
   };
@@ -191,23 +220,23 @@ std::shared_ptr<const Model> random_model(const ModelConfig& c, const RandomMode
   };
 
   auto w = std::make_unique<ModelWeights>();
-  w->embed = rnd.matrix(c.vocab_size, hidden, kStd);
-  if (c.is_gpt2()) w->pos_embed = rnd.matrix(c.max_position_embeddings, hidden, kStd);
+  w->embed = rnd.matrix("token embedding", c.vocab_size, hidden, kStd);
+  if (c.is_gpt2()) w->pos_embed = rnd.matrix("position embedding", c.max_position_embeddings, hidden, kStd);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     LayerWeights L;
     norm(L.attn_norm, L.attn_norm_bias);
-    L.q = linear(q_dim, hidden, c.attention_bias);
-    L.k = linear(kv_dim, hidden, c.attention_bias);
-    L.v = linear(kv_dim, hidden, c.attention_bias);
-    L.o = linear(hidden, q_dim, c.attention_out_bias);
+    L.q = linear("attention q", q_dim, hidden, c.attention_bias);
+    L.k = linear("attention k", kv_dim, hidden, c.attention_bias);
+    L.v = linear("attention v", kv_dim, hidden, c.attention_bias);
+    L.o = linear("attention output", hidden, q_dim, c.attention_out_bias);
     norm(L.ffn_norm, L.ffn_norm_bias);
-    if (!c.is_gpt2()) L.gate = linear(inter, hidden, c.mlp_bias);
-    L.up = linear(inter, hidden, c.mlp_bias);
-    L.down = linear(hidden, inter, c.mlp_bias);
+    if (!c.is_gpt2()) L.gate = linear("MLP gate", inter, hidden, c.mlp_bias);
+    L.up = linear("MLP up", inter, hidden, c.mlp_bias);
+    L.down = linear("MLP down", hidden, inter, c.mlp_bias);
     w->layers.push_back(std::move(L));
   }
   norm(w->final_norm, w->final_norm_bias);
-  w->lm_head.weight = c.tie_word_embeddings ? w->embed : rnd.matrix(c.vocab_size, hidden, kStd);
+  w->lm_head.weight = c.tie_word_embeddings ? w->embed : rnd.matrix("LM head", c.vocab_size, hidden, kStd);
   if (!c.is_gpt2()) w->rope_inv_freq = storage->add(rope_inv_freq(c));
   w->storage = storage;
 
