@@ -25,6 +25,13 @@
 #include "cpu/cpu_ops.h"
 #include "kvinfer/kv_cache.h"
 
+#if defined(KVINFER_BENCH_OPENBLAS)
+#include <cblas.h>
+#endif
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
 namespace {
 
 using kvinfer::DType;
@@ -197,6 +204,36 @@ void BM_linear(benchmark::State& state, DType t) {
 [[maybe_unused]] const bool kLinear = per_dtype("BM_linear", BM_linear, kWeightTypes, [](auto* b) {
   b->UseRealTime()->ArgName("rows")->Arg(1)->Arg(64);
 });
+
+#if defined(KVINFER_BENCH_OPENBLAS)
+// The same product as BM_linear/f32 through OpenBLAS: y (rows, 2048) = x (rows, 2048) · Wᵀ with
+// cblas_sgemm (row-major, W transposed), on as many threads as OpenMP would use. For comparison
+// only: sgemm's blocking, and so its order of additions, depends on the number of rows, which
+// would break cache-on == cache-off. Same bytes and FLOPs as BM_linear.
+void BM_linear_openblas(benchmark::State& state) {
+  const int64_t n = state.range(0), in = 2048, out = 2048;
+  const auto w = random_floats(out * in, 5);
+  const auto x = random_floats(n * in, 6);
+  std::vector<float> y(static_cast<size_t>(n * out));
+#if defined(_OPENMP)
+  openblas_set_num_threads(omp_get_max_threads());
+#else
+  openblas_set_num_threads(1);
+#endif
+  for (auto _ : state) {
+    if (n == 1)
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(out), static_cast<int>(in), 1.0f, w.data(),
+                  static_cast<int>(in), x.data(), 1, 0.0f, y.data(), 1);
+    else
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(out),
+                  static_cast<int>(in), 1.0f, x.data(), static_cast<int>(in), w.data(), static_cast<int>(in), 0.0f,
+                  y.data(), static_cast<int>(out));
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_counters(state, (out * in + n * in + n * out) * kF32, 2 * n * in * out);
+}
+BENCHMARK(BM_linear_openblas)->UseRealTime()->ArgName("rows")->Arg(1)->Arg(64);
+#endif
 
 // ---- Embedding -------------------------------------------------------------------------------
 

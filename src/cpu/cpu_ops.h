@@ -34,10 +34,13 @@ void layer_norm(const float* x, const float* weight, const float* bias, int64_t 
 // inv_freq[i]) is (i, i + head_dim/2) in the half-split layout, (2i, 2i + 1) in the interleaved one.
 void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const float* inv_freq,
           RopeLayout layout = RopeLayout::HalfSplit);
-// out (n) = silu(gate) · up
+// out (n) = silu(gate) · up, computed as gate / (1 + exp(-gate)) · up (AVX2: a vectorised exp
+// within 2 ulp, see elementwise_avx2.h)
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 // out (n) = GELU with the tanh approximation (HF gelu_new):
-//   0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³)))   (out may alias x)
+//   0.5·x·(1 + tanh(u)), u = sqrt(2/π)·(x + 0.044715·x³)   (out may alias x)
+// computed as the equal x / (1 + exp(-2u)), which does not cancel for x < 0, with u in double.
+// Each output element depends on its input element alone, on either path.
 void gelu_tanh(const float* x, float* out, int64_t n);
 // x (n) += y
 void add(float* x, const float* y, int64_t n);

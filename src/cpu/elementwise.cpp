@@ -1,7 +1,9 @@
 #include <cmath>
 
 #include "core/rope.h"
+#include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
+#include "cpu/elementwise_avx2.h"
 
 namespace kvinfer::cpu {
 
@@ -47,15 +49,23 @@ void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, c
   }
 }
 
+// silu_mul and gelu_tanh: the AVX2/FMA kernels (elementwise_avx2.h) where the CPU has them, the
+// loops below otherwise. Both compute each element from its own input alone.
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  if (cpu_has_avx2_fma_f16c()) return avx2::silu_mul(gate, up, out, n);
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+// 0.5·x·(1 + tanh(u)) = x / (1 + e^-2u): no cancellation for x < 0, where the result is ≈ x·e^2u.
+// In double, like the AVX2 kernel's −2u, since an absolute error in 2u is a relative error of
+// the result there.
 void gelu_tanh(const float* x, float* out, int64_t n) {
-  const float k = 0.7978845608028654f;  // sqrt(2/π)
+  if (cpu_has_avx2_fma_f16c()) return avx2::gelu_tanh(x, out, n);
+  constexpr double k = 1.595769121605730711759;  // 2·sqrt(2/π)
+  constexpr double kc = k * 0.044715;
   for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    out[i] = 0.5f * v * (1.0f + std::tanh(k * (v + 0.044715f * v * v * v)));
+    const double v = x[i];
+    out[i] = static_cast<float>(v / (1.0 + std::exp(-v * (k + kc * v * v))));
   }
 }
 

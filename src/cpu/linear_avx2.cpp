@@ -57,6 +57,7 @@ void dot_half_rows(const float* x, const uint16_t* w, int64_t n, float* y) {
 template <bool Bf16>
 void dot_half(const float* x, const uint16_t* w, int64_t rows, int64_t n, float* y) {
   int64_t c = 0;
+  for (; c + 8 <= rows; c += 8) dot_half_rows<Bf16, 8>(x, w + c * n, n, y + c);
   for (; c + 4 <= rows; c += 4) dot_half_rows<Bf16, 4>(x, w + c * n, n, y + c);
   for (; c < rows; ++c) dot_half_rows<Bf16, 1>(x, w + c * n, n, y + c);
 }

@@ -7,7 +7,10 @@
 // tail (k ≥ 8·⌊n/8⌋) goes to lanes 0, 1, ... in order, fused too; the lanes are combined as
 // ((0 + 4) + (1 + 5)) + ((2 + 6) + (3 + 7)). dot() and every entry of dot_tile() follow it, so a
 // product gives the same bits whichever kernel computes it.
+#include <cstddef>
 #include <cstdint>
+
+#include "kvinfer/dtype.h"
 
 namespace kvinfer::cpu::avx2 {
 
@@ -18,6 +21,11 @@ float dot(const float* a, const float* b, int64_t n);
 // reads each weight once, at 2 bytes a value.
 void dot_bf16_rows(const float* x, const uint16_t* w, int64_t rows, int64_t n, float* y);
 void dot_f16_rows(const float* x, const uint16_t* w, int64_t rows, int64_t n, float* y);
+
+// y[c] = dot(x, row c of w widened to f32) for `rows` consecutive rows of n values in the
+// ggml-quantised type t (Q8_0, Q4_0/1, Q5_0/1, Q4_K, Q5_K, Q6_K), decoded in registers with the
+// bits cpu::to_f32 gives (dot_quant_avx2.cpp). Returns false, doing nothing, for any other type.
+bool dot_quant_rows(DType t, const float* x, const std::byte* w, int64_t rows, int64_t n, float* y);
 
 // y[t · ldy + c] = dot(x + t · n, w + c · n, n) for t < rows and c < 4; rows is 1, 2 or 3.
 // x: (rows, n) input rows, w: (4, n) weight rows, both f32.

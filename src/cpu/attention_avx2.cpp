@@ -1,0 +1,136 @@
+// AVX2/FMA attention loops (attention_avx2.h). Compiled for AVX2 function by function (the pragma
+// below), like linear_avx2.cpp.
+#include "cpu/attention_avx2.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include <cmath>
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+namespace kvinfer::cpu::avx2 {
+
+namespace {
+
+// 8 values of a K or V row from p, widened to f32 (exactly; F16C quiets a signalling NaN).
+template <DType T>
+inline __m256 load8(const std::byte* p) {
+  if constexpr (T == DType::F32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+  } else {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    if constexpr (T == DType::BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    return _mm256_cvtph_ps(h);
+  }
+}
+
+// Value i of a row, widened.
+template <DType T>
+inline float load1(const std::byte* p, int64_t i) {
+  if constexpr (T == DType::F32) {
+    return reinterpret_cast<const float*>(p)[i];
+  } else {
+    const uint16_t h = reinterpret_cast<const uint16_t*>(p)[i];
+    if constexpr (T == DType::BF16) return _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128(static_cast<int>(h) << 16)));
+    return _cvtsh_ss(h);
+  }
+}
+
+// dot()'s finish: the tail's fused multiply-adds into lanes 0, 1, ..., then the fixed tree.
+template <DType T>
+inline float finish(__m256 acc, const float* q, const std::byte* row, int64_t body, int64_t hd) {
+  alignas(32) float l[8];
+  _mm256_store_ps(l, acc);
+  for (int64_t k = body, i = 0; k < hd; ++k, ++i) l[i] = std::fma(q[k], load1<T>(row, k), l[i]);
+  return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+}
+
+// Scores of R consecutive positions from j: R accumulators share q's vectors.
+template <DType T, int R>
+inline void scores_of(const float* q, const std::byte* k, size_t row_bytes, int64_t j, int64_t hd, float scale,
+                      float* s) {
+  constexpr size_t kSize = T == DType::F32 ? 4 : 2;
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  const std::byte* rows = k + static_cast<size_t>(j) * row_bytes;
+  const int64_t body = hd / 8 * 8;
+  for (int64_t d = 0; d < body; d += 8) {
+    const __m256 qv = _mm256_loadu_ps(q + d);
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm256_fmadd_ps(qv, load8<T>(rows + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(d) * kSize),
+                               acc[r]);
+  }
+  for (int r = 0; r < R; ++r) s[j + r] = finish<T>(acc[r], q, rows + static_cast<size_t>(r) * row_bytes, body, hd) * scale;
+}
+
+template <DType T>
+void scores(const float* q, const std::byte* k, int64_t first, int64_t last, int64_t hd, float scale, float* s) {
+  const size_t row_bytes = static_cast<size_t>(hd) * (T == DType::F32 ? 4 : 2);
+  int64_t j = first;
+  for (; j + 4 <= last + 1; j += 4) scores_of<T, 4>(q, k, row_bytes, j, hd, scale, s);
+  for (; j <= last; ++j) scores_of<T, 1>(q, k, row_bytes, j, hd, scale, s);
+}
+
+// Columns [d0, d0 + 8·C) of o, accumulated over every position in C registers.
+template <DType T, int C>
+inline void values_of(const float* p, const std::byte* v, size_t row_bytes, int64_t first, int64_t last, int64_t d0,
+                      float* o) {
+  constexpr size_t kSize = T == DType::F32 ? 4 : 2;
+  __m256 acc[C];
+  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t j = first; j <= last; ++j) {
+    const __m256 pj = _mm256_set1_ps(p[j]);
+    const std::byte* row = v + static_cast<size_t>(j) * row_bytes + static_cast<size_t>(d0) * kSize;
+    for (int c = 0; c < C; ++c) acc[c] = _mm256_add_ps(acc[c], _mm256_mul_ps(pj, load8<T>(row + 8 * kSize * c)));
+  }
+  for (int c = 0; c < C; ++c) _mm256_storeu_ps(o + d0 + 8 * c, acc[c]);
+}
+
+template <DType T>
+void values(const float* p, const std::byte* v, int64_t first, int64_t last, int64_t hd, float* o) {
+  const size_t row_bytes = static_cast<size_t>(hd) * (T == DType::F32 ? 4 : 2);
+  int64_t d = 0;
+  for (; d + 64 <= hd; d += 64) values_of<T, 8>(p, v, row_bytes, first, last, d, o);
+  for (; d + 8 <= hd; d += 8) values_of<T, 1>(p, v, row_bytes, first, last, d, o);
+  for (; d < hd; ++d) {  // the last hd % 8 columns, one at a time, the same operations
+    float acc = 0.0f;
+    for (int64_t j = first; j <= last; ++j) acc += p[j] * load1<T>(v + static_cast<size_t>(j) * row_bytes, d);
+    o[d] = acc;
+  }
+}
+
+}  // namespace
+
+void attention_scores(DType t, const float* q, const std::byte* k, int64_t first, int64_t last, int64_t hd,
+                      float scale, float* s) {
+  switch (t) {
+    case DType::F16: return scores<DType::F16>(q, k, first, last, hd, scale, s);
+    case DType::BF16: return scores<DType::BF16>(q, k, first, last, hd, scale, s);
+    default: return scores<DType::F32>(q, k, first, last, hd, scale, s);
+  }
+}
+
+void attention_values(DType t, const float* p, const std::byte* v, int64_t first, int64_t last, int64_t hd, float* o) {
+  switch (t) {
+    case DType::F16: return values<DType::F16>(p, v, first, last, hd, o);
+    case DType::BF16: return values<DType::BF16>(p, v, first, last, hd, o);
+    default: return values<DType::F32>(p, v, first, last, hd, o);
+  }
+}
+
+}  // namespace kvinfer::cpu::avx2
+
+#pragma GCC pop_options
+
+#else  // not x86: cpu_has_avx2_fma_f16c() is false, so these are never called
+
+#include <cstdlib>
+
+namespace kvinfer::cpu::avx2 {
+void attention_scores(DType, const float*, const std::byte*, int64_t, int64_t, int64_t, float, float*) { std::abort(); }
+void attention_values(DType, const float*, const std::byte*, int64_t, int64_t, int64_t, float*) { std::abort(); }
+}  // namespace kvinfer::cpu::avx2
+
+#endif

@@ -1,0 +1,22 @@
+#pragma once
+// The AVX2/FMA inner loops of CPU attention (attention_avx2.cpp), called only when the CPU has
+// AVX2, FMA and F16C (cpu/cpu_features.h). K and V rows are read in the cache's dtype (f32, f16
+// or bf16) and widened in registers.
+#include <cstddef>
+#include <cstdint>
+
+#include "kvinfer/dtype.h"
+
+namespace kvinfer::cpu::avx2 {
+
+// s[j] = dot(q, K row j) · scale for j in [first, last]: K row j (hd values of dtype t) starts at
+// k + j · hd · dtype_size(t). Each product in dot()'s order (linear_avx2.h), so the scores are
+// the bits of widening the row and calling dot().
+void attention_scores(DType t, const float* q, const std::byte* k, int64_t first, int64_t last, int64_t hd,
+                      float scale, float* s);
+
+// o[d] = Σ p[j] · (V row j)[d] over j = first, ..., last in that order, each term a product
+// rounded and then added (no fused multiply-add: the portable loop's bits); o (hd) is overwritten.
+void attention_values(DType t, const float* p, const std::byte* v, int64_t first, int64_t last, int64_t hd, float* o);
+
+}  // namespace kvinfer::cpu::avx2
