@@ -155,7 +155,8 @@ std::string format_table(const Report& r) {
                    in.config.vocab_size);
   s += fmt::format("weights    {}, {}; one decode step reads {}\n", in.weight_dtype, kvinfer::format_bytes(in.weight_bytes),
                    kvinfer::format_bytes(in.step_weight_bytes));
-  s += fmt::format("device     {}, {} thread{}\n", in.device, in.threads, in.threads == 1 ? "" : "s");
+  s += fmt::format("device     {}, {} thread{}{}\n", in.device, in.threads, in.threads == 1 ? "" : "s",
+                   in.int8_activations ? ", 8-bit activations (--int8-activations)" : "");
   s += fmt::format("prompt     P = {} tokens ({})\n", in.prompt_tokens, in.prompt_source);
   s += fmt::format("generate   N = {} tokens\n", in.tokens);
   s += fmt::format("kv cache   {}, {} for P + N = {} positions ({} per position); at the end {} positions = {}\n",
@@ -254,6 +255,7 @@ std::string format_json(const Report& r) {
                  {"weight_bytes", in.weight_bytes},
                  {"step_weight_bytes", in.step_weight_bytes},
                  {"device", in.device},
+                 {"int8_activations", in.int8_activations},
                  {"threads", in.threads},
                  {"prompt_tokens", in.prompt_tokens},
                  {"tokens", in.tokens},

@@ -20,6 +20,7 @@ struct ModelOptions {
   std::string kv_dtype = "auto";
   int64_t ctx = 0;
   int threads = 0;  // CPU threads; 0: one per core
+  bool int8_activations = false;  // LoadOptions::int8_activations
 };
 
 struct SamplingOptions {

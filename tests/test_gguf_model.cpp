@@ -250,6 +250,25 @@ std::vector<float> all_logits(const std::shared_ptr<const Model>& m, std::span<c
   return {l.begin(), l.end()};
 }
 
+// LoadOptions::int8_activations on Q8_0 models: the logits move (the activations are rounded to
+// 8 bits) but stay close to the exact ones, and cache-on == cache-off still holds bit for bit.
+TEST(GgufInt8Activations, CloseToExactAndCacheOnEqualsCacheOff) {
+  const std::vector<int32_t> seq = {1, 5, 9, 3, 7, 2, 8, 4};
+  for (const char* file : {"llama_gqa4.q8_0.gguf", "qwen2_bias.q8_0.gguf", "gpt2_tiny.q8_0.gguf"}) {
+    SCOPED_TRACE(file);
+    const auto exact = Model::load(kGgufDir / file, {.device = Device::CPU});
+    const auto fast = Model::load(kGgufDir / file, {.device = Device::CPU, .int8_activations = true});
+    ASSERT_TRUE(fast->int8_activations());
+    const auto want = all_logits(exact, seq), got = all_logits(fast, seq);
+    float scale = 0.0f;
+    for (float v : want) scale = std::max(scale, std::fabs(v));
+    const float diff = max_abs_diff(got, want);
+    EXPECT_GT(diff, 0.0f);  // the option is in effect
+    EXPECT_LT(diff, 0.05f * scale);  // measured: 2.5 % to 3 % of the largest logit on these tiny models
+    test::expect_cache_on_equals_off(fast, seq, 8);
+  }
+}
+
 // The GGUF holds the HF fixture's Q/K rows permuted; rotated interleaved it gives HF's logits.
 // Only the order of the q·k sums over head_dim differs, so the two agree to float rounding.
 // Rotated half-split instead, the same weights are far off: the layout is what makes them agree.

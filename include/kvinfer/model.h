@@ -22,6 +22,12 @@ using LoadProgress = std::function<void(uint64_t done, uint64_t total)>;
 struct LoadOptions {
   Device device = Device::Auto;
   LoadProgress on_progress = {};
+  // CPU only, Q8_0/Q4_0/Q4_1 weights only: quantise each 32-value block of a product's input to
+  // 8 bits and multiply in integers, as llama.cpp does. Faster (about twice, on such weights) but
+  // not exact: logits move by about 1e-2 (docs/benchmarks.md). Off: every product is exact in f32
+  // and matches HF on the dequantised weights. Cache-on == cache-off and thread-count
+  // independence hold either way.
+  bool int8_activations = false;
 };
 
 class Model {
@@ -50,8 +56,12 @@ class Model {
   // Every id that ends generation: config.json's eos ids and the tokenizer's.
   std::vector<int32_t> eos_ids() const;
 
+  // LoadOptions::int8_activations as loaded (sessions of this model use it).
+  bool int8_activations() const { return int8_activations_; }
+
   Model(ModelConfig config, std::unique_ptr<ModelWeights> weights, Device device,
-        std::shared_ptr<const Tokenizer> tokenizer = nullptr, std::filesystem::path source = {});
+        std::shared_ptr<const Tokenizer> tokenizer = nullptr, std::filesystem::path source = {},
+        bool int8_activations = false);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -65,6 +75,7 @@ class Model {
   DType weight_dtype_;
   uint64_t weight_bytes_;
   uint64_t step_weight_bytes_;
+  bool int8_activations_;
 };
 
 }  // namespace kvinfer

@@ -32,6 +32,7 @@ struct RandomModelOptions {
   uint64_t seed = 0;
   Device device = Device::Auto;
   LoadProgress on_progress = {};  // bytes of weights made (or uploaded) of the total
+  bool int8_activations = false;  // LoadOptions::int8_activations
 };
 
 // A model of shape `config` with random weights: matrices ~ U(-a, a) with std 0.02 (HF's

@@ -23,8 +23,10 @@ void to_f32(DType t, const std::byte* src, float* dst, int64_t n);
 // Narrows n f32 values to dtype `t` (round to nearest even).
 void from_f32(DType t, const float* src, std::byte* dst, int64_t n);
 
-// y (n, out) = x (n, in) · Wᵀ (+ b).
-void linear(const Linear& layer, const float* x, int64_t n, float* y);
+// y (n, out) = x (n, in) · Wᵀ (+ b). With int8_activations, Q8_0/Q4_0/Q4_1 weights take the
+// 8-bit activation products of cpu/linear_int8.h (close to the exact product, not equal to it);
+// other weights ignore it.
+void linear(const Linear& layer, const float* x, int64_t n, float* y, bool int8_activations = false);
 // y (n, dim) = x / sqrt(mean(x²) + eps) · weight, per row, as HF's LlamaRMSNorm in f32.
 void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* y);
 // y (n, dim) = (x - mean) / sqrt(var + eps) · weight + bias, per row, as torch.nn.LayerNorm in

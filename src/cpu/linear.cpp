@@ -9,6 +9,7 @@
 #include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
 #include "cpu/linear_avx2.h"
+#include "cpu/linear_int8.h"
 #include "kvinfer/error.h"
 
 namespace kvinfer::cpu {
@@ -61,7 +62,7 @@ float sum(const float* a, int64_t n) {
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
-void linear(const Linear& layer, const float* x, int64_t n, float* y) {
+void linear(const Linear& layer, const float* x, int64_t n, float* y, bool int8_activations) {
   const Matrix& w = layer.weight;
   const int64_t in = w.cols, out = w.rows;
   // Checked here: an exception must not escape the parallel region (to_f32 would throw there).
@@ -69,12 +70,32 @@ void linear(const Linear& layer, const float* x, int64_t n, float* y) {
     throw Error(fmt::format("linear: rows of {} values are not whole {} blocks", in, dtype_name(w.dtype)));
   const size_t row_bytes = dtype_row_bytes(w.dtype, in);
   const int64_t blocks = (out + kRowBlock - 1) / kRowBlock;
+  const bool parallel = static_cast<double>(n) * static_cast<double>(in) * static_cast<double>(out) >= kParallelMinMacs;
+  if (int8_activations && int8_product_supported(w.dtype)) {
+    // Every input row quantised once, then each block of weight rows times every input row.
+    const int64_t nb = in / 32;
+    std::vector<Int8Block> xb(static_cast<size_t>(n * nb));  // (n, in / 32) scales
+    std::vector<int8_t> xq(static_cast<size_t>(n * in));     // (n, in) codes
+#pragma omp parallel for schedule(static) if (parallel && n > 1)
+    for (int64_t t = 0; t < n; ++t) quantize_int8(x + t * in, in, xb.data() + t * nb, xq.data() + t * in);
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t o0 = b * kRowBlock, rows = std::min(kRowBlock, out - o0);
+      const std::byte* src = w.data + static_cast<size_t>(o0) * row_bytes;
+      for (int64_t t = 0; t < n; ++t) {
+        float* yt = y + t * out + o0;
+        int8_rows_product(w.dtype, xb.data() + t * nb, xq.data() + t * in, src, rows, in, yt);
+        if (!layer.bias.empty())
+          for (int64_t c = 0; c < rows; ++c) yt[c] += layer.bias.data[o0 + c];
+      }
+    }
+    return;
+  }
   const bool simd = cpu_has_avx2_fma_f16c();
   const bool half_in_registers = simd && (w.dtype == DType::BF16 || w.dtype == DType::F16);
   const bool quant_in_registers = simd && is_quantized(w.dtype);
   // Threads split blocks of weight rows; each y element is computed by one thread, whole. Small
   // products stay on one thread: waking (and spinning) a team costs more than they do.
-  const bool parallel = static_cast<double>(n) * static_cast<double>(in) * static_cast<double>(out) >= kParallelMinMacs;
 #pragma omp parallel if (parallel)
   {
     std::vector<float> widened(w.dtype == DType::F32 ? 0 : static_cast<size_t>(kRowBlock * in));  // (16, in)

@@ -12,6 +12,7 @@ Session::Session(std::shared_ptr<const Model> model)
     : model_(std::move(model)), scratch_(std::make_unique<ForwardScratch>()) {
   if (!model_) throw Error("Session needs a model (got a null pointer)");
   scratch_->exec.device = model_->device();
+  scratch_->exec.int8_activations = model_->int8_activations();
   if (model_->device() == Device::CUDA) {
     auto context = cuda_backend::create_context();
     scratch_->exec.cuda = context.get();

@@ -103,7 +103,7 @@ std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<M
     w = cuda_backend::upload(*w, options.on_progress);  // the mapped checkpoint is released
   else
     read_weights(*w, options.on_progress);
-  return std::make_shared<const Model>(c, std::move(w), device, std::move(tokenizer), path);
+  return std::make_shared<const Model>(c, std::move(w), device, std::move(tokenizer), path, options.int8_activations);
 }
 
 }  // namespace kvinfer

@@ -52,7 +52,7 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path, cons
 }
 
 Model::Model(ModelConfig config, std::unique_ptr<ModelWeights> weights, Device device,
-             std::shared_ptr<const Tokenizer> tokenizer, std::filesystem::path source)
+             std::shared_ptr<const Tokenizer> tokenizer, std::filesystem::path source, bool int8_activations)
     : config_(std::move(config)),
       weights_(std::move(weights)),
       device_(device),
@@ -60,7 +60,8 @@ Model::Model(ModelConfig config, std::unique_ptr<ModelWeights> weights, Device d
       source_(std::move(source)),
       weight_dtype_(weights_->layers.empty() ? weights_->embed.dtype : weights_->layers[0].q.weight.dtype),
       weight_bytes_(count_bytes(*weights_, config_.tie_word_embeddings)),
-      step_weight_bytes_(step_bytes(*weights_)) {}
+      step_weight_bytes_(step_bytes(*weights_)),
+      int8_activations_(int8_activations) {}
 
 Model::~Model() = default;
 

@@ -242,6 +242,7 @@ std::shared_ptr<const Model> random_model(const ModelConfig& c, const RandomMode
 
   LoadOptions load;
   load.device = device;
+  load.int8_activations = options.int8_activations;
   if (device == Device::CUDA) load.on_progress = options.on_progress;  // the upload; host bytes are made already
   return finish_load(c, std::move(w), device, nullptr, "random_model", load);
 }

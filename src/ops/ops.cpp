@@ -25,7 +25,7 @@ void layer_norm(const Exec& e, const float* x, const Vector& weight, const Vecto
 
 void linear(const Exec& e, const Linear& layer, const float* x, int64_t n, float* y) {
   if (e.device == Device::CUDA) return cuda_backend::linear(*e.cuda, layer, x, n, y);
-  cpu::linear(layer, x, n, y);
+  cpu::linear(layer, x, n, y, e.int8_activations);
 }
 
 void rope(const Exec& e, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq,

@@ -20,6 +20,7 @@ namespace ops {
 struct Exec {
   Device device = Device::CPU;
   cuda_backend::Context* cuda = nullptr;  // set when device == CUDA
+  bool int8_activations = false;          // CPU products with Q8_0/Q4_0/Q4_1 weights (LoadOptions)
 };
 
 void embed(const Exec& e, const Matrix& table, std::span<const int32_t> ids, float* out);

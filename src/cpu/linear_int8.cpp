@@ -1,0 +1,102 @@
+// 8-bit activation products (linear_int8.h): the quantiser, the portable products and the
+// dispatch to the AVX2 kernels (linear_int8_avx2.cpp), which give the same bits.
+#include "cpu/linear_int8.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/quant.h"
+#include "cpu/cpu_features.h"
+#include "cpu/linear_avx2.h"
+
+namespace kvinfer::cpu {
+
+namespace {
+
+// The 32 codes of weight block b as signed integers (Q4_0 without its offset of 8).
+template <DType T>
+void weight_codes(const std::byte* block, int32_t out[32]) {
+  using B = typename core::BlockOf<T>::type;
+  if constexpr (T == DType::Q8_0) {
+    for (int j = 0; j < 32; ++j) out[j] = static_cast<int8_t>(core::q_byte(block, offsetof(B, qs) + j));
+  } else {
+    constexpr int kOffset = T == DType::Q4_0 ? 8 : 0;
+    for (int j = 0; j < 16; ++j) {
+      const uint8_t byte = core::q_byte(block, offsetof(B, qs) + j);
+      out[j] = (byte & 0x0F) - kOffset;
+      out[j + 16] = (byte >> 4) - kOffset;
+    }
+  }
+}
+
+template <DType T>
+float row_product(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t n) {
+  using B = typename core::BlockOf<T>::type;
+  float acc[8] = {}, off = 0.0f;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const std::byte* block = w + b * static_cast<int64_t>(sizeof(B));
+    int32_t codes[32];
+    weight_codes<T>(block, codes);
+    const float p = core::q_half(block, offsetof(B, d)) * blocks[b].d;
+    for (int l = 0; l < 8; ++l) {
+      int32_t partial = 0;
+      for (int j = 4 * l; j < 4 * l + 4; ++j) partial += codes[j] * q[32 * b + j];
+      const float term = p * static_cast<float>(partial);
+      acc[l] = acc[l] + term;
+    }
+    if constexpr (T == DType::Q4_1) {
+      const float term = core::q_half(block, offsetof(B, m)) * blocks[b].ds;
+      off = off + term;
+    }
+  }
+  return (((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))) + off;
+}
+
+template <DType T>
+void rows_portable(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows, int64_t n, float* y) {
+  const size_t row_bytes = dtype_row_bytes(T, n);
+  for (int64_t c = 0; c < rows; ++c) y[c] = row_product<T>(blocks, q, w + static_cast<size_t>(c) * row_bytes, n);
+}
+
+}  // namespace
+
+void quantize_int8(const float* x, int64_t n, Int8Block* blocks, int8_t* q) {
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* xb = x + 32 * b;
+    int8_t* qb = q + 32 * b;
+    float amax = 0.0f;
+    bool finite = true;
+    for (int j = 0; j < 32; ++j) {
+      finite = finite && std::isfinite(xb[j]);
+      amax = std::max(amax, std::fabs(xb[j]));
+    }
+    if (!finite) {
+      blocks[b] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::quiet_NaN()};
+      std::memset(qb, 0, 32);
+      continue;
+    }
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    int32_t sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      const float v = std::clamp(std::nearbyint(xb[j] * id), -127.0f, 127.0f);
+      qb[j] = static_cast<int8_t>(v);
+      sum += qb[j];
+    }
+    blocks[b] = {d, d * static_cast<float>(sum)};
+  }
+}
+
+void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows, int64_t n,
+                       float* y) {
+  if (cpu_has_avx2_fma_f16c()) return avx2::int8_rows_product(t, blocks, q, w, rows, n, y);
+  switch (t) {
+    case DType::Q8_0: return rows_portable<DType::Q8_0>(blocks, q, w, rows, n, y);
+    case DType::Q4_0: return rows_portable<DType::Q4_0>(blocks, q, w, rows, n, y);
+    default: return rows_portable<DType::Q4_1>(blocks, q, w, rows, n, y);
+  }
+}
+
+}  // namespace kvinfer::cpu

@@ -1,0 +1,45 @@
+#pragma once
+// Products with 8-bit activations (llama.cpp's approach), an option for Q8_0, Q4_0 and Q4_1
+// weights (LoadOptions::int8_activations): each 32-value block of an input row is quantised to
+// int8 with one f32 scale, and a weight block times an input block is an exact integer dot
+// product times the two scales. Fewer instructions per weight byte than widening to f32, at the
+// price of the activations' rounding (about 0.4 % of a block's largest value): results are close
+// to the exact products, not equal to them.
+//
+// Batch invariance holds all the same: every output element is computed by the same function of
+// its input row and weight row, in one fixed order, whatever n and the thread count.
+#include <cstdint>
+
+#include "kvinfer/dtype.h"
+
+namespace kvinfer::cpu {
+
+// One input row quantised per 32-value block: block b is d · q[32b .. 32b + 31] with codes in
+// [-127, 127] (d = max|x| / 127, codes rounded to nearest), and ds = d · Σ q (Q4_1's offset term
+// needs it). A block holding a NaN or an infinity gets NaN for both, so every product it takes
+// part in is NaN.
+struct Int8Block {
+  float d;
+  float ds;
+};
+
+// The arithmetic, the same on every path (AVX2 and portable give the same bits). For weight row
+// c and input block b, with weight codes w (Q4_0: w − 8) and the 8 exact integer partial sums
+// I_l = Σ_{j = 4l}^{4l+3} w_j · q_j (l = 0..7):
+//   p = d_w · d_x (f32);  acc_l = acc_l + p · I_l  (a product, then a sum: no fused multiply-add)
+//   Q4_1 also: off = off + m_w · ds
+// and y[c] = (((acc_0 + acc_4) + (acc_1 + acc_5)) + ((acc_2 + acc_6) + (acc_3 + acc_7))) + off,
+// over the blocks in order.
+
+// Quantises n values (a multiple of 32) of x: blocks (n / 32) and codes q (n).
+void quantize_int8(const float* x, int64_t n, Int8Block* blocks, int8_t* q);
+
+// True for the weight types the int8 products take.
+constexpr bool int8_product_supported(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1; }
+
+// y[c] = Σ_b (weight block b of row c) · (input block b), for `rows` consecutive weight rows of n
+// values of type t (int8_product_supported), stored one after another at w.
+void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows, int64_t n,
+                       float* y);
+
+}  // namespace kvinfer::cpu

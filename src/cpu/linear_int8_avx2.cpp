@@ -1,0 +1,113 @@
+// AVX2 products with 8-bit activations (linear_int8.h gives the arithmetic, which the portable
+// code in linear_int8.cpp spells out): a weight block times an input block is one vpmaddubsw and
+// one vpmaddwd, exact in integers (no pair sum exceeds 2 · 128 · 127 < 2¹⁵), then one scale.
+#include "cpu/linear_avx2.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "core/quant.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+namespace kvinfer::cpu::avx2 {
+
+namespace {
+
+inline float half_at(const std::byte* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  return _cvtsh_ss(h);
+}
+
+// The 8 partial sums I_l of a weight block times the input codes xq.
+template <DType T>
+inline __m256i block_partials(const std::byte* block, __m256i xq) {
+  using B = typename core::BlockOf<T>::type;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i prod;
+  if constexpr (T == DType::Q8_0) {
+    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + offsetof(B, qs)));
+    prod = _mm256_maddubs_epi16(_mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq));  // |w| · (±x) = w · x
+  } else {
+    const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + offsetof(B, qs)));
+    // Values 0..15: low nibbles of qs[0..15]; 16..31: high nibbles (bytes in value order).
+    __m256i wq = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), _mm256_set1_epi8(0x0F));
+    if constexpr (T == DType::Q4_0) {
+      wq = _mm256_sub_epi8(wq, _mm256_set1_epi8(8));
+      prod = _mm256_maddubs_epi16(_mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq));
+    } else {
+      prod = _mm256_maddubs_epi16(wq, xq);  // unsigned 0..15 times signed codes
+    }
+  }
+  return _mm256_madd_epi16(prod, ones);
+}
+
+template <DType T, int R>
+void rows(const Int8Block* blocks, const int8_t* q, const std::byte* w, size_t row_bytes, int64_t n, float* y) {
+  using B = typename core::BlockOf<T>::type;
+  __m256 acc[R];
+  float off[R];
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm256_setzero_ps();
+    off[r] = 0.0f;
+  }
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b));
+    const float dx = blocks[b].d;
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {  // unrolled: the accumulators stay in registers
+      const std::byte* block = w + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(b) * sizeof(B);
+      const __m256 partials = _mm256_cvtepi32_ps(block_partials<T>(block, xq));
+      const __m256 p = _mm256_set1_ps(half_at(block + offsetof(B, d)) * dx);
+      acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(p, partials));
+      if constexpr (T == DType::Q4_1) {
+        const float term = half_at(block + offsetof(B, m)) * blocks[b].ds;
+        off[r] = off[r] + term;
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    alignas(32) float l[8];
+    _mm256_store_ps(l, acc[r]);
+    y[r] = (((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]))) + off[r];
+  }
+}
+
+template <DType T>
+void rows_of(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t count, int64_t n, float* y) {
+  const size_t row_bytes = dtype_row_bytes(T, n);
+  int64_t c = 0;
+  for (; c + 4 <= count; c += 4) rows<T, 4>(blocks, q, w + static_cast<size_t>(c) * row_bytes, row_bytes, n, y + c);
+  for (; c < count; ++c) rows<T, 1>(blocks, q, w + static_cast<size_t>(c) * row_bytes, row_bytes, n, y + c);
+}
+
+}  // namespace
+
+void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows, int64_t n,
+                       float* y) {
+  switch (t) {
+    case DType::Q8_0: return rows_of<DType::Q8_0>(blocks, q, w, rows, n, y);
+    case DType::Q4_0: return rows_of<DType::Q4_0>(blocks, q, w, rows, n, y);
+    default: return rows_of<DType::Q4_1>(blocks, q, w, rows, n, y);
+  }
+}
+
+}  // namespace kvinfer::cpu::avx2
+
+#pragma GCC pop_options
+
+#else  // not x86: cpu_has_avx2_fma_f16c() is false, so this is never called
+
+#include <cstdlib>
+
+namespace kvinfer::cpu::avx2 {
+void int8_rows_product(DType, const Int8Block*, const int8_t*, const std::byte*, int64_t, int64_t, float*) {
+  std::abort();
+}
+}  // namespace kvinfer::cpu::avx2
+
+#endif
