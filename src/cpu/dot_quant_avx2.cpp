@@ -54,6 +54,14 @@ inline __m256i bit4_from_bits32(uint32_t bits) {
   return _mm256_and_si256(t, _mm256_set1_epi8(0x10));
 }
 
+// The vpshufb control that puts byte First + i of each 16-byte half into 32-bit lane i, zeros
+// in the lane's other bytes.
+template <int First>
+inline __m256i byte_lanes() {
+  constexpr auto c = [](int i) { return static_cast<int>(0x80808000u | static_cast<unsigned>(First + i)); };
+  return _mm256_setr_epi32(c(0), c(1), c(2), c(3), c(4), c(5), c(6), c(7));
+}
+
 // Values 32g .. 32g + 31 of the block at b, as core::dequantize_group<T> computes them.
 template <DType T>
 inline void group_values(const std::byte* b, int g, __m256 v[4]) {
@@ -69,15 +77,28 @@ inline void group_values(const std::byte* b, int g, __m256 v[4]) {
     constexpr bool kFive = T == DType::Q5_0 || T == DType::Q5_1;
     constexpr char kOffset = kHasMin ? 0 : (kFive ? 16 : 8);
     const __m256 d = _mm256_set1_ps(half_at(b + offsetof(B, d)));
-    const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, qs)));
-    __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), _mm256_set1_epi8(0x0F));
     if constexpr (kFive) {
+      const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, qs)));
+      __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), _mm256_set1_epi8(0x0F));
       uint32_t qh;
       std::memcpy(&qh, b + offsetof(B, qh), sizeof qh);
       q = _mm256_or_si256(q, bit4_from_bits32(qh));
+      q = _mm256_sub_epi8(q, _mm256_set1_epi8(kOffset));
+      codes_to_f32<kOffset != 0>(q, v);
+    } else {
+      // Q4: bytes 0..7 (8..15) of qs each into a 32-bit lane with one shuffle (both halves of the
+      // register hold all 16 bytes); a lane's low nibble is value j, its high nibble value j + 16.
+      const __m256i qs =
+          _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, qs))));
+      const __m256i bytes[2] = {_mm256_shuffle_epi8(qs, byte_lanes<0>()), _mm256_shuffle_epi8(qs, byte_lanes<8>())};
+      const __m256i low4 = _mm256_set1_epi32(0x0F);
+      __m256i q[4] = {_mm256_and_si256(bytes[0], low4), _mm256_and_si256(bytes[1], low4),
+                      _mm256_srli_epi32(bytes[0], 4), _mm256_srli_epi32(bytes[1], 4)};
+      for (int i = 0; i < 4; ++i) {
+        if constexpr (kOffset != 0) q[i] = _mm256_sub_epi32(q[i], _mm256_set1_epi32(kOffset));
+        v[i] = _mm256_cvtepi32_ps(q[i]);
+      }
     }
-    if constexpr (kOffset != 0) q = _mm256_sub_epi8(q, _mm256_set1_epi8(kOffset));
-    codes_to_f32<kOffset != 0>(q, v);
     if constexpr (kHasMin) {
       const __m256 m = _mm256_set1_ps(half_at(b + offsetof(B, m)));
       for (int i = 0; i < 4; ++i) v[i] = _mm256_fmadd_ps(v[i], d, m);  // q·d exact: one rounding, as q·d + m
@@ -124,13 +145,14 @@ inline float lanes_sum(__m256 acc) {
 // y[r] = dot(x, row r) for R consecutive rows of n values: R accumulators, one per row, share
 // each group's 4 input vectors.
 template <DType T, int R>
-void rows_product(const float* x, const std::byte* w, size_t row_bytes, int64_t n, float* y) {
+void rows_product(const float* x, const std::byte* w, size_t row_bytes, int64_t n, float* y, Prefetcher& pf) {
   constexpr int64_t kElems = dtype_block(T).elements, kBytes = dtype_block(T).bytes;
   constexpr int kGroups = static_cast<int>(kElems) / core::kQuantGroup;
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t blk = 0; blk < n / kElems; ++blk) {
     for (int g = 0; g < kGroups; ++g) {
+      pf.advance(R * kBytes / kGroups);
       const float* xg = x + blk * kElems + core::kQuantGroup * g;
       const __m256 xv[4] = {_mm256_loadu_ps(xg), _mm256_loadu_ps(xg + 8), _mm256_loadu_ps(xg + 16),
                             _mm256_loadu_ps(xg + 24)};
@@ -146,25 +168,25 @@ void rows_product(const float* x, const std::byte* w, size_t row_bytes, int64_t 
 }
 
 template <DType T>
-void rows_of(const float* x, const std::byte* w, int64_t rows, int64_t n, float* y) {
+void rows_of(const float* x, const std::byte* w, int64_t rows, int64_t n, float* y, Prefetcher& pf) {
   const size_t row_bytes = dtype_row_bytes(T, n);
   int64_t r = 0;
-  for (; r + 4 <= rows; r += 4) rows_product<T, 4>(x, w + static_cast<size_t>(r) * row_bytes, row_bytes, n, y + r);
-  for (; r < rows; ++r) rows_product<T, 1>(x, w + static_cast<size_t>(r) * row_bytes, row_bytes, n, y + r);
+  for (; r + 4 <= rows; r += 4) rows_product<T, 4>(x, w + static_cast<size_t>(r) * row_bytes, row_bytes, n, y + r, pf);
+  for (; r < rows; ++r) rows_product<T, 1>(x, w + static_cast<size_t>(r) * row_bytes, row_bytes, n, y + r, pf);
 }
 
 }  // namespace
 
-bool dot_quant_rows(DType t, const float* x, const std::byte* w, int64_t rows, int64_t n, float* y) {
+bool dot_quant_rows(DType t, const float* x, const std::byte* w, int64_t rows, int64_t n, float* y, Prefetcher& pf) {
   switch (t) {
-    case DType::Q8_0: rows_of<DType::Q8_0>(x, w, rows, n, y); return true;
-    case DType::Q4_0: rows_of<DType::Q4_0>(x, w, rows, n, y); return true;
-    case DType::Q4_1: rows_of<DType::Q4_1>(x, w, rows, n, y); return true;
-    case DType::Q5_0: rows_of<DType::Q5_0>(x, w, rows, n, y); return true;
-    case DType::Q5_1: rows_of<DType::Q5_1>(x, w, rows, n, y); return true;
-    case DType::Q4_K: rows_of<DType::Q4_K>(x, w, rows, n, y); return true;
-    case DType::Q5_K: rows_of<DType::Q5_K>(x, w, rows, n, y); return true;
-    case DType::Q6_K: rows_of<DType::Q6_K>(x, w, rows, n, y); return true;
+    case DType::Q8_0: rows_of<DType::Q8_0>(x, w, rows, n, y, pf); return true;
+    case DType::Q4_0: rows_of<DType::Q4_0>(x, w, rows, n, y, pf); return true;
+    case DType::Q4_1: rows_of<DType::Q4_1>(x, w, rows, n, y, pf); return true;
+    case DType::Q5_0: rows_of<DType::Q5_0>(x, w, rows, n, y, pf); return true;
+    case DType::Q5_1: rows_of<DType::Q5_1>(x, w, rows, n, y, pf); return true;
+    case DType::Q4_K: rows_of<DType::Q4_K>(x, w, rows, n, y, pf); return true;
+    case DType::Q5_K: rows_of<DType::Q5_K>(x, w, rows, n, y, pf); return true;
+    case DType::Q6_K: rows_of<DType::Q6_K>(x, w, rows, n, y, pf); return true;
     default: return false;
   }
 }
@@ -176,7 +198,7 @@ bool dot_quant_rows(DType t, const float* x, const std::byte* w, int64_t rows, i
 #else  // not x86: cpu_has_avx2_fma_f16c() is false, so this is never called
 
 namespace kvinfer::cpu::avx2 {
-bool dot_quant_rows(DType, const float*, const std::byte*, int64_t, int64_t, float*) { return false; }
+bool dot_quant_rows(DType, const float*, const std::byte*, int64_t, int64_t, float*, Prefetcher&) { return false; }
 }  // namespace kvinfer::cpu::avx2
 
 #endif

@@ -47,6 +47,17 @@ void block_products(const float* x, int64_t n, const float* w, int64_t rows, int
   }
 }
 
+// Decode (n = 1) streams the weights once: while a block of rows is multiplied, the next block
+// is prefetched (prefetch.h). Prefill reuses each block for every input row and needs none.
+int64_t rows_prefetched(int64_t n, int64_t rows) { return n == 1 ? rows : 0; }
+
+// The `count` weight rows from row `first` on (fewer at the end of the matrix).
+Prefetcher next_rows(const Matrix& w, int64_t first, int64_t count, size_t row_bytes) {
+  count = std::min(count, w.rows - first);
+  if (count <= 0) return {};
+  return Prefetcher(w.data + static_cast<size_t>(first) * row_bytes, static_cast<size_t>(count) * row_bytes);
+}
+
 }  // namespace
 
 float dot(const float* a, const float* b, int64_t n) {
@@ -82,9 +93,10 @@ void linear(const Linear& layer, const float* x, int64_t n, float* y, bool int8_
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t o0 = b * kRowBlock, rows = std::min(kRowBlock, out - o0);
       const std::byte* src = w.data + static_cast<size_t>(o0) * row_bytes;
+      Prefetcher pf = next_rows(w, o0 + rows, rows_prefetched(n, rows), row_bytes);
       for (int64_t t = 0; t < n; ++t) {
         float* yt = y + t * out + o0;
-        int8_rows_product(w.dtype, xb.data() + t * nb, xq.data() + t * in, src, rows, in, yt);
+        int8_rows_product(w.dtype, xb.data() + t * nb, xq.data() + t * in, src, rows, in, yt, pf);
         if (!layer.bias.empty())
           for (int64_t c = 0; c < rows; ++c) yt[c] += layer.bias.data[o0 + c];
       }
@@ -103,14 +115,15 @@ void linear(const Linear& layer, const float* x, int64_t n, float* y, bool int8_
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t o0 = b * kRowBlock, rows = std::min(kRowBlock, out - o0);
       const std::byte* src = w.data + static_cast<size_t>(o0) * row_bytes;
+      Prefetcher pf = next_rows(w, o0 + rows, rows_prefetched(n, rows), row_bytes);
       if (n == 1 && half_in_registers) {  // decode: 2 bytes a weight, read once, widened in registers
         const auto* h = reinterpret_cast<const uint16_t*>(src);
         if (w.dtype == DType::BF16)
-          avx2::dot_bf16_rows(x, h, rows, in, y + o0);
+          avx2::dot_bf16_rows(x, h, rows, in, y + o0, pf);
         else
-          avx2::dot_f16_rows(x, h, rows, in, y + o0);
+          avx2::dot_f16_rows(x, h, rows, in, y + o0, pf);
       } else if (n == 1 && quant_in_registers) {  // decode: each block decoded in registers, read once
-        avx2::dot_quant_rows(w.dtype, x, src, rows, in, y + o0);
+        avx2::dot_quant_rows(w.dtype, x, src, rows, in, y + o0, pf);
       } else {
         const float* wb = reinterpret_cast<const float*>(src);
         if (w.dtype != DType::F32) {

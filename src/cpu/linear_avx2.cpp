@@ -35,11 +35,12 @@ inline __m256 widen8(const uint16_t* w) {
 // y[c] = dot(x, row c of w widened) for `rows` (1 to 4) weight rows of n values: up to 4
 // independent accumulators, so the fused multiply-adds' latency is hidden.
 template <bool Bf16, int Rows>
-void dot_half_rows(const float* x, const uint16_t* w, int64_t n, float* y) {
+void dot_half_rows(const float* x, const uint16_t* w, int64_t n, float* y, Prefetcher& pf) {
   __m256 acc[Rows];
   for (int c = 0; c < Rows; ++c) acc[c] = _mm256_setzero_ps();
   const int64_t body = n / 8 * 8;
   for (int64_t k = 0; k < body; k += 8) {
+    pf.advance(16 * Rows);
     const __m256 xv = _mm256_loadu_ps(x + k);
     for (int c = 0; c < Rows; ++c) acc[c] = _mm256_fmadd_ps(xv, widen8<Bf16>(w + c * n + k), acc[c]);
   }
@@ -55,11 +56,11 @@ void dot_half_rows(const float* x, const uint16_t* w, int64_t n, float* y) {
 }
 
 template <bool Bf16>
-void dot_half(const float* x, const uint16_t* w, int64_t rows, int64_t n, float* y) {
+void dot_half(const float* x, const uint16_t* w, int64_t rows, int64_t n, float* y, Prefetcher& pf) {
   int64_t c = 0;
-  for (; c + 8 <= rows; c += 8) dot_half_rows<Bf16, 8>(x, w + c * n, n, y + c);
-  for (; c + 4 <= rows; c += 4) dot_half_rows<Bf16, 4>(x, w + c * n, n, y + c);
-  for (; c < rows; ++c) dot_half_rows<Bf16, 1>(x, w + c * n, n, y + c);
+  for (; c + 8 <= rows; c += 8) dot_half_rows<Bf16, 8>(x, w + c * n, n, y + c, pf);
+  for (; c + 4 <= rows; c += 4) dot_half_rows<Bf16, 4>(x, w + c * n, n, y + c, pf);
+  for (; c < rows; ++c) dot_half_rows<Bf16, 1>(x, w + c * n, n, y + c, pf);
 }
 
 // R input rows × 4 weight rows: 4·R accumulators, each exactly the accumulator of dot().
@@ -90,11 +91,11 @@ float dot(const float* a, const float* b, int64_t n) {
   return finish(acc, a, b, body, n);
 }
 
-void dot_bf16_rows(const float* x, const uint16_t* w, int64_t rows, int64_t n, float* y) {
-  dot_half<true>(x, w, rows, n, y);
+void dot_bf16_rows(const float* x, const uint16_t* w, int64_t rows, int64_t n, float* y, Prefetcher& pf) {
+  dot_half<true>(x, w, rows, n, y, pf);
 }
-void dot_f16_rows(const float* x, const uint16_t* w, int64_t rows, int64_t n, float* y) {
-  dot_half<false>(x, w, rows, n, y);
+void dot_f16_rows(const float* x, const uint16_t* w, int64_t rows, int64_t n, float* y, Prefetcher& pf) {
+  dot_half<false>(x, w, rows, n, y, pf);
 }
 
 void dot_tile(const float* x, int64_t rows, const float* w, int64_t n, float* y, int64_t ldy) {
@@ -115,8 +116,8 @@ void dot_tile(const float* x, int64_t rows, const float* w, int64_t n, float* y,
 
 namespace kvinfer::cpu::avx2 {
 float dot(const float*, const float*, int64_t) { std::abort(); }
-void dot_bf16_rows(const float*, const uint16_t*, int64_t, int64_t, float*) { std::abort(); }
-void dot_f16_rows(const float*, const uint16_t*, int64_t, int64_t, float*) { std::abort(); }
+void dot_bf16_rows(const float*, const uint16_t*, int64_t, int64_t, float*, Prefetcher&) { std::abort(); }
+void dot_f16_rows(const float*, const uint16_t*, int64_t, int64_t, float*, Prefetcher&) { std::abort(); }
 void dot_tile(const float*, int64_t, const float*, int64_t, float*, int64_t) { std::abort(); }
 }  // namespace kvinfer::cpu::avx2
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "cpu/linear_int8.h"
+#include "cpu/prefetch.h"
 #include "kvinfer/dtype.h"
 
 namespace kvinfer::cpu::avx2 {
@@ -19,19 +20,19 @@ float dot(const float* a, const float* b, int64_t n);
 
 // y[c] = dot(x, row c of w widened to f32) for `rows` consecutive bf16 or f16 weight rows of n
 // values, widened in registers (exactly: the same bits as dot() on the widened rows). Decode
-// reads each weight once, at 2 bytes a value.
-void dot_bf16_rows(const float* x, const uint16_t* w, int64_t rows, int64_t n, float* y);
-void dot_f16_rows(const float* x, const uint16_t* w, int64_t rows, int64_t n, float* y);
+// reads each weight once, at 2 bytes a value; pf fetches the next rows meanwhile (prefetch.h).
+void dot_bf16_rows(const float* x, const uint16_t* w, int64_t rows, int64_t n, float* y, Prefetcher& pf);
+void dot_f16_rows(const float* x, const uint16_t* w, int64_t rows, int64_t n, float* y, Prefetcher& pf);
 
 // y[c] = dot(x, row c of w widened to f32) for `rows` consecutive rows of n values in the
 // ggml-quantised type t (Q8_0, Q4_0/1, Q5_0/1, Q4_K, Q5_K, Q6_K), decoded in registers with the
 // bits cpu::to_f32 gives (dot_quant_avx2.cpp). Returns false, doing nothing, for any other type.
-bool dot_quant_rows(DType t, const float* x, const std::byte* w, int64_t rows, int64_t n, float* y);
+bool dot_quant_rows(DType t, const float* x, const std::byte* w, int64_t rows, int64_t n, float* y, Prefetcher& pf);
 
 // int8_rows_product of linear_int8.h (t is Q8_0, Q4_0 or Q4_1), bit for bit, with AVX2 integer
 // dot products (linear_int8_avx2.cpp).
 void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows, int64_t n,
-                       float* y);
+                       float* y, Prefetcher& pf);
 
 // y[t · ldy + c] = dot(x + t · n, w + c · n, n) for t < rows and c < 4; rows is 1, 2 or 3.
 // x: (rows, n) input rows, w: (4, n) weight rows, both f32.

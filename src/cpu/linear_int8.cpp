@@ -90,8 +90,8 @@ void quantize_int8(const float* x, int64_t n, Int8Block* blocks, int8_t* q) {
 }
 
 void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows, int64_t n,
-                       float* y) {
-  if (cpu_has_avx2_fma_f16c()) return avx2::int8_rows_product(t, blocks, q, w, rows, n, y);
+                       float* y, Prefetcher& pf) {
+  if (cpu_has_avx2_fma_f16c()) return avx2::int8_rows_product(t, blocks, q, w, rows, n, y, pf);
   switch (t) {
     case DType::Q8_0: return rows_portable<DType::Q8_0>(blocks, q, w, rows, n, y);
     case DType::Q4_0: return rows_portable<DType::Q4_0>(blocks, q, w, rows, n, y);

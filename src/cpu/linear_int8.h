@@ -10,6 +10,7 @@
 // its input row and weight row, in one fixed order, whatever n and the thread count.
 #include <cstdint>
 
+#include "cpu/prefetch.h"
 #include "kvinfer/dtype.h"
 
 namespace kvinfer::cpu {
@@ -38,8 +39,9 @@ void quantize_int8(const float* x, int64_t n, Int8Block* blocks, int8_t* q);
 constexpr bool int8_product_supported(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1; }
 
 // y[c] = Σ_b (weight block b of row c) · (input block b), for `rows` consecutive weight rows of n
-// values of type t (int8_product_supported), stored one after another at w.
+// values of type t (int8_product_supported), stored one after another at w. pf (prefetch.h)
+// fetches the next rows meanwhile; the portable loops leave it be.
 void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows, int64_t n,
-                       float* y);
+                       float* y, Prefetcher& pf);
 
 }  // namespace kvinfer::cpu

@@ -47,7 +47,8 @@ inline __m256i block_partials(const std::byte* block, __m256i xq) {
 }
 
 template <DType T, int R>
-void rows(const Int8Block* blocks, const int8_t* q, const std::byte* w, size_t row_bytes, int64_t n, float* y) {
+void rows(const Int8Block* blocks, const int8_t* q, const std::byte* w, size_t row_bytes, int64_t n, float* y,
+          Prefetcher& pf) {
   using B = typename core::BlockOf<T>::type;
   __m256 acc[R];
   float off[R];
@@ -56,6 +57,7 @@ void rows(const Int8Block* blocks, const int8_t* q, const std::byte* w, size_t r
     off[r] = 0.0f;
   }
   for (int64_t b = 0; b < n / 32; ++b) {
+    pf.advance(R * sizeof(B));
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b));
     const float dx = blocks[b].d;
 #pragma GCC unroll 8
@@ -78,21 +80,22 @@ void rows(const Int8Block* blocks, const int8_t* q, const std::byte* w, size_t r
 }
 
 template <DType T>
-void rows_of(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t count, int64_t n, float* y) {
+void rows_of(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t count, int64_t n, float* y,
+             Prefetcher& pf) {
   const size_t row_bytes = dtype_row_bytes(T, n);
   int64_t c = 0;
-  for (; c + 4 <= count; c += 4) rows<T, 4>(blocks, q, w + static_cast<size_t>(c) * row_bytes, row_bytes, n, y + c);
-  for (; c < count; ++c) rows<T, 1>(blocks, q, w + static_cast<size_t>(c) * row_bytes, row_bytes, n, y + c);
+  for (; c + 4 <= count; c += 4) rows<T, 4>(blocks, q, w + static_cast<size_t>(c) * row_bytes, row_bytes, n, y + c, pf);
+  for (; c < count; ++c) rows<T, 1>(blocks, q, w + static_cast<size_t>(c) * row_bytes, row_bytes, n, y + c, pf);
 }
 
 }  // namespace
 
 void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows, int64_t n,
-                       float* y) {
+                       float* y, Prefetcher& pf) {
   switch (t) {
-    case DType::Q8_0: return rows_of<DType::Q8_0>(blocks, q, w, rows, n, y);
-    case DType::Q4_0: return rows_of<DType::Q4_0>(blocks, q, w, rows, n, y);
-    default: return rows_of<DType::Q4_1>(blocks, q, w, rows, n, y);
+    case DType::Q8_0: return rows_of<DType::Q8_0>(blocks, q, w, rows, n, y, pf);
+    case DType::Q4_0: return rows_of<DType::Q4_0>(blocks, q, w, rows, n, y, pf);
+    default: return rows_of<DType::Q4_1>(blocks, q, w, rows, n, y, pf);
   }
 }
 
@@ -105,7 +108,7 @@ void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const 
 #include <cstdlib>
 
 namespace kvinfer::cpu::avx2 {
-void int8_rows_product(DType, const Int8Block*, const int8_t*, const std::byte*, int64_t, int64_t, float*) {
+void int8_rows_product(DType, const Int8Block*, const int8_t*, const std::byte*, int64_t, int64_t, float*, Prefetcher&) {
   std::abort();
 }
 }  // namespace kvinfer::cpu::avx2
