@@ -47,15 +47,20 @@ void block_products(const float* x, int64_t n, const float* w, int64_t rows, int
   }
 }
 
-// Decode (n = 1) streams the weights once: while a block of rows is multiplied, the next block
-// is prefetched (prefetch.h). Prefill reuses each block for every input row and needs none.
-int64_t rows_prefetched(int64_t n, int64_t rows) { return n == 1 ? rows : 0; }
+// Decode (n = 1) streams the weights once: while a block of rows is multiplied, the bytes from
+// 16 KiB past its start on (or from its end, if nearer) are prefetched (prefetch.h), as many as
+// the kernel consumes, so the fetches run a bounded distance ahead of the reads. Prefill reuses
+// each block for every input row and needs none.
+constexpr size_t kPrefetchLead = 16 << 10;
 
-// The `count` weight rows from row `first` on (fewer at the end of the matrix).
-Prefetcher next_rows(const Matrix& w, int64_t first, int64_t count, size_t row_bytes) {
-  count = std::min(count, w.rows - first);
-  if (count <= 0) return {};
-  return Prefetcher(w.data + static_cast<size_t>(first) * row_bytes, static_cast<size_t>(count) * row_bytes);
+Prefetcher ahead_of(const Matrix& w, int64_t n, int64_t o0, int64_t rows, size_t row_bytes) {
+  if (n != 1) return {};
+  const size_t block = static_cast<size_t>(rows) * row_bytes;
+  const size_t lead = std::min(kPrefetchLead, block);
+  const size_t start = static_cast<size_t>(o0) * row_bytes + lead;
+  const size_t total = static_cast<size_t>(w.rows) * row_bytes;
+  if (start >= total) return {};
+  return Prefetcher(w.data + start, std::min(block, total - start));
 }
 
 }  // namespace
@@ -93,7 +98,7 @@ void linear(const Linear& layer, const float* x, int64_t n, float* y, bool int8_
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t o0 = b * kRowBlock, rows = std::min(kRowBlock, out - o0);
       const std::byte* src = w.data + static_cast<size_t>(o0) * row_bytes;
-      Prefetcher pf = next_rows(w, o0 + rows, rows_prefetched(n, rows), row_bytes);
+      Prefetcher pf = ahead_of(w, n, o0, rows, row_bytes);
       for (int64_t t = 0; t < n; ++t) {
         float* yt = y + t * out + o0;
         int8_rows_product(w.dtype, xb.data() + t * nb, xq.data() + t * in, src, rows, in, yt, pf);
@@ -115,7 +120,7 @@ void linear(const Linear& layer, const float* x, int64_t n, float* y, bool int8_
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t o0 = b * kRowBlock, rows = std::min(kRowBlock, out - o0);
       const std::byte* src = w.data + static_cast<size_t>(o0) * row_bytes;
-      Prefetcher pf = next_rows(w, o0 + rows, rows_prefetched(n, rows), row_bytes);
+      Prefetcher pf = ahead_of(w, n, o0, rows, row_bytes);
       if (n == 1 && half_in_registers) {  // decode: 2 bytes a weight, read once, widened in registers
         const auto* h = reinterpret_cast<const uint16_t*>(src);
         if (w.dtype == DType::BF16)

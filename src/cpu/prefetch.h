@@ -4,9 +4,9 @@
 // A decode step reads every weight once. The kernels multiply 4 or 8 weight rows at a time, so
 // memory sees 4 or 8 interleaved streams, each only one row long (0.6 to 4 KiB): the hardware
 // prefetcher, which learns each stream anew, fetches little ahead of them. Instead, while one
-// block of rows is multiplied, the kernel pulls the next block (the rows that follow it in
-// memory) into the caches line by line, as many bytes as it has consumed: one sequential stream a
-// block ahead. Prefetches never fault and change no result.
+// block of rows is multiplied, the kernel pulls the bytes that follow a fixed distance further on
+// (linear.cpp chooses the region) into the caches line by line, as many as it has consumed: one
+// sequential stream running ahead of the reads. Prefetches never fault and change no result.
 #include <algorithm>
 #include <cstddef>
 
