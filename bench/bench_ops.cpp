@@ -205,6 +205,25 @@ void BM_linear(benchmark::State& state, DType t) {
   b->UseRealTime()->ArgName("rows")->Arg(1)->Arg(64);
 });
 
+// BM_linear with 8-bit activations (cpu/linear_int8.h; --int8-activations): the input rows are
+// quantised per 32 values and multiplied in integers. Same shape, bytes and FLOPs as BM_linear.
+void BM_linear_int8(benchmark::State& state, DType t) {
+  const int64_t n = state.range(0), in = 2048, out = 2048;
+  const auto w = random_values(t, out * in, 5);
+  const kvinfer::Linear layer{{t, w.data(), out, in}, {}};
+  const auto x = random_floats(n * in, 6);
+  std::vector<float> y(static_cast<size_t>(n * out));
+  for (auto _ : state) {
+    cpu::linear(layer, x.data(), n, y.data(), /*int8_activations=*/true);
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_counters(state, static_cast<int64_t>(layer.weight.bytes()) + (n * in + n * out) * kF32, 2 * n * in * out);
+}
+constexpr DType kInt8Types[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1};
+[[maybe_unused]] const bool kLinearInt8 = per_dtype("BM_linear_int8", BM_linear_int8, kInt8Types, [](auto* b) {
+  b->UseRealTime()->ArgName("rows")->Arg(1)->Arg(64);
+});
+
 #if defined(KVINFER_BENCH_OPENBLAS)
 // The same product as BM_linear/f32 through OpenBLAS: y (rows, 2048) = x (rows, 2048) · Wᵀ with
 // cblas_sgemm (row-major, W transposed), on as many threads as OpenMP would use. For comparison
