@@ -6,9 +6,14 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+
+#include "cpu/avx2_inline.h"
 
 namespace kvinfer::cpu::avx2 {
 
@@ -44,7 +49,7 @@ inline float finish(__m256 acc, const float* q, const std::byte* row, int64_t bo
   alignas(32) float l[8];
   _mm256_store_ps(l, acc);
   for (int64_t k = body, i = 0; k < hd; ++k, ++i) l[i] = std::fma(q[k], load1<T>(row, k), l[i]);
-  return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+  return lanes_tree(l);
 }
 
 // Scores of R consecutive positions from j: R accumulators share q's vectors.

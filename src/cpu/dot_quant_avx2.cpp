@@ -12,6 +12,7 @@
 // is no tail; the fixed ((0+4)+(1+5))+((2+6)+(3+7)) at the end): the same bits as widening the
 // row and calling dot(), which is what batch invariance needs.
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 
 #include "core/quant.h"
@@ -23,17 +24,11 @@
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 
+#include "cpu/avx2_inline.h"
+
 namespace kvinfer::cpu::avx2 {
 
 namespace {
-
-// An f16 field of a block, widened (F16C quiets a signalling NaN; any NaN scale gives NaN
-// products either way).
-inline float half_at(const std::byte* p) {
-  uint16_t h;
-  std::memcpy(&h, p, sizeof h);
-  return _cvtsh_ss(h);
-}
 
 // The 4 × 8 values of a group as floats, from 32 codes held one per byte (values 0..15 in the
 // low 128 bits, 16..31 in the high ones), signed or not.
@@ -134,12 +129,6 @@ inline void group_values(const std::byte* b, int g, __m256 v[4]) {
     const __m256 ds1 = _mm256_set1_ps(d * static_cast<float>(scales[1]));  // values 16..31
     for (int i = 0; i < 4; ++i) v[i] = _mm256_mul_ps(i < 2 ? ds0 : ds1, v[i]);
   }
-}
-
-inline float lanes_sum(__m256 acc) {
-  alignas(32) float l[8];
-  _mm256_store_ps(l, acc);
-  return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
 }
 
 // y[r] = dot(x, row r) for R consecutive rows of n values: R accumulators, one per row, share

@@ -7,10 +7,14 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+
+#include "cpu/avx2_inline.h"
 
 namespace kvinfer::cpu::avx2 {
 
@@ -21,7 +25,7 @@ inline float finish(__m256 acc, const float* a, const float* b, int64_t tail_fro
   alignas(32) float l[8];
   _mm256_store_ps(l, acc);
   for (int64_t k = tail_from, i = 0; k < n; ++k, ++i) l[i] = std::fma(a[k], b[k], l[i]);
-  return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+  return lanes_tree(l);
 }
 
 // 8 bf16 or f16 values widened to f32, exactly (bf16: the top half of an f32; f16: F16C).

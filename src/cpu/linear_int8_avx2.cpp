@@ -6,6 +6,8 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 
 #include "core/quant.h"
@@ -13,15 +15,11 @@
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 
+#include "cpu/avx2_inline.h"
+
 namespace kvinfer::cpu::avx2 {
 
 namespace {
-
-inline float half_at(const std::byte* p) {
-  uint16_t h;
-  std::memcpy(&h, p, sizeof h);
-  return _cvtsh_ss(h);
-}
 
 // The 8 partial sums I_l of a weight block times the input codes xq.
 template <DType T>
@@ -73,9 +71,7 @@ void rows(const Int8Block* blocks, const int8_t* q, const std::byte* w, size_t r
     }
   }
   for (int r = 0; r < R; ++r) {
-    alignas(32) float l[8];
-    _mm256_store_ps(l, acc[r]);
-    y[r] = (((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]))) + off[r];
+    y[r] = lanes_sum(acc[r]) + off[r];
   }
 }
 

@@ -1,0 +1,35 @@
+#pragma once
+// Small AVX2/F16C helpers shared by the AVX2 kernel files. Include it only after those files'
+// `#pragma GCC target("avx2,fma,f16c")`, and only from them: every function here has internal
+// linkage, so each file gets its own AVX2 copy and no portable code can ever pick one up. The
+// includes below must already have been included before the pragma (here they are no-ops), so
+// that nothing from a standard header is compiled for AVX2.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace kvinfer::cpu::avx2 {
+namespace {
+
+// The f16 at p (a block's scale; any alignment), widened with F16C. F16C quiets a signalling
+// NaN; a NaN scale gives NaN products either way.
+inline float half_at(const std::byte* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  return _cvtsh_ss(h);
+}
+
+// The 8 lanes of a dot product's accumulator combined in the one fixed order every kernel uses
+// (linear_avx2.h): ((0 + 4) + (1 + 5)) + ((2 + 6) + (3 + 7)).
+inline float lanes_tree(const float l[8]) { return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7])); }
+
+inline float lanes_sum(__m256 acc) {
+  alignas(32) float l[8];
+  _mm256_store_ps(l, acc);
+  return lanes_tree(l);
+}
+
+}  // namespace
+}  // namespace kvinfer::cpu::avx2
