@@ -189,36 +189,26 @@ void BM_from_f32(benchmark::State& state, DType t) {
 // add per weight and row); widening W (widen_flops per weight) is not counted, so FLOP/s compare
 // across dtypes. linear splits W's rows across OpenMP threads, so its rates are per wall-clock
 // second (the default, the main thread's CPU time, would leave out the other threads' work).
-void BM_linear(benchmark::State& state, DType t) {
+void run_linear(benchmark::State& state, DType t, bool int8_activations) {
   const int64_t n = state.range(0), in = 2048, out = 2048;
   const auto w = random_values(t, out * in, 5);
   const kvinfer::Linear layer{{t, w.data(), out, in}, {}};
   const auto x = random_floats(n * in, 6);
   std::vector<float> y(static_cast<size_t>(n * out));
   for (auto _ : state) {
-    cpu::linear(layer, x.data(), n, y.data());
+    cpu::linear(layer, x.data(), n, y.data(), int8_activations);
     benchmark::DoNotOptimize(y.data());
   }
   set_counters(state, static_cast<int64_t>(layer.weight.bytes()) + (n * in + n * out) * kF32, 2 * n * in * out);
 }
+void BM_linear(benchmark::State& state, DType t) { run_linear(state, t, false); }
 [[maybe_unused]] const bool kLinear = per_dtype("BM_linear", BM_linear, kWeightTypes, [](auto* b) {
   b->UseRealTime()->ArgName("rows")->Arg(1)->Arg(64);
 });
 
 // BM_linear with 8-bit activations (cpu/linear_int8.h; --int8-activations): the input rows are
 // quantised per 32 values and multiplied in integers. Same shape, bytes and FLOPs as BM_linear.
-void BM_linear_int8(benchmark::State& state, DType t) {
-  const int64_t n = state.range(0), in = 2048, out = 2048;
-  const auto w = random_values(t, out * in, 5);
-  const kvinfer::Linear layer{{t, w.data(), out, in}, {}};
-  const auto x = random_floats(n * in, 6);
-  std::vector<float> y(static_cast<size_t>(n * out));
-  for (auto _ : state) {
-    cpu::linear(layer, x.data(), n, y.data(), /*int8_activations=*/true);
-    benchmark::DoNotOptimize(y.data());
-  }
-  set_counters(state, static_cast<int64_t>(layer.weight.bytes()) + (n * in + n * out) * kF32, 2 * n * in * out);
-}
+void BM_linear_int8(benchmark::State& state, DType t) { run_linear(state, t, true); }
 constexpr DType kInt8Types[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1};
 [[maybe_unused]] const bool kLinearInt8 = per_dtype("BM_linear_int8", BM_linear_int8, kInt8Types, [](auto* b) {
   b->UseRealTime()->ArgName("rows")->Arg(1)->Arg(64);
