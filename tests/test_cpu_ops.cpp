@@ -183,11 +183,15 @@ float int8_reference(DType t, const cpu::Int8Block* xb, const int8_t* xq, const 
   for (int64_t b = 0; b < in / 32; ++b) {
     const std::byte* block = row + static_cast<size_t>(b) * block_bytes;
     const auto byte = [&](size_t i) { return static_cast<uint8_t>(block[i]); };
-    int32_t w[32];
-    for (int j = 0; j < 32; ++j) {
-      if (t == DType::Q8_0) w[j] = static_cast<int8_t>(byte(2 + static_cast<size_t>(j)));
-      const size_t qs = t == DType::Q4_1 ? 4 : 2;
-      if (t != DType::Q8_0) w[j] = (j < 16 ? byte(qs + static_cast<size_t>(j)) & 0x0F : byte(qs + static_cast<size_t>(j) - 16) >> 4) - (t == DType::Q4_0 ? 8 : 0);
+    int32_t w[32];  // the weight codes: Q8_0 bytes from offset 2; Q4 nibbles after d (and m)
+    const size_t qs = t == DType::Q4_1 ? 4 : 2;
+    for (size_t j = 0; j < 32; ++j) {
+      if (t == DType::Q8_0) {
+        w[j] = static_cast<int8_t>(byte(2 + j));
+      } else {
+        const int nibble = j < 16 ? byte(qs + j) & 0x0F : byte(qs + j - 16) >> 4;
+        w[j] = nibble - (t == DType::Q4_0 ? 8 : 0);
+      }
     }
     const float d = core::f16_to_f32(static_cast<uint16_t>(byte(0) | (byte(1) << 8)));
     const float p = d * xb[b].d;
