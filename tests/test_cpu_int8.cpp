@@ -1,0 +1,142 @@
+// The 8-bit activation products (cpu/linear_int8.h, LoadOptions::int8_activations) against the
+// arithmetic their header documents, bit for bit, and against the exact product.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include "core/convert.h"
+#include "cpu/cpu_ops.h"
+#include "cpu/linear_int8.h"
+#include "cpu_test_util.h"
+
+namespace kvinfer {
+namespace {
+
+using test::randn;
+using test::rel_error;
+using test::StoredMatrix;
+
+// The documented arithmetic, spelled out: codes of weight row c and input row t, exact integer
+// partial sums over groups of 4, scaled, then the fixed tree (and Q4_1's offset term).
+float int8_reference(DType t, const cpu::Int8Block* xb, const int8_t* xq, const std::byte* row, int64_t in) {
+  const size_t block_bytes = dtype_block(t).bytes;
+  float acc[8] = {}, off = 0.0f;
+  for (int64_t b = 0; b < in / 32; ++b) {
+    const std::byte* block = row + static_cast<size_t>(b) * block_bytes;
+    const auto byte = [&](size_t i) { return static_cast<uint8_t>(block[i]); };
+    int32_t w[32];  // the weight codes: Q8_0 bytes from offset 2; Q4 nibbles after d (and m)
+    const size_t qs = t == DType::Q4_1 ? 4 : 2;
+    for (size_t j = 0; j < 32; ++j) {
+      if (t == DType::Q8_0) {
+        w[j] = static_cast<int8_t>(byte(2 + j));
+      } else {
+        const int nibble = j < 16 ? byte(qs + j) & 0x0F : byte(qs + j - 16) >> 4;
+        w[j] = nibble - (t == DType::Q4_0 ? 8 : 0);
+      }
+    }
+    const float d = core::f16_to_f32(static_cast<uint16_t>(byte(0) | (byte(1) << 8)));
+    const float p = d * xb[b].d;
+    for (int l = 0; l < 8; ++l) {
+      int32_t partial = 0;
+      for (int j = 4 * l; j < 4 * l + 4; ++j) partial += w[j] * xq[32 * b + j];
+      const float term = p * static_cast<float>(partial);
+      acc[l] = acc[l] + term;
+    }
+    if (t == DType::Q4_1) {
+      const float term = core::f16_to_f32(static_cast<uint16_t>(byte(2) | (byte(3) << 8))) * xb[b].ds;
+      off = off + term;
+    }
+  }
+  return (((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))) + off;
+}
+
+class Int8LinearTest : public ::testing::TestWithParam<DType> {};
+
+// Codes in [-127, 127], each within half a step of its value; a non-finite value poisons its
+// block (NaN scale) and no other.
+TEST(Int8Activations, QuantisationIsWithinHalfAStep) {
+  auto x = randn(256, 60, 3.0f);
+  x[40] = std::numeric_limits<float>::infinity();
+  std::vector<cpu::Int8Block> blocks(8);
+  std::vector<int8_t> q(256);
+  cpu::quantize_int8(x.data(), 256, blocks.data(), q.data());
+  for (size_t b = 0; b < 8; ++b) {
+    if (b == 1) {
+      EXPECT_TRUE(std::isnan(blocks[b].d) && std::isnan(blocks[b].ds));
+      continue;
+    }
+    int32_t sum = 0;
+    for (size_t j = 32 * b; j < 32 * b + 32; ++j) {
+      ASSERT_GE(q[j], -127);
+      EXPECT_LE(std::fabs(x[j] - blocks[b].d * q[j]), 0.5001f * blocks[b].d) << j;
+      sum += q[j];
+    }
+    EXPECT_EQ(blocks[b].ds, blocks[b].d * static_cast<float>(sum));
+  }
+}
+
+// linear with int8 activations is the documented arithmetic bit for bit (on the AVX2 kernels and
+// the portable loops alike), close to the exact product, batch-invariant and independent of the
+// thread count.
+TEST_P(Int8LinearTest, IsTheDocumentedArithmeticCloseToExactAndBatchInvariant) {
+  const DType t = GetParam();
+  const int64_t n = 5, in = 512, out = 37;
+  StoredMatrix w(t, out, in, 61);
+  auto bias = randn(static_cast<size_t>(out), 62);
+  Linear layer{w.m, Vector{bias.data(), out}};
+  auto x = randn(static_cast<size_t>(n * in), 63);
+  std::vector<float> y(static_cast<size_t>(n * out), std::nanf(""));
+  cpu::linear(layer, x.data(), n, y.data(), /*int8_activations=*/true);
+
+  std::vector<cpu::Int8Block> xb(static_cast<size_t>(n * in / 32));
+  std::vector<int8_t> xq(static_cast<size_t>(n * in));
+  cpu::quantize_int8(x.data(), n * in, xb.data(), xq.data());  // rows are whole blocks
+  const size_t row_bytes = dtype_row_bytes(t, in);
+  std::vector<double> exact(y.size());
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < out; ++c) {
+      const float want = int8_reference(t, xb.data() + r * in / 32, xq.data() + r * in,
+                                        w.bytes.data() + static_cast<size_t>(c) * row_bytes, in) +
+                         bias[static_cast<size_t>(c)];
+      ASSERT_EQ(core::f32_to_bits(y[static_cast<size_t>(r * out + c)]), core::f32_to_bits(want)) << r << " " << c;
+      double e = bias[static_cast<size_t>(c)];
+      for (int64_t i = 0; i < in; ++i)
+        e += static_cast<double>(x[static_cast<size_t>(r * in + i)]) * w.values[static_cast<size_t>(c * in + i)];
+      exact[static_cast<size_t>(r * out + c)] = e;
+    }
+  EXPECT_LT(rel_error(y, exact), 1e-2);  // activations rounded to 8 bits: about 0.4 % a value
+
+  std::vector<float> single(static_cast<size_t>(out));
+  for (int64_t r = 0; r < n; ++r) {
+    cpu::linear(layer, x.data() + r * in, 1, single.data(), true);
+    EXPECT_EQ(0, std::memcmp(single.data(), y.data() + r * out, single.size() * sizeof(float))) << "row " << r;
+  }
+#if defined(_OPENMP)
+  const int threads = omp_get_max_threads();
+  const int64_t big = 203;  // above the threading threshold
+  StoredMatrix wb(t, big, in, 64);
+  Linear lb{wb.m, {}};
+  std::vector<float> yb[2];
+  for (int run = 0; run < 2; ++run) {
+    omp_set_num_threads(run == 0 ? 1 : 3);
+    yb[run].assign(static_cast<size_t>(n * big), std::nanf(""));
+    cpu::linear(lb, x.data(), n, yb[run].data(), true);
+  }
+  omp_set_num_threads(threads);
+  EXPECT_EQ(0, std::memcmp(yb[0].data(), yb[1].data(), yb[0].size() * sizeof(float)));
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, Int8LinearTest, ::testing::Values(DType::Q8_0, DType::Q4_0, DType::Q4_1),
+                         [](const auto& p) { return std::string(dtype_name(p.param)); });
+
+}  // namespace
+}  // namespace kvinfer
