@@ -2,6 +2,7 @@
 // arithmetic their header documents, bit for bit, and against the exact product.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -80,6 +81,38 @@ TEST(Int8Activations, QuantisationIsWithinHalfAStep) {
       sum += q[j];
     }
     EXPECT_EQ(blocks[b].ds, blocks[b].d * static_cast<float>(sum));
+  }
+}
+
+// The quantiser is the arithmetic linear_int8.h documents, bit for bit, on values of every
+// magnitude, exact halves (ties go to even), signed zeros, subnormals and an all-zero block.
+TEST(Int8Activations, QuantisationIsTheDocumentedArithmetic) {
+  std::vector<float> x;
+  for (float scale : {1e-3f, 1.0f, 7.5f, 3e4f}) {
+    const auto r = randn(32 * 5, 70 + static_cast<uint32_t>(scale), scale);
+    x.insert(x.end(), r.begin(), r.end());
+  }
+  x.push_back(127.0f);  // d = 1: the others, k + 0.5, are ties
+  for (int j = 1; j < 32; ++j) x.push_back(static_cast<float>(j - 16) + 0.5f);
+  for (int j = 0; j < 32; ++j) x.push_back(j % 2 ? -0.0f : 0.0f);
+  for (int j = 0; j < 32; ++j) x.push_back(static_cast<float>(j + 1) * 1e-41f);  // subnormal
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<cpu::Int8Block> blocks(static_cast<size_t>(n / 32));
+  std::vector<int8_t> q(x.size());
+  cpu::quantize_int8(x.data(), n, blocks.data(), q.data());
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    float amax = 0.0f;
+    for (size_t j = 32 * b; j < 32 * b + 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    int32_t sum = 0;
+    for (size_t j = 32 * b; j < 32 * b + 32; ++j) {
+      const float want = std::clamp(std::nearbyint(x[j] * id), -127.0f, 127.0f);
+      ASSERT_EQ(static_cast<float>(q[j]), want) << "block " << b << " value " << j << ": " << x[j];
+      sum += q[j];
+    }
+    EXPECT_EQ(core::f32_to_bits(blocks[b].d), core::f32_to_bits(d)) << b;
+    EXPECT_EQ(core::f32_to_bits(blocks[b].ds), core::f32_to_bits(d * static_cast<float>(sum))) << b;
   }
 }
 

@@ -22,6 +22,7 @@
 #include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
 #include "cpu_test_util.h"
+#include "kvinfer/error.h"
 
 namespace kvinfer {
 namespace {
@@ -120,6 +121,58 @@ TEST_P(LinearTest, BitIdenticalWhateverTheThreadCount) {
 #endif
 }
 
+// One call over several products of one input (q, k, v) gives each the bits of its own linear()
+// call: weight types that take different kernels side by side, decode and prefill, exact and
+// 8-bit activations, 1 and 3 threads.
+TEST(CpuOps, LinearsGivesEachProductTheBitsOfLinear) {
+  const int64_t in = 512;
+  const DType types[3] = {DType::Q4_1, DType::F16, DType::Q8_0};
+  const int64_t outs[3] = {203, 37, 64};
+  std::vector<StoredMatrix> w;
+  std::vector<std::vector<float>> bias;
+  std::vector<Linear> layers;
+  for (int p = 0; p < 3; ++p) {
+    w.emplace_back(types[p], outs[p], in, 80 + static_cast<uint32_t>(p));
+    bias.push_back(randn(static_cast<size_t>(outs[p]), 90 + static_cast<uint32_t>(p)));
+  }
+  for (int p = 0; p < 3; ++p) layers.push_back(Linear{w[static_cast<size_t>(p)].m, Vector{bias[static_cast<size_t>(p)].data(), outs[p]}});
+  layers[1].bias = {};
+#if defined(_OPENMP)
+  const int threads = omp_get_max_threads();
+  const int thread_counts[2] = {1, 3};
+#else
+  const int thread_counts[1] = {1};
+#endif
+  for (int64_t n : {1, 5})
+    for (bool int8 : {false, true})
+      for (int th : thread_counts) {
+#if defined(_OPENMP)
+        omp_set_num_threads(th);
+#endif
+        const auto x = randn(static_cast<size_t>(n * in), 95);
+        std::vector<float> together[3], alone[3];
+        std::vector<LinearInto> products;
+        for (size_t p = 0; p < 3; ++p) {
+          together[p].assign(static_cast<size_t>(n * outs[p]), std::nanf(""));
+          alone[p].assign(together[p].size(), std::nanf(""));
+          products.push_back({&layers[p], together[p].data()});
+          cpu::linear(layers[p], x.data(), n, alone[p].data(), int8);
+        }
+        cpu::linears(products, x.data(), n, int8);
+        for (size_t p = 0; p < 3; ++p)
+          EXPECT_EQ(0, std::memcmp(together[p].data(), alone[p].data(), alone[p].size() * sizeof(float)))
+              << "product " << p << " n " << n << " int8 " << int8 << " threads " << th;
+      }
+#if defined(_OPENMP)
+  omp_set_num_threads(threads);
+#endif
+  StoredMatrix narrow(DType::F32, 8, in / 2, 99);
+  Linear other{narrow.m, {}};
+  std::vector<float> y(64);
+  const auto x = randn(static_cast<size_t>(in), 96);
+  const LinearInto mismatched[2] = {{&layers[0], y.data()}, {&other, y.data()}};
+  EXPECT_THROW(cpu::linears(mismatched, x.data(), 1), Error);
+}
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, LinearTest,
                          ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0,

@@ -31,5 +31,12 @@ inline float lanes_sum(__m256 acc) {
   return lanes_tree(l);
 }
 
+// The largest of 8 lanes (none NaN): exact, in any order.
+inline float lanes_max(__m256 v) {
+  const __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  return _mm_cvtss_f32(_mm_max_ss(m2, _mm_shuffle_ps(m2, m2, 1)));
+}
+
 }  // namespace
 }  // namespace kvinfer::cpu::avx2

@@ -27,6 +27,10 @@ void from_f32(DType t, const float* src, std::byte* dst, int64_t n);
 // 8-bit activation products of cpu/linear_int8.h (close to the exact product, not equal to it);
 // other weights ignore it.
 void linear(const Linear& layer, const float* x, int64_t n, float* y, bool int8_activations = false);
+// linear() for several layers of one input (q, k and v; gate and up) in one parallel region, with
+// the input quantised once for the 8-bit products: each y gets the bits linear() gives it, one
+// wait for the threads instead of one per product.
+void linears(std::span<const LinearInto> products, const float* x, int64_t n, bool int8_activations = false);
 // y (n, dim) = x / sqrt(mean(x²) + eps) · weight, per row, as HF's LlamaRMSNorm in f32.
 void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* y);
 // y (n, dim) = (x - mean) / sqrt(var + eps) · weight + bias, per row, as torch.nn.LayerNorm in

@@ -2,6 +2,7 @@
 // them, the portable loops below otherwise. Either way every output element is one dot product
 // in one fixed order, whatever n and the thread count (see linear_avx2.h and cpu_ops.h).
 #include <algorithm>
+#include <span>
 #include <vector>
 
 #include <fmt/format.h>
@@ -63,6 +64,67 @@ Prefetcher ahead_of(const Matrix& w, int64_t n, int64_t o0, int64_t rows, size_t
   return Prefetcher(w.data + start, std::min(block, total - start));
 }
 
+// How a product's weight rows meet its input rows.
+enum class Path {
+  Int8,       // 8-bit activations, integer dot products (linear_int8.h)
+  HalfRows,   // decode, bf16/f16 widened in registers
+  QuantRows,  // decode, ggml blocks decoded in registers
+  Widened,    // a block of rows widened to f32 (if stored narrower), then f32 tiles
+};
+
+Path path_of(DType t, int64_t n, bool simd, bool int8_activations) {
+  if (int8_activations && int8_product_supported(t)) return Path::Int8;
+  if (n == 1 && simd && (t == DType::BF16 || t == DType::F16)) return Path::HalfRows;
+  if (n == 1 && simd && is_quantized(t)) return Path::QuantRows;
+  return Path::Widened;
+}
+
+// The quantised input rows of an 8-bit product.
+struct Int8Input {
+  const Int8Block* blocks;  // (n, in / 32)
+  const int8_t* q;          // (n, in)
+};
+
+// Rows [16b, 16b + 16) of y (n, out) = x · Wᵀ + bias, by `path`. widened: (16, in) scratch.
+void block_product(const Linear& layer, Path path, int64_t b, const float* x, const Int8Input& x8, int64_t n,
+                   float* widened, float* y) {
+  const Matrix& w = layer.weight;
+  const int64_t in = w.cols, out = w.rows;
+  const int64_t o0 = b * kRowBlock, rows = std::min(kRowBlock, out - o0);
+  const size_t row_bytes = dtype_row_bytes(w.dtype, in);
+  const std::byte* src = w.data + static_cast<size_t>(o0) * row_bytes;
+  Prefetcher pf = ahead_of(w, n, o0, rows, row_bytes);
+  switch (path) {
+    case Path::Int8:
+      for (int64_t t = 0; t < n; ++t)
+        int8_rows_product(w.dtype, x8.blocks + t * (in / 32), x8.q + t * in, src, rows, in, y + t * out + o0, pf);
+      break;
+    case Path::HalfRows: {  // decode: 2 bytes a weight, read once, widened in registers
+      const auto* h = reinterpret_cast<const uint16_t*>(src);
+      if (w.dtype == DType::BF16)
+        avx2::dot_bf16_rows(x, h, rows, in, y + o0, pf);
+      else
+        avx2::dot_f16_rows(x, h, rows, in, y + o0, pf);
+      break;
+    }
+    case Path::QuantRows:  // decode: each block decoded in registers, read once
+      avx2::dot_quant_rows(w.dtype, x, src, rows, in, y + o0, pf);
+      break;
+    case Path::Widened: {
+      const float* wb = reinterpret_cast<const float*>(src);
+      if (w.dtype != DType::F32) {
+        to_f32(w.dtype, src, widened, rows * in);  // whole rows: whole blocks
+        wb = widened;
+      }
+      block_products(x, n, wb, rows, in, y + o0, out);
+      break;
+    }
+  }
+  if (!layer.bias.empty())
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t c = 0; c < rows; ++c) y[t * out + o0 + c] += layer.bias.data[o0 + c];
+}
+
 }  // namespace
 
 float dot(const float* a, const float* b, int64_t n) {
@@ -79,67 +141,59 @@ float sum(const float* a, int64_t n) {
 }
 
 void linear(const Linear& layer, const float* x, int64_t n, float* y, bool int8_activations) {
-  const Matrix& w = layer.weight;
-  const int64_t in = w.cols, out = w.rows;
-  // Checked here: an exception must not escape the parallel region (to_f32 would throw there).
-  if (in % dtype_block(w.dtype).elements != 0)
-    throw Error(fmt::format("linear: rows of {} values are not whole {} blocks", in, dtype_name(w.dtype)));
-  const size_t row_bytes = dtype_row_bytes(w.dtype, in);
-  const int64_t blocks = (out + kRowBlock - 1) / kRowBlock;
-  const bool parallel = static_cast<double>(n) * static_cast<double>(in) * static_cast<double>(out) >= kParallelMinMacs;
-  if (int8_activations && int8_product_supported(w.dtype)) {
-    // Every input row quantised once, then each block of weight rows times every input row.
-    const int64_t nb = in / 32;
-    std::vector<Int8Block> xb(static_cast<size_t>(n * nb));  // (n, in / 32) scales
-    std::vector<int8_t> xq(static_cast<size_t>(n * in));     // (n, in) codes
+  const LinearInto product{&layer, y};
+  linears({&product, 1}, x, n, int8_activations);
+}
+
+void linears(std::span<const LinearInto> products, const float* x, int64_t n, bool int8_activations) {
+  if (products.empty()) return;
+  const int64_t in = products.front().layer->weight.cols;
+  const bool simd = cpu_has_avx2_fma_f16c();
+  // The products' row blocks numbered one after another: block g of the call is block
+  // g - first[p] of product p.
+  std::vector<int64_t> first(products.size() + 1, 0);  // (products + 1) first block of each product
+  bool quantise = false;
+  int64_t widen_rows = 0;  // rows of the f32 staging buffer a thread needs (0: none)
+  double macs = 0;
+  for (size_t p = 0; p < products.size(); ++p) {
+    const Matrix& w = products[p].layer->weight;
+    // Checked here: an exception must not escape the parallel region (to_f32 would throw there).
+    if (w.cols != in)
+      throw Error(fmt::format("linears: a product takes {} inputs where the first takes {}", w.cols, in));
+    if (in % dtype_block(w.dtype).elements != 0)
+      throw Error(fmt::format("linear: rows of {} values are not whole {} blocks", in, dtype_name(w.dtype)));
+    first[p + 1] = first[p] + (w.rows + kRowBlock - 1) / kRowBlock;
+    macs += static_cast<double>(n) * static_cast<double>(in) * static_cast<double>(w.rows);
+    const Path path = path_of(w.dtype, n, simd, int8_activations);
+    quantise = quantise || path == Path::Int8;
+    if (path == Path::Widened && w.dtype != DType::F32) widen_rows = kRowBlock;
+  }
+  // Small products stay on one thread: waking (and spinning) a team costs more than they do.
+  const bool parallel = macs >= kParallelMinMacs;
+
+  // With 8-bit activations, every input row quantised once for all the products.
+  const int64_t nb = quantise ? in / 32 : 0;
+  std::vector<Int8Block> xb(static_cast<size_t>(n * nb));             // (n, in / 32) scales
+  std::vector<int8_t> xq(quantise ? static_cast<size_t>(n * in) : 0);  // (n, in) codes
+  if (quantise) {
 #pragma omp parallel for schedule(static) if (parallel && n > 1)
     for (int64_t t = 0; t < n; ++t) quantize_int8(x + t * in, in, xb.data() + t * nb, xq.data() + t * in);
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t b = 0; b < blocks; ++b) {
-      const int64_t o0 = b * kRowBlock, rows = std::min(kRowBlock, out - o0);
-      const std::byte* src = w.data + static_cast<size_t>(o0) * row_bytes;
-      Prefetcher pf = ahead_of(w, n, o0, rows, row_bytes);
-      for (int64_t t = 0; t < n; ++t) {
-        float* yt = y + t * out + o0;
-        int8_rows_product(w.dtype, xb.data() + t * nb, xq.data() + t * in, src, rows, in, yt, pf);
-        if (!layer.bias.empty())
-          for (int64_t c = 0; c < rows; ++c) yt[c] += layer.bias.data[o0 + c];
-      }
-    }
-    return;
   }
-  const bool simd = cpu_has_avx2_fma_f16c();
-  const bool half_in_registers = simd && (w.dtype == DType::BF16 || w.dtype == DType::F16);
-  const bool quant_in_registers = simd && is_quantized(w.dtype);
-  // Threads split blocks of weight rows; each y element is computed by one thread, whole. Small
-  // products stay on one thread: waking (and spinning) a team costs more than they do.
+  const Int8Input x8{xb.data(), xq.data()};
+
+  // Threads split the row blocks of all the products; each y element is computed by one thread,
+  // whole, by the kernel its product's path names.
 #pragma omp parallel if (parallel)
   {
-    std::vector<float> widened(w.dtype == DType::F32 ? 0 : static_cast<size_t>(kRowBlock * in));  // (16, in)
+    std::vector<float> widened(static_cast<size_t>(widen_rows * in));  // (16, in) when a product widens
+    size_t p = 0;
 #pragma omp for schedule(static)
-    for (int64_t b = 0; b < blocks; ++b) {
-      const int64_t o0 = b * kRowBlock, rows = std::min(kRowBlock, out - o0);
-      const std::byte* src = w.data + static_cast<size_t>(o0) * row_bytes;
-      Prefetcher pf = ahead_of(w, n, o0, rows, row_bytes);
-      if (n == 1 && half_in_registers) {  // decode: 2 bytes a weight, read once, widened in registers
-        const auto* h = reinterpret_cast<const uint16_t*>(src);
-        if (w.dtype == DType::BF16)
-          avx2::dot_bf16_rows(x, h, rows, in, y + o0, pf);
-        else
-          avx2::dot_f16_rows(x, h, rows, in, y + o0, pf);
-      } else if (n == 1 && quant_in_registers) {  // decode: each block decoded in registers, read once
-        avx2::dot_quant_rows(w.dtype, x, src, rows, in, y + o0, pf);
-      } else {
-        const float* wb = reinterpret_cast<const float*>(src);
-        if (w.dtype != DType::F32) {
-          to_f32(w.dtype, src, widened.data(), rows * in);  // whole rows: whole blocks
-          wb = widened.data();
-        }
-        block_products(x, n, wb, rows, in, y + o0, out);
-      }
-      if (!layer.bias.empty())
-        for (int64_t t = 0; t < n; ++t)
-          for (int64_t c = 0; c < rows; ++c) y[t * out + o0 + c] += layer.bias.data[o0 + c];
+    for (int64_t g = 0; g < first.back(); ++g) {
+      while (g >= first[p + 1]) ++p;  // a thread's blocks come in increasing order
+      while (g < first[p]) --p;
+      const Linear& layer = *products[p].layer;
+      const Path path = path_of(layer.weight.dtype, n, simd, int8_activations);
+      block_product(layer, path, g - first[p], x, x8, n, widened.data(), products[p].y);
     }
   }
 }

@@ -34,6 +34,9 @@ bool dot_quant_rows(DType t, const float* x, const std::byte* w, int64_t rows, i
 void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows, int64_t n,
                        float* y, Prefetcher& pf);
 
+// quantize_int8 of linear_int8.h, bit for bit.
+void quantize_int8(const float* x, int64_t n, Int8Block* blocks, int8_t* q);
+
 // y[t · ldy + c] = dot(x + t · n, w + c · n, n) for t < rows and c < 4; rows is 1, 2 or 3.
 // x: (rows, n) input rows, w: (4, n) weight rows, both f32.
 void dot_tile(const float* x, int64_t rows, const float* w, int64_t n, float* y, int64_t ldy);

@@ -63,6 +63,7 @@ void rows_portable(const Int8Block* blocks, const int8_t* q, const std::byte* w,
 }  // namespace
 
 void quantize_int8(const float* x, int64_t n, Int8Block* blocks, int8_t* q) {
+  if (cpu_has_avx2_fma_f16c()) return avx2::quantize_int8(x, n, blocks, q);
   for (int64_t b = 0; b < n / 32; ++b) {
     const float* xb = x + 32 * b;
     int8_t* qb = q + 32 * b;

@@ -16,8 +16,8 @@
 namespace kvinfer::cpu {
 
 // One input row quantised per 32-value block: block b is d · q[32b .. 32b + 31] with codes in
-// [-127, 127] (d = max|x| / 127, codes rounded to nearest), and ds = d · Σ q (Q4_1's offset term
-// needs it). A block holding a NaN or an infinity gets NaN for both, so every product it takes
+// [-127, 127], and ds = d · Σ q (Q4_1's offset term needs it). In f32: d = max|x| / 127,
+// q = x · (1 / d) rounded to nearest even (all 0 when d is 0), ds = d · (float) Σ q. A block holding a NaN or an infinity gets NaN for both, so every product it takes
 // part in is NaN.
 struct Int8Block {
   float d;

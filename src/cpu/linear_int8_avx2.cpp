@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "core/quant.h"
 
@@ -86,6 +87,43 @@ void rows_of(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64
 
 }  // namespace
 
+void quantize_int8(const float* x, int64_t n, Int8Block* blocks, int8_t* q) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* xb = x + 32 * b;
+    __m256 v[4], amax = _mm256_setzero_ps(), nonfinite = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(xb + 8 * i);
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[i]));
+      // x − x is 0 for a finite x, NaN for an infinity or a NaN.
+      nonfinite = _mm256_or_ps(nonfinite, _mm256_cmp_ps(_mm256_sub_ps(v[i], v[i]), _mm256_setzero_ps(), _CMP_NEQ_UQ));
+    }
+    if (!_mm256_testz_ps(nonfinite, nonfinite)) {
+      blocks[b] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::quiet_NaN()};
+      std::memset(q + 32 * b, 0, 32);
+      continue;
+    }
+    // The scalar arithmetic of the portable quantiser: d = max|x| / 127, codes = round(x · (1 / d)).
+    const float d = lanes_max(amax) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const __m256 scale = _mm256_set1_ps(id), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+    __m256i codes[4];
+    for (int i = 0; i < 4; ++i) {
+      const __m256 r = _mm256_round_ps(_mm256_mul_ps(v[i], scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      codes[i] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
+    }
+    // Packing interleaves 128-bit lanes; the permutation puts the 32 codes back in order.
+    const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(codes[0], codes[1]), _mm256_packs_epi32(codes[2], codes[3]));
+    const __m256i ordered = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b), ordered);
+    const __m256i sums = _mm256_add_epi32(_mm256_add_epi32(codes[0], codes[1]), _mm256_add_epi32(codes[2], codes[3]));
+    const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
+    const __m128i s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+    const int32_t sum = _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, _MM_SHUFFLE(2, 3, 0, 1))));
+    blocks[b] = {d, d * static_cast<float>(sum)};
+  }
+}
+
 void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows, int64_t n,
                        float* y, Prefetcher& pf) {
   switch (t) {
@@ -107,6 +145,7 @@ namespace kvinfer::cpu::avx2 {
 void int8_rows_product(DType, const Int8Block*, const int8_t*, const std::byte*, int64_t, int64_t, float*, Prefetcher&) {
   std::abort();
 }
+void quantize_int8(const float*, int64_t, Int8Block*, int8_t*) { std::abort(); }
 }  // namespace kvinfer::cpu::avx2
 
 #endif

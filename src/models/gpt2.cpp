@@ -35,9 +35,7 @@ std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& 
     const LayerWeights& L = w.layers[static_cast<size_t>(l)];
     // Self-attention block.
     ops::layer_norm(e, x, L.attn_norm, L.attn_norm_bias, n, hidden, eps, h);
-    ops::linear(e, L.q, h, n, q);
-    ops::linear(e, L.k, h, n, k);
-    ops::linear(e, L.v, h, n, v);
+    ops::linears(e, {{&L.q, q}, {&L.k, k}, {&L.v, v}}, h, n);
     ops::store_kv(e, kv, l, start, n, k, v);
     ops::attention(e, kv, l, q, n, start, heads, 0, att);
     ops::linear(e, L.o, att, n, h);

@@ -33,9 +33,7 @@ std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights&
     const LayerWeights& L = w.layers[static_cast<size_t>(l)];
     // Self-attention block.
     ops::rms_norm(e, x, L.attn_norm, n, hidden, eps, h);
-    ops::linear(e, L.q, h, n, q);
-    ops::linear(e, L.k, h, n, k);
-    ops::linear(e, L.v, h, n, v);
+    ops::linears(e, {{&L.q, q}, {&L.k, k}, {&L.v, v}}, h, n);
     ops::rope(e, q, n, heads, hd, start, w.rope_inv_freq, cfg.rope_layout);
     ops::rope(e, k, n, kvh, hd, start, w.rope_inv_freq, cfg.rope_layout);
     ops::store_kv(e, kv, l, start, n, k, v);
@@ -44,8 +42,7 @@ std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights&
     ops::add(e, x, h, n * hidden);
     // Feed-forward block (SwiGLU).
     ops::rms_norm(e, x, L.ffn_norm, n, hidden, eps, h);
-    ops::linear(e, L.gate, h, n, gate);
-    ops::linear(e, L.up, h, n, up);
+    ops::linears(e, {{&L.gate, gate}, {&L.up, up}}, h, n);
     ops::silu_mul(e, gate, up, gate, n * inter);
     ops::linear(e, L.down, gate, n, h);
     ops::add(e, x, h, n * hidden);

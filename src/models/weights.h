@@ -37,6 +37,13 @@ struct Linear {
   Vector bias;  // (out) or empty
 };
 
+// One product of a call that multiplies one input by several layers (ops::linears): y (n, out)
+// = x (n, in) · layer.weightᵀ (+ b).
+struct LinearInto {
+  const Linear* layer;
+  float* y;
+};
+
 // GPT-2's fused c_attn is bound as q, k, v (its three row blocks), c_fc as up, its mlp.c_proj as
 // down; it has no gate. Its LayerNorms add the *_norm_bias vectors.
 struct LayerWeights {

@@ -28,6 +28,14 @@ void linear(const Exec& e, const Linear& layer, const float* x, int64_t n, float
   cpu::linear(layer, x, n, y, e.int8_activations);
 }
 
+void linears(const Exec& e, std::initializer_list<LinearInto> products, const float* x, int64_t n) {
+  if (e.device == Device::CUDA) {
+    for (const LinearInto& p : products) cuda_backend::linear(*e.cuda, *p.layer, x, n, p.y);
+    return;
+  }
+  cpu::linears({products.begin(), products.size()}, x, n, e.int8_activations);
+}
+
 void rope(const Exec& e, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq,
           RopeLayout layout) {
   if (e.device == Device::CUDA) return cuda_backend::rope(*e.cuda, x, n, heads, head_dim, start, inv_freq, layout);

@@ -3,6 +3,7 @@
 // (src/cpu/cpu_ops.h) or the CUDA backend (src/cuda/cuda_backend.h). Pointers live on the
 // device of the Exec; layouts and semantics are those documented in cpu_ops.h.
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 
 #include "kvinfer/config.h"
@@ -28,6 +29,8 @@ void rms_norm(const Exec& e, const float* x, const Vector& weight, int64_t n, in
 void layer_norm(const Exec& e, const float* x, const Vector& weight, const Vector& bias, int64_t n, int64_t dim,
                 float eps, float* y);
 void linear(const Exec& e, const Linear& layer, const float* x, int64_t n, float* y);
+// Several products of one input x (n, in): q, k and v; gate and up. Each y as linear() gives it.
+void linears(const Exec& e, std::initializer_list<LinearInto> products, const float* x, int64_t n);
 void rope(const Exec& e, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq,
           RopeLayout layout);
 void silu_mul(const Exec& e, const float* gate, const float* up, float* out, int64_t n);
