@@ -52,7 +52,17 @@ inline float finish(__m256 acc, const float* q, const std::byte* row, int64_t bo
   return lanes_tree(l);
 }
 
-// Scores of R consecutive positions from j: R accumulators share q's vectors.
+// The fixed tree ((0 + 4) + (1 + 5)) + ((2 + 6) + (3 + 7)) of 4 accumulators at once: lane r of
+// the result is lanes_tree() of a[r], bit for bit (the same additions, transposed).
+inline __m128 lanes_tree4(const __m256 a[4]) {
+  __m128 h[4];  // h[r] = (0 + 4, 1 + 5, 2 + 6, 3 + 7) of a[r]
+  for (int r = 0; r < 4; ++r) h[r] = _mm_add_ps(_mm256_castps256_ps128(a[r]), _mm256_extractf128_ps(a[r], 1));
+  _MM_TRANSPOSE4_PS(h[0], h[1], h[2], h[3]);  // now lane r of h[i] is term i of row r
+  return _mm_add_ps(_mm_add_ps(h[0], h[1]), _mm_add_ps(h[2], h[3]));
+}
+
+// Scores of R consecutive positions from j: R accumulators share q's vectors (8 chains of fused
+// multiply-adds hide their latency).
 template <DType T, int R>
 inline void scores_of(const float* q, const std::byte* k, size_t row_bytes, int64_t j, int64_t hd, float scale,
                       float* s) {
@@ -67,6 +77,11 @@ inline void scores_of(const float* q, const std::byte* k, size_t row_bytes, int6
       acc[r] = _mm256_fmadd_ps(qv, load8<T>(rows + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(d) * kSize),
                                acc[r]);
   }
+  if (R % 4 == 0 && body == hd) {  // no tail: the trees of 4 rows at a time
+    for (int r = 0; r < R; r += 4)
+      _mm_storeu_ps(s + j + r, _mm_mul_ps(lanes_tree4(acc + r), _mm_set1_ps(scale)));
+    return;
+  }
   for (int r = 0; r < R; ++r) s[j + r] = finish<T>(acc[r], q, rows + static_cast<size_t>(r) * row_bytes, body, hd) * scale;
 }
 
@@ -74,6 +89,7 @@ template <DType T>
 void scores(const float* q, const std::byte* k, int64_t first, int64_t last, int64_t hd, float scale, float* s) {
   const size_t row_bytes = static_cast<size_t>(hd) * (T == DType::F32 ? 4 : 2);
   int64_t j = first;
+  for (; j + 8 <= last + 1; j += 8) scores_of<T, 8>(q, k, row_bytes, j, hd, scale, s);
   for (; j + 4 <= last + 1; j += 4) scores_of<T, 4>(q, k, row_bytes, j, hd, scale, s);
   for (; j <= last; ++j) scores_of<T, 1>(q, k, row_bytes, j, hd, scale, s);
 }
