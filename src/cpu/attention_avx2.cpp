@@ -10,8 +10,9 @@
 #include <cstdint>
 #include <cstring>
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
+#include "cpu/avx2_target.h"
+
+KVINFER_AVX2_BEGIN
 
 #include "cpu/avx2_inline.h"
 
@@ -143,7 +144,7 @@ void attention_values(DType t, const float* p, const std::byte* v, int64_t first
 
 }  // namespace kvinfer::cpu::avx2
 
-#pragma GCC pop_options
+KVINFER_AVX2_END
 
 #else  // not x86: cpu_has_avx2_fma_f16c() is false, so these are never called
 

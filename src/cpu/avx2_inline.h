@@ -1,8 +1,8 @@
 #pragma once
 // Small AVX2/F16C helpers shared by the AVX2 kernel files. Include it only after those files'
-// `#pragma GCC target("avx2,fma,f16c")`, and only from them: every function here has internal
+// KVINFER_AVX2_BEGIN (cpu/avx2_target.h), and only from them: every function here has internal
 // linkage, so each file gets its own AVX2 copy and no portable code can ever pick one up. The
-// includes below must already have been included before the pragma (here they are no-ops), so
+// includes below must already have been included before the BEGIN (here they are no-ops), so
 // that nothing from a standard header is compiled for AVX2.
 #include <immintrin.h>
 

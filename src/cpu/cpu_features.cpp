@@ -3,15 +3,29 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 namespace kvinfer::cpu {
 
 namespace {
 
+// CPUID: FMA (leaf 1, ECX bit 12), F16C (leaf 1, ECX bit 29), AVX2 (leaf 7, EBX bit 5), and the
+// OS saving the YMM registers (OSXSAVE, ECX bit 27, and XCR0 bits 1 and 2). Read directly:
+// clang's __builtin_cpu_supports knows no "f16c".
 bool detect_avx2_fma_f16c() {
   if (const char* env = std::getenv("KVINFER_NO_AVX2"); env && *env && std::strcmp(env, "0") != 0) return false;
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const bool fma = c & (1u << 12), f16c = c & (1u << 29), osxsave = c & (1u << 27);
+  if (!fma || !f16c || !osxsave) return false;
+  unsigned xcr0_lo = 0, xcr0_hi = 0;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0_lo & 6u) != 6u) return false;  // XMM and YMM state
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return b & (1u << 5);
 #else
   return false;
 #endif

@@ -21,8 +21,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
+#include "cpu/avx2_target.h"
+
+KVINFER_AVX2_BEGIN
 
 #include "cpu/avx2_inline.h"
 
@@ -182,7 +183,7 @@ bool dot_quant_rows(DType t, const float* x, const std::byte* w, int64_t rows, i
 
 }  // namespace kvinfer::cpu::avx2
 
-#pragma GCC pop_options
+KVINFER_AVX2_END
 
 #else  // not x86: cpu_has_avx2_fma_f16c() is false, so this is never called
 

@@ -22,8 +22,9 @@
 
 #include <cstdint>
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
+#include "cpu/avx2_target.h"
+
+KVINFER_AVX2_BEGIN
 
 namespace kvinfer::cpu::avx2 {
 
@@ -126,7 +127,7 @@ void gelu_tanh(const float* x, float* out, int64_t n) {
 
 }  // namespace kvinfer::cpu::avx2
 
-#pragma GCC pop_options
+KVINFER_AVX2_END
 
 #else  // not x86: cpu_has_avx2_fma_f16c() is false, so these are never called
 

@@ -11,8 +11,9 @@
 #include <cstdint>
 #include <cstring>
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
+#include "cpu/avx2_target.h"
+
+KVINFER_AVX2_BEGIN
 
 #include "cpu/avx2_inline.h"
 
@@ -112,7 +113,7 @@ void dot_tile(const float* x, int64_t rows, const float* w, int64_t n, float* y,
 
 }  // namespace kvinfer::cpu::avx2
 
-#pragma GCC pop_options
+KVINFER_AVX2_END
 
 #else  // not x86: cpu_has_avx2_fma_f16c() is false, so these are never called
 

@@ -13,8 +13,9 @@
 
 #include "core/quant.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
+#include "cpu/avx2_target.h"
+
+KVINFER_AVX2_BEGIN
 
 #include "cpu/avx2_inline.h"
 
@@ -178,7 +179,7 @@ void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const 
 
 }  // namespace kvinfer::cpu::avx2
 
-#pragma GCC pop_options
+KVINFER_AVX2_END
 
 #else  // not x86: cpu_has_avx2_fma_f16c() is false, so this is never called
 

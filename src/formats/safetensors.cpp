@@ -68,7 +68,9 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : map_(path)
 
   const std::byte* data = bytes.data() + 8 + header_len;
   const uint64_t data_size = bytes.size() - 8 - header_len;
-  for (const auto& [name, entry] : header.items()) {
+  for (const auto& item : header.items()) {
+    const std::string& name = item.key();  // not a structured binding: lambdas capture it (clang 14)
+    const auto& entry = item.value();
     if (name == "__metadata__") continue;
     auto bad = [&](const std::string& why) {
       return Error(fmt::format("{}: tensor '{}': {}", path, name, why));

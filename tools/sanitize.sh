@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The sanitizer builds of CI (issue: hardening), CPU only, with clang:
+#   1. build-asan: ASan + UBSan (every error fatal, leak checking on) and the libFuzzer
+#      instrumentation, every test, run with ctest; tools/fuzz.sh fuzzes from the same build.
+#   2. build-tsan: ThreadSanitizer, without OpenMP (its runtime is not instrumented), running the
+#      concurrency tests: 4 threads generating at once over one shared model (test_concurrency)
+#      and the shared tokenizer's concurrent encodes.
+#   tools/sanitize.sh [asan|tsan]...     default: both
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+JOBS="$(nproc 2>/dev/null || echo 2)"
+source "$ROOT/tools/sanitize_config.sh"
+steps=("$@")
+[[ ${#steps[@]} -eq 0 ]] && steps=(asan tsan)
+
+for step in "${steps[@]}"; do
+  case "$step" in
+    asan)
+      configure_asan "$ROOT" "$ROOT/build-asan"
+      cmake --build "$ROOT/build-asan" -j "$JOBS"
+      # One test process per core: ASan's shadow memory and the tests' threads fit that.
+      ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 \
+      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 OMP_NUM_THREADS=1 \
+        ctest --test-dir "$ROOT/build-asan" --output-on-failure -j "$JOBS"
+      ;;
+    tsan)
+      configure_tsan "$ROOT" "$ROOT/build-tsan"
+      cmake --build "$ROOT/build-tsan" -j "$JOBS" --target test_concurrency test_tokenizer_hf
+      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 "$ROOT/build-tsan/tests/test_concurrency"
+      TSAN_OPTIONS=halt_on_error=1 "$ROOT/build-tsan/tests/test_tokenizer_hf" --gtest_filter='*Concurrent*'
+      ;;
+    *) echo "unknown step $step (asan or tsan)" >&2; exit 2 ;;
+  esac
+done
+echo "[sanitize] ${steps[*]}: passed"
