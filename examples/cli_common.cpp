@@ -120,6 +120,10 @@ std::shared_ptr<const kvinfer::Model> load_model(const ModelOptions& o) {
                               : o.device == "cuda" ? kvinfer::Device::CUDA
                                                    : kvinfer::Device::Auto;
   kvinfer::LoadOptions options{.device = dev, .on_progress = {}, .int8_activations = o.int8_activations};
+  // A cache of --ctx tokens is planned: weights and cache are checked against the memory
+  // available before any weight is read.
+  options.kv_tokens = o.ctx;
+  options.kv_dtype = kv_dtype(o);
   if (isatty(fileno(stderr))) options.on_progress = draw_progress;
   return kvinfer::Model::load(model_path(o.model), options);
 }

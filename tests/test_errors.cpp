@@ -163,12 +163,13 @@ TEST(LoadErrors, ConfigShapeDisagreesWithTensors) {
                     HasSubstr("[64, 64]"), HasSubstr("[96, 64]")));
 }
 
-TEST(LoadErrors, ConfigDimensionsWhoseProductOverflows) {
+TEST(LoadErrors, ConfigDimensionsWhoseProductWouldOverflow) {
+  // × 8 heads overflows int64; every size config.json states is capped at int32 first.
   TempDir tmp;
   fs::path dir = copy_fixture(kFixture, tmp);
-  edit_json_file(dir / "config.json", [](json& c) { c["head_dim"] = int64_t{1} << 62; });  // × 8 heads
-  EXPECT_THAT(load_error(dir), AllOf(HasSubstr((dir / "config.json").string()), HasSubstr("head_dim"),
-                                     HasSubstr("overflows")));
+  edit_json_file(dir / "config.json", [](json& c) { c["head_dim"] = int64_t{1} << 62; });
+  EXPECT_THAT(load_error(dir), AllOf(HasSubstr((dir / "config.json").string()),
+                                     HasSubstr("'head_dim' is 4611686018427387904, beyond the limit of 2147483647")));
 }
 
 TEST(LoadErrors, TensorShapeDisagreesWithConfig) {
@@ -275,11 +276,17 @@ TEST_F(RunErrors, PromptLongerThanRemainingCapacity) {
   EXPECT_EQ(after_error, expected);  // bit for bit
   EXPECT_EQ(filled_kv(kv), filled_kv(fresh_kv));
 
-  // A full cache refuses one more token the same way.
+  // A full cache refuses one more token the same way, by decode and by prefill, and keeps
+  // every committed position's K/V.
   s.prefill(kv, prompt(3));
   ASSERT_EQ(kv.remaining(), 0);
-  EXPECT_THAT(error_of([&] { s.decode(kv, 1); }), HasSubstr("0 of 9 positions"));
+  const auto full = filled_kv(kv);
+  EXPECT_THAT(error_of([&] { s.decode(kv, 1); }), HasSubstr("1 tokens do not fit in the KV cache: 0 of 9 positions"));
   EXPECT_EQ(kv.size(), 9);
+  EXPECT_EQ(filled_kv(kv), full);
+  EXPECT_THAT(error_of([&] { s.prefill(kv, prompt(2)); }), HasSubstr("2 tokens do not fit in the KV cache: 0 of 9"));
+  EXPECT_EQ(kv.size(), 9);
+  EXPECT_EQ(filled_kv(kv), full);
 }
 
 TEST_F(RunErrors, TokenIdOutsideTheVocabulary) {

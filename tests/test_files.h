@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -107,6 +108,30 @@ void edit_json_file(const fs::path& path, Edit&& edit) {
   std::forward<Edit>(edit)(j);
   write_bytes(path, j.dump(2));
 }
+
+// Sets (or, with nullopt, unsets) an environment variable for the scope; restores the old value.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value)
+      ::setenv(name, value->c_str(), 1);
+    else
+      ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
 
 // The message of the kvinfer::Error that `f` throws; records a test failure (and returns "")
 // when it returns normally. Any other exception propagates and fails the test.

@@ -16,14 +16,20 @@
 namespace kvinfer {
 
 class Model;
+class MemoryAccount;  // src/core/memory.h
 
 class KvCache {
  public:
   // A cache for `model`, on the model's device. The dtype defaults to the model's weight dtype
-  // (f32, f16 or bf16), and to f16 for quantised weights, as llama.cpp does; a quantised cache
-  // dtype is refused. Throws when the bytes do not fit, naming the bytes needed and free.
+  // (f32, f16 or bf16), and to f16 for quantised weights, as llama.cpp does (default_kv_dtype in
+  // kv_plan.h); a quantised cache dtype is refused. Before anything is allocated, the bytes are
+  // checked against what is left of the memory the model was loaded against (LoadOptions::
+  // memory_limit, $KVINFER_MEMORY_LIMIT or the memory detected at load) after its weights and
+  // its other live caches; the error names the bytes needed and available. On CUDA the device's
+  // free memory is checked too.
   KvCache(const Model& model, int64_t capacity_tokens, std::optional<DType> dtype = std::nullopt);
-  // A cache for any config (no weights needed). device: CPU or CUDA.
+  // A cache for any config (no weights needed). device: CPU or CUDA. The bytes are checked against
+  // the memory available now ($KVINFER_MEMORY_LIMIT, else detected) before anything is allocated.
   KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype, Device device = Device::CPU);
 
   int64_t size() const { return size_; }          // positions filled
@@ -50,6 +56,8 @@ class KvCache {
   void commit(int64_t n);
 
  private:
+  KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype, Device device,
+          const std::shared_ptr<MemoryAccount>& memory);
   size_t head_offset(int64_t layer, int which, int64_t kv_head) const;
 
   int64_t num_layers_, num_kv_heads_, head_dim_, capacity_;
@@ -59,6 +67,7 @@ class KvCache {
   uint64_t bytes_ = 0;
   // (layer, {K,V}, kv_head, capacity, head_dim); host pages are touched only on use.
   std::unique_ptr<std::byte, void (*)(std::byte*)> data_{nullptr, nullptr};
+  std::shared_ptr<void> reservation_;  // gives the bytes back to the model's MemoryAccount
 };
 
 }  // namespace kvinfer

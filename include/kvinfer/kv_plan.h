@@ -15,6 +15,10 @@ uint64_t kv_bytes_per_token(const ModelConfig& cfg, DType dtype);
 // Throws kvinfer::Error on a negative count or on overflow of 64 bits.
 uint64_t plan_kv_bytes(const ModelConfig& cfg, int64_t tokens, DType dtype);
 
+// The cache dtype KvCache picks when none is given: the weights' dtype (as vLLM's "auto"), f16
+// for quantised weights (llama.cpp's default cache).
+constexpr DType default_kv_dtype(DType weight_dtype) { return is_quantized(weight_dtype) ? DType::F16 : weight_dtype; }
+
 // A byte count for people, in binary units: "512 B", "1.5 KiB", "2.0 MiB", "1.00 GiB".
 std::string format_bytes(uint64_t bytes);
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "kvinfer/config.h"
@@ -13,8 +14,10 @@
 
 namespace kvinfer {
 
-struct ModelWeights;  // src/models/weights.h
-class Tokenizer;      // kvinfer/tokenizer.h
+struct ModelWeights;   // src/models/weights.h
+class Tokenizer;       // kvinfer/tokenizer.h
+class MemoryAccount;   // src/core/memory.h
+class KvCache;         // kvinfer/kv_cache.h
 
 // Called as weights are read into memory (or copied to the device): bytes done of total.
 using LoadProgress = std::function<void(uint64_t done, uint64_t total)>;
@@ -28,6 +31,25 @@ struct LoadOptions {
   // and matches HF on the dequantised weights. Cache-on == cache-off and thread-count
   // independence hold either way.
   bool int8_activations = false;
+
+  // Memory checked up front. The weights, plus a KV cache of kv_tokens positions (0: none
+  // planned) in kv_dtype (default: KvCache's default for these weights), must fit in the memory
+  // available on the device, or load throws naming the bytes needed and available before it
+  // reads or uploads any weight. Every KvCache made for the model later must fit in what is left
+  // of that figure after the weights and the model's other live caches. The figure is
+  // memory_limit when nonzero, else $KVINFER_MEMORY_LIMIT (bytes, or "512M", "8G", ...), else
+  // detected when the model loads: MemAvailable in /proc/meminfo for the CPU, the free bytes of
+  // cudaMemGetInfo for CUDA.
+  uint64_t memory_limit = 0;
+  int64_t kv_tokens = 0;
+  std::optional<DType> kv_dtype = std::nullopt;
+
+  // Debug: check the residual stream for NaN/Inf after the embedding and after every attention
+  // and feed-forward block, and throw naming the first layer, block and position where one
+  // appears. Costs one scan of the activations per block (a copy to the host on CUDA); changes
+  // no result. $KVINFER_CHECK_FINITE=1 turns it on too. Without it the logits are still always
+  // checked: non-finite logits throw, suggesting this option.
+  bool check_finite = false;
 };
 
 class Model {
@@ -58,10 +80,15 @@ class Model {
 
   // LoadOptions::int8_activations as loaded (sessions of this model use it).
   bool int8_activations() const { return int8_activations_; }
+  // LoadOptions::check_finite (or $KVINFER_CHECK_FINITE=1) as loaded.
+  bool check_finite() const { return check_finite_; }
 
+  // memory: the figure the weights were checked against (src/core/memory.h); null for a model
+  // built without a load, whose caches are checked against the memory available when made.
   Model(ModelConfig config, std::unique_ptr<ModelWeights> weights, Device device,
         std::shared_ptr<const Tokenizer> tokenizer = nullptr, std::filesystem::path source = {},
-        bool int8_activations = false);
+        bool int8_activations = false, std::shared_ptr<MemoryAccount> memory = nullptr,
+        bool check_finite = false);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -76,6 +103,9 @@ class Model {
   uint64_t weight_bytes_;
   uint64_t step_weight_bytes_;
   bool int8_activations_;
+  std::shared_ptr<MemoryAccount> memory_;
+  bool check_finite_;
+  friend class KvCache;  // reserves its bytes in memory_
 };
 
 }  // namespace kvinfer

@@ -30,11 +30,16 @@ class Session {
   std::span<const float> prefill(KvCache& kv, std::span<const int32_t> ids, Logits which = Logits::Last);
   // One new position: computes Q/K/V for `id` only and attends over the cache. (vocab) logits.
   std::span<const float> decode(KvCache& kv, int32_t id);
+  //
+  // Either call throws, leaving the cache as it was, when its logits hold a NaN or Inf (they are
+  // always scanned); with LoadOptions::check_finite the residual stream is checked after every
+  // block too, and the error names the first layer and block where a NaN or Inf appeared.
 
   const Model& model() const { return *model_; }
 
  private:
   std::span<const float> forward(KvCache& kv, std::span<const int32_t> ids, Logits which);
+  void check_logits(KvCache& kv, int64_t start, std::span<const int32_t> ids, std::span<const float> logits) const;
 
   std::shared_ptr<const Model> model_;
   std::unique_ptr<ForwardScratch> scratch_;

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/memory.h"
 #include "cuda/device_memory.h"
 #include "kvinfer/error.h"
 #include "kvinfer/kv_plan.h"
@@ -12,20 +13,23 @@
 namespace kvinfer {
 
 namespace {
-// The weights' dtype, as vLLM's "auto"; quantised weights get f16 (llama.cpp's default cache).
-DType default_kv_dtype(DType weights) { return is_quantized(weights) ? DType::F16 : weights; }
+void free_host(std::byte* p) { delete[] p; }
+void free_device(std::byte* p) { cuda_backend::device_free(p); }
+
+std::string cache_name(int64_t capacity_tokens, DType dtype) {
+  return fmt::format("KV cache of {} tokens ({})", capacity_tokens, dtype_name(dtype));
+}
 }  // namespace
 
 KvCache::KvCache(const Model& model, int64_t capacity_tokens, std::optional<DType> dtype)
     : KvCache(model.config(), capacity_tokens, dtype.value_or(default_kv_dtype(model.weight_dtype())),
-              model.device()) {}
-
-namespace {
-void free_host(std::byte* p) { delete[] p; }
-void free_device(std::byte* p) { cuda_backend::device_free(p); }
-}  // namespace
+              model.device(), model.memory_) {}
 
 KvCache::KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype, Device device)
+    : KvCache(config, capacity_tokens, dtype, device, nullptr) {}
+
+KvCache::KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype, Device device,
+                 const std::shared_ptr<MemoryAccount>& memory)
     : num_layers_(config.num_layers),
       num_kv_heads_(config.num_kv_heads),
       head_dim_(config.head_dim),
@@ -36,13 +40,24 @@ KvCache::KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype
   if (is_quantized(dtype))
     throw Error(fmt::format("KV cache dtype {} is a quantised weight format; a cache holds f32, f16 or bf16",
                             dtype_name(dtype)));
+  if (device != Device::CPU && device != Device::CUDA)
+    throw Error(fmt::format("{}: device must be CPU or CUDA", cache_name(capacity_tokens, dtype)));
   bytes_ = plan_kv_bytes(config, capacity_tokens, dtype);
-  const std::string what = fmt::format("KV cache of {} tokens ({})", capacity_tokens, dtype_name(dtype));
+  const std::string what = cache_name(capacity_tokens, dtype);
+  // Checked before a byte is allocated: the host allocation is lazy (untouched pages cost
+  // nothing), so without this a cache far beyond the machine's memory would be "allocated" and
+  // the process killed when the sequence grows into it.
+  if (memory) {
+    memory->reserve(bytes_, what);  // what is left of the model's figure after its weights and caches
+    const uint64_t reserved = bytes_;
+    reservation_ = std::shared_ptr<void>(nullptr, [memory, reserved](void*) { memory->release(reserved); });
+  } else {
+    require_memory(memory_budget(device), bytes_, what);  // the memory available now
+  }
   if (device == Device::CUDA) {
     data_ = {static_cast<std::byte*>(cuda_backend::device_alloc(bytes_, what)), free_device};
     return;
   }
-  if (device != Device::CPU) throw Error(what + ": device must be CPU or CUDA");
   // Left uninitialised: positions are written before they are read, and untouched pages
   // cost no memory until the sequence grows into them.
   data_ = {new (std::nothrow) std::byte[bytes_], free_host};

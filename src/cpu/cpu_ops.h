@@ -52,6 +52,9 @@ void gelu_tanh(const float* x, float* out, int64_t n);
 void add(float* x, const float* y, int64_t n);
 // out (n, hidden) = embed[ids]
 void embed(const Matrix& table, std::span<const int32_t> ids, float* out);
+// The index of the first NaN or ±Inf among x[0 .. n), or -1 when every value is finite. Reads x
+// only (the debug check of LoadOptions::check_finite and the check of every call's logits).
+int64_t first_nonfinite(const float* x, int64_t n);
 
 // Writes k, v (n, kv_heads, head_dim) into layer `layer` of the cache at positions start..start+n-1.
 void store_kv(KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v);

@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "core/rope.h"
@@ -78,6 +80,23 @@ void embed(const Matrix& table, std::span<const int32_t> ids, float* out) {
   for (size_t t = 0; t < ids.size(); ++t)
     to_f32(table.dtype, table.data + static_cast<size_t>(ids[t]) * row_bytes, out + static_cast<int64_t>(t) * table.cols,
            table.cols);
+}
+
+int64_t first_nonfinite(const float* x, int64_t n) {
+  // A float is NaN or ±Inf exactly when its exponent bits are all ones. Blocks are tested with a
+  // branch-free OR (which vectorises), and only a block that holds one is searched.
+  constexpr uint32_t kExponent = 0x7f800000u;
+  constexpr int64_t kBlock = 256;
+  const auto nonfinite = [](float v) { return (std::bit_cast<uint32_t>(v) & kExponent) == kExponent; };
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t e = std::min(n, b + kBlock);
+    uint32_t any = 0;
+    for (int64_t i = b; i < e; ++i) any |= static_cast<uint32_t>(nonfinite(x[i]));
+    if (any == 0) continue;
+    for (int64_t i = b; i < e; ++i)
+      if (nonfinite(x[i])) return i;
+  }
+  return -1;
 }
 
 }  // namespace kvinfer::cpu

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "cpu/cpu_ops.h"
 #include "cuda/device_memory.h"
 #include "cuda_check.h"
 #include "cuda_gemm.h"
@@ -175,6 +176,14 @@ CUstream_st* stream(Context& c) { return c.stream; }
 void to_host(Context& c, const float* device, float* host, int64_t n) {
   CUDA_CHECK(cudaMemcpyAsync(host, device, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost, c.stream));
   CUDA_CHECK(cudaStreamSynchronize(c.stream));
+}
+
+int64_t first_nonfinite(Context& c, const float* x, int64_t n, float* value) {
+  std::vector<float> host(static_cast<size_t>(n));
+  to_host(c, x, host.data(), n);
+  const int64_t i = cpu::first_nonfinite(host.data(), n);
+  if (i >= 0) *value = host[static_cast<size_t>(i)];
+  return i;
 }
 
 }  // namespace kvinfer::cuda_backend

@@ -40,5 +40,7 @@ void attention(Context& c, const KvCache& kv, int64_t layer, const float* q, int
 CUstream_st* stream(Context& c);
 // Waits for the stream and copies n floats of device memory to the host.
 void to_host(Context& c, const float* device, float* host, int64_t n);
+// ops::first_nonfinite: copies x (n floats) to the host, waiting for the stream, and scans it.
+int64_t first_nonfinite(Context& c, const float* x, int64_t n, float* value);
 
 }  // namespace kvinfer::cuda_backend

@@ -21,6 +21,12 @@ void* device_alloc(size_t bytes, std::string_view what) {
   return p;
 }
 
+size_t device_free_bytes() {
+  size_t free_bytes = 0, total_bytes = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return free_bytes;
+}
+
 void device_free(void* p) noexcept {
   if (p) cudaFree(p);
 }

@@ -11,6 +11,8 @@ namespace kvinfer::cuda_backend {
 // `what`, the bytes needed and the bytes free on the device.
 void* device_alloc(size_t bytes, std::string_view what);
 void device_free(void* p) noexcept;
+// The bytes of device memory free now (cudaMemGetInfo).
+size_t device_free_bytes();
 void copy_to_device(void* dst, const void* src, size_t bytes);  // synchronous
 void copy_to_host(void* dst, const void* src, size_t bytes);    // synchronous
 

@@ -18,6 +18,7 @@ std::shared_ptr<Context> create_context() { unavailable(); }
 std::unique_ptr<ModelWeights> upload(const ModelWeights&, const std::function<void(uint64_t, uint64_t)>&) { unavailable(); }
 void* device_alloc(size_t, std::string_view) { unavailable(); }
 void device_free(void* p) noexcept { (void)p; }
+size_t device_free_bytes() { unavailable(); }
 void copy_to_device(void*, const void*, size_t) { unavailable(); }
 void copy_to_host(void*, const void*, size_t) { unavailable(); }
 void embed(Context&, const Matrix&, std::span<const int32_t>, float*) { unavailable(); }
@@ -36,5 +37,6 @@ void attention(Context&, const KvCache&, int64_t, const float*, int64_t, int64_t
 }
 CUstream_st* stream(Context&) { unavailable(); }
 void to_host(Context&, const float*, float*, int64_t) { unavailable(); }
+int64_t first_nonfinite(Context&, const float*, int64_t, float*) { unavailable(); }
 
 }  // namespace kvinfer::cuda_backend

@@ -26,6 +26,12 @@ std::string_view architecture_name(Architecture a) {
 
 namespace {
 
+// The largest size config.json may state. A dimension beyond int32 is a corrupt file, not a model
+// (token ids are int32, and GGUF metadata has the same cap, gguf_config.cpp); capping every size
+// here keeps the products the loader forms (heads × head_dim, 4 × n_embd, layers × ...) far from
+// overflowing int64 before any tensor is looked at.
+constexpr int64_t kMaxDim = INT32_MAX;
+
 class Reader {
  public:
   Reader(const json& j, const std::string& source) : j_(j), source_(source) {}
@@ -69,6 +75,8 @@ class Reader {
   int64_t positive_int_value(const std::string& key, const json& v) const {
     if (!v.is_number_integer() || v.get<int64_t>() <= 0)
       throw error(key, fmt::format("must be a positive integer, got {}", v.dump()));
+    if (v.get<int64_t>() > kMaxDim)
+      throw error(key, fmt::format("is {}, beyond the limit of {} for a size", v.dump(), kMaxDim));
     return v.get<int64_t>();
   }
   const json& j_;

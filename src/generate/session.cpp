@@ -1,7 +1,10 @@
 #include "kvinfer/session.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
+#include "cpu/cpu_ops.h"
 #include "cuda/cuda_backend.h"
 #include "kvinfer/error.h"
 #include "models/forward.h"
@@ -13,6 +16,7 @@ Session::Session(std::shared_ptr<const Model> model)
   if (!model_) throw Error("Session needs a model (got a null pointer)");
   scratch_->exec.device = model_->device();
   scratch_->exec.int8_activations = model_->int8_activations();
+  scratch_->exec.check_finite = model_->check_finite();
   if (model_->device() == Device::CUDA) {
     auto context = cuda_backend::create_context();
     scratch_->exec.cuda = context.get();
@@ -48,13 +52,41 @@ std::span<const float> Session::forward(KvCache& kv, std::span<const int32_t> id
     if (ids[i] < 0 || ids[i] >= c.vocab_size)
       throw Error(fmt::format("token id {} at index {} is outside the vocabulary (size {})", ids[i], i,
                               c.vocab_size));
-  if (c.is_gpt2()) {
-    if (kv.size() + n > c.max_position_embeddings)
-      throw Error(fmt::format("positions {} .. {} go beyond the model's {} learned positions (n_positions)",
-                              kv.size(), kv.size() + n - 1, c.max_position_embeddings));
-    return gpt2_forward(c, model_->weights(), *scratch_, kv, ids, which);
-  }
-  return llama_forward(c, model_->weights(), *scratch_, kv, ids, which);
+  if (c.is_gpt2() && kv.size() + n > c.max_position_embeddings)
+    throw Error(fmt::format("positions {} .. {} go beyond the model's {} learned positions (n_positions)", kv.size(),
+                            kv.size() + n - 1, c.max_position_embeddings));
+  const int64_t start = kv.size();
+  const std::span<const float> logits = c.is_gpt2() ? gpt2_forward(c, model_->weights(), *scratch_, kv, ids, which)
+                                                    : llama_forward(c, model_->weights(), *scratch_, kv, ids, which);
+  check_logits(kv, start, ids, logits);
+  return logits;
+}
+
+// Every call's logits are scanned (one pass over rows × vocab floats, next to the LM head's rows ×
+// vocab × hidden multiply-adds). NaN or Inf there is never a result: the call is undone (the
+// cache is cut back to `start`; the positions' K/V were written but are no longer committed)
+// and the error says where.
+void Session::check_logits(KvCache& kv, int64_t start, std::span<const int32_t> ids,
+                           std::span<const float> logits) const {
+  const int64_t i = cpu::first_nonfinite(logits.data(), static_cast<int64_t>(logits.size()));
+  if (i < 0) return;
+  kv.truncate(start);
+  const int64_t vocab = model_->config().vocab_size;
+  const auto rows = static_cast<int64_t>(logits.size()) / vocab;
+  const int64_t row = i / vocab;
+  const int64_t index = static_cast<int64_t>(ids.size()) - rows + row;  // the token of that row in this call
+  int64_t count = 0;
+  for (float v : logits) count += std::isfinite(v) ? 0 : 1;
+  throw Error(fmt::format(
+      "non-finite logits: {} of the {} logits are NaN or Inf; the first, {} for vocabulary id {}, at position {} "
+      "(token id {}, index {} of this call). The call was undone: the KV cache holds {} positions as before. {}",
+      count, logits.size(), logits[static_cast<size_t>(i)], i % vocab, start + index,
+      ids[static_cast<size_t>(index)], index, kv.size(),
+      model_->check_finite()
+          ? "The residual stream was finite after every layer (check_finite is on): the final norm or the LM head "
+            "produced them"
+          : "Load with LoadOptions::check_finite = true (or set KVINFER_CHECK_FINITE=1) to find the layer where "
+            "they first appear"));
 }
 
 }  // namespace kvinfer

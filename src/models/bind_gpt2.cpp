@@ -63,8 +63,9 @@ std::unique_ptr<ModelWeights> bind_gpt2_weights(const ModelConfig& c, const Gpt2
       if (is_quantized(stored.dtype))
         throw Error(fmt::format("{}: Conv1D tensor '{}.weight' is {}; only f32, f16 and bf16 can be transposed", path,
                                 prefix, dtype_name(stored.dtype)));
+      // Allocated now (the pointer is bound), filled once finish_load's memory check has passed.
       std::byte* t = storage.allocate(stored.bytes());
-      transpose(stored.data, in, out, dtype_size(stored.dtype), t);
+      storage.fills.push_back([stored, in, out, t] { transpose(stored.data, in, out, dtype_size(stored.dtype), t); });
       l.weight = Matrix{stored.dtype, t, out, in};
     } else {
       l.weight = source.matrix(prefix + ".weight", out, in);

@@ -1,5 +1,8 @@
 // What the forward passes share: activation buffers and the final norm + LM head.
+#include <fmt/format.h>
+
 #include "cuda/cuda_backend.h"
+#include "kvinfer/error.h"
 #include "models/forward.h"
 
 namespace kvinfer {
@@ -12,6 +15,18 @@ float* Activations::reserve(Device device, int64_t n) {
   }
   if (host_.size() < count) host_.resize(count);
   return host_.data();
+}
+
+void check_residual(const ForwardScratch& s, const float* x, std::span<const int32_t> ids, int64_t hidden,
+                    int64_t start, std::string_view where) {
+  if (!s.exec.check_finite) return;
+  float value = 0;
+  const int64_t i = ops::first_nonfinite(s.exec, x, static_cast<int64_t>(ids.size()) * hidden, &value);
+  if (i < 0) return;
+  const int64_t row = i / hidden;
+  throw Error(fmt::format("non-finite value {} in the residual stream after {}, at position {} (token id {}, index {} "
+                          "of this call), hidden index {}; everything before it was finite (check_finite)",
+                          value, where, start + row, ids[static_cast<size_t>(row)], row, i % hidden));
 }
 
 std::span<const float> final_logits(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s, const float* x,

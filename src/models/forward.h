@@ -2,6 +2,7 @@
 // The forward passes: the Llama family (Llama, Mistral, Qwen2) and GPT-2, on the CPU or CUDA.
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "cuda/device_memory.h"
@@ -46,6 +47,12 @@ std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights&
                                      std::span<const int32_t> ids, Logits which);
 std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s, KvCache& kv,
                                     std::span<const int32_t> ids, Logits which);
+
+// LoadOptions::check_finite: when s.exec.check_finite is set, throws kvinfer::Error if the
+// residual stream x (n, hidden) of the call's tokens `ids` at positions start.. holds a NaN or
+// Inf, naming `where` ("layer 3 (attention block)"), the position, the token and the value.
+void check_residual(const ForwardScratch& s, const float* x, std::span<const int32_t> ids, int64_t hidden,
+                    int64_t start, std::string_view where);
 
 // The logits of the last row of x (n, hidden), or of every row: the final norm, then the LM
 // head, copied to the host.

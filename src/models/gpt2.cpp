@@ -5,6 +5,8 @@
 //   logits = wte · ln_f(x)
 // Pre-norm LayerNorms with bias, learned absolute positions (no rope), full multi-head attention.
 // The checkpoint's fused c_attn is bound as the three linear layers q, k, v (load_hf.cpp).
+#include <fmt/format.h>
+
 #include "models/forward.h"
 
 namespace kvinfer {
@@ -31,6 +33,7 @@ std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& 
   ops::embed(e, w.embed, ids, x);
   ops::embed(e, w.pos_embed, s.positions, h);
   ops::add(e, x, h, n * hidden);
+  check_residual(s, x, ids, hidden, start, "the token and position embeddings");
   for (int64_t l = 0; l < cfg.num_layers; ++l) {
     const LayerWeights& L = w.layers[static_cast<size_t>(l)];
     // Self-attention block.
@@ -40,12 +43,14 @@ std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& 
     ops::attention(e, kv, l, q, n, start, heads, 0, att);
     ops::linear(e, L.o, att, n, h);
     ops::add(e, x, h, n * hidden);
+    if (e.check_finite) check_residual(s, x, ids, hidden, start, fmt::format("layer {} (attention block)", l));
     // Feed-forward block.
     ops::layer_norm(e, x, L.ffn_norm, L.ffn_norm_bias, n, hidden, eps, h);
     ops::linear(e, L.up, h, n, up);
     ops::gelu_tanh(e, up, up, n * inter);
     ops::linear(e, L.down, up, n, h);
     ops::add(e, x, h, n * hidden);
+    if (e.check_finite) check_residual(s, x, ids, hidden, start, fmt::format("layer {} (feed-forward block)", l));
   }
 
   kv.commit(n);

@@ -4,6 +4,8 @@
 //               x += W_down · (silu(W_gate·norm(x)) ⊙ W_up·norm(x))
 //   logits = W_lm · norm(x)
 // Mistral adds a sliding attention window; Qwen2 adds q/k/v biases.
+#include <fmt/format.h>
+
 #include "models/forward.h"
 
 namespace kvinfer {
@@ -29,6 +31,7 @@ std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights&
   float* up = s.up.reserve(dev, n * inter);         // (n, inter)
 
   ops::embed(e, w.embed, ids, x);
+  check_residual(s, x, ids, hidden, start, "the token embedding");
   for (int64_t l = 0; l < cfg.num_layers; ++l) {
     const LayerWeights& L = w.layers[static_cast<size_t>(l)];
     // Self-attention block.
@@ -40,12 +43,14 @@ std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights&
     ops::attention(e, kv, l, q, n, start, heads, window, att);
     ops::linear(e, L.o, att, n, h);
     ops::add(e, x, h, n * hidden);
+    if (e.check_finite) check_residual(s, x, ids, hidden, start, fmt::format("layer {} (attention block)", l));
     // Feed-forward block (SwiGLU).
     ops::rms_norm(e, x, L.ffn_norm, n, hidden, eps, h);
     ops::linears(e, {{&L.gate, gate}, {&L.up, up}}, h, n);
     ops::silu_mul(e, gate, up, gate, n * inter);
     ops::linear(e, L.down, gate, n, h);
     ops::add(e, x, h, n * hidden);
+    if (e.check_finite) check_residual(s, x, ids, hidden, start, fmt::format("layer {} (feed-forward block)", l));
   }
 
   kv.commit(n);

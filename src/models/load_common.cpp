@@ -1,6 +1,8 @@
 #include "models/load_common.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <fmt/std.h>
@@ -9,6 +11,7 @@
 #include "cpu/cpu_ops.h"
 #include "cuda/cuda_backend.h"
 #include "kvinfer/error.h"
+#include "kvinfer/kv_plan.h"
 #include "kvinfer/tokenizer.h"
 
 namespace kvinfer {
@@ -96,14 +99,54 @@ std::vector<float> rope_inv_freq(const ModelConfig& c) {
   return f;
 }
 
+MemoryBudget load_budget(Device device, const LoadOptions& options) {
+  return memory_budget(device, options.memory_limit);
+}
+
+namespace {
+// $KVINFER_CHECK_FINITE=1 turns LoadOptions::check_finite on.
+bool check_finite_from_env() {
+  const char* v = std::getenv("KVINFER_CHECK_FINITE");
+  return v != nullptr && std::string_view(v) == "1";
+}
+}  // namespace
+
 std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<ModelWeights> w, Device device,
                                          std::shared_ptr<const Tokenizer> tokenizer,
-                                         const std::filesystem::path& path, const LoadOptions& options) {
+                                         const std::filesystem::path& path, const LoadOptions& options,
+                                         const MemoryBudget& budget, HostStorage& storage) {
+  // Nothing of the weights has been read, copied or filled yet: only mapped (and, for GPT-2's
+  // transposes, allocated without touching a page).
+  const uint64_t weights = model_weight_bytes(*w, c.tie_word_embeddings);
+  uint64_t kv = 0;
+  std::string kv_text;
+  if (options.kv_tokens < 0)
+    throw Error(fmt::format("{}: LoadOptions::kv_tokens is {}; it must be 0 (no plan) or positive", path,
+                            options.kv_tokens));
+  if (options.kv_tokens > 0) {
+    const DType kv_dtype = options.kv_dtype.value_or(default_kv_dtype(w->layers.empty() ? w->embed.dtype
+                                                                                        : w->layers[0].q.weight.dtype));
+    kv = plan_kv_bytes(c, options.kv_tokens, kv_dtype);
+    kv_text = fmt::format(" + {} for a KV cache of {} tokens ({})", bytes_text(kv), options.kv_tokens,
+                          dtype_name(kv_dtype));
+  }
+  uint64_t needed = 0;
+  if (__builtin_add_overflow(weights, kv, &needed)) needed = MemoryBudget::kUnknown;
+  if (budget.bytes != MemoryBudget::kUnknown && needed > budget.bytes)
+    throw Error(fmt::format("{}: not enough {} memory for the model: it needs {} ({} of weights{}) but only {} is "
+                            "available ({})",
+                            path, device_name(device), bytes_text(needed), bytes_text(weights), kv_text,
+                            bytes_text(budget.bytes), budget.source));
+
+  for (const auto& fill : storage.fills) fill();
+  storage.fills.clear();
   if (device == Device::CUDA)
     w = cuda_backend::upload(*w, options.on_progress);  // the mapped checkpoint is released
   else
     read_weights(*w, options.on_progress);
-  return std::make_shared<const Model>(c, std::move(w), device, std::move(tokenizer), path, options.int8_activations);
+  return std::make_shared<const Model>(c, std::move(w), device, std::move(tokenizer), path, options.int8_activations,
+                                       std::make_shared<MemoryAccount>(budget, weights),
+                                       options.check_finite || check_finite_from_env());
 }
 
 }  // namespace kvinfer

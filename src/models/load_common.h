@@ -3,10 +3,12 @@
 // device choice, binding a Llama-family model's tensors from a checkpoint by name, the rope
 // frequencies, and the last step (read the weights once or upload them, then build the Model).
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/memory.h"
 #include "kvinfer/config.h"
 #include "kvinfer/model.h"
 #include "models/weights.h"
@@ -25,6 +27,9 @@ struct HostStorage {
   std::shared_ptr<const void> checkpoint;
   std::vector<std::unique_ptr<float[]>> vectors;
   std::vector<std::unique_ptr<std::byte[]>> matrices;  // made at load: transposed, or random
+  // Work that fills allocated matrices (GPT-2's transposes), run by finish_load once the memory
+  // check has passed: until then an allocation is address space whose pages were never touched.
+  std::vector<std::function<void()>> fills;
   Vector add(const std::vector<float>& values);
   // `bytes` bytes owned by the storage, uninitialised.
   std::byte* allocate(size_t bytes);
@@ -74,10 +79,17 @@ std::unique_ptr<ModelWeights> bind_gpt2_weights(const ModelConfig& c, const Gpt2
 // inv_freq (head_dim / 2) from rope_theta and the config's rope scaling (kernels/core/rope.h).
 std::vector<float> rope_inv_freq(const ModelConfig& c);
 
-// Host weights are read once (moving the page faults to load time) or uploaded to the device,
+// The memory figure a load checks against (LoadOptions::memory_limit, $KVINFER_MEMORY_LIMIT or
+// the device's available memory), taken before the loader allocates anything.
+MemoryBudget load_budget(Device device, const LoadOptions& options);
+
+// The weights (and the KV cache LoadOptions::kv_tokens plans) are checked against `budget`,
+// throwing naming `path`, the bytes needed and available; then the storage's fills run, host
+// weights are read once (moving the page faults to load time) or uploaded to the device,
 // reporting progress; then the Model is built.
 std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<ModelWeights> w, Device device,
                                          std::shared_ptr<const Tokenizer> tokenizer,
-                                         const std::filesystem::path& path, const LoadOptions& options);
+                                         const std::filesystem::path& path, const LoadOptions& options,
+                                         const MemoryBudget& budget, HostStorage& storage);
 
 }  // namespace kvinfer

@@ -117,6 +117,7 @@ void apply_rope_freqs(const GgufFile& f, const GgufSource& source, std::vector<f
 
 std::shared_ptr<const Model> load_gguf(const std::filesystem::path& path, const LoadOptions& options) {
   const Device device = resolve_device(path, options.device);
+  const MemoryBudget budget = load_budget(device, options);  // before anything is allocated
   auto file = std::make_shared<const GgufFile>(path);
   const ModelConfig c = gguf_config(*file);
   auto storage = std::make_shared<HostStorage>();
@@ -140,7 +141,7 @@ std::shared_ptr<const Model> load_gguf(const std::filesystem::path& path, const 
   std::shared_ptr<const Tokenizer> tokenizer;
   if (file->has("tokenizer.ggml.model") || file->has("tokenizer.ggml.tokens"))
     tokenizer = std::make_shared<const Tokenizer>(Tokenizer::from_gguf(*file));
-  return finish_load(c, std::move(w), device, std::move(tokenizer), path, options);
+  return finish_load(c, std::move(w), device, std::move(tokenizer), path, options, budget, *storage);
 }
 
 }  // namespace kvinfer

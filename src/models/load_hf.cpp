@@ -75,6 +75,7 @@ class HfSource : public TensorSource {
 
 std::shared_ptr<const Model> load_hf(const std::filesystem::path& path, const LoadOptions& options) {
   const Device device = resolve_device(path, options.device);
+  const MemoryBudget budget = load_budget(device, options);  // before anything is allocated
   auto ckpt = std::make_shared<const HfCheckpoint>(path);
   const ModelConfig& c = ckpt->config();
   auto storage = std::make_shared<HostStorage>();
@@ -90,7 +91,7 @@ std::shared_ptr<const Model> load_hf(const std::filesystem::path& path, const Lo
   std::shared_ptr<const Tokenizer> tokenizer;
   if (std::filesystem::exists(path / "tokenizer.json"))
     tokenizer = std::make_shared<const Tokenizer>(Tokenizer::from_hf(path));
-  return finish_load(c, std::move(w), device, std::move(tokenizer), path, options);
+  return finish_load(c, std::move(w), device, std::move(tokenizer), path, options, budget, *storage);
 }
 
 }  // namespace kvinfer

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/std.h>
 
+#include "core/memory.h"
 #include "kvinfer/error.h"
 #include "kvinfer/tokenizer.h"
 #include "models/load_common.h"
@@ -26,10 +27,6 @@ uint64_t block_bytes(const ModelWeights& w) {
   return b;
 }
 
-uint64_t count_bytes(const ModelWeights& w, bool tied) {
-  return block_bytes(w) + (tied ? 0 : w.embed.bytes()) + w.pos_embed.bytes();
-}
-
 uint64_t step_bytes(const ModelWeights& w) {
   return block_bytes(w) + w.embed.row_bytes() + (w.pos_embed.data ? w.pos_embed.row_bytes() : 0);
 }
@@ -44,6 +41,10 @@ bool is_gguf_file(const std::filesystem::path& path) {
 }
 }  // namespace
 
+uint64_t model_weight_bytes(const ModelWeights& w, bool tied) {
+  return block_bytes(w) + (tied ? 0 : w.embed.bytes()) + w.pos_embed.bytes();
+}
+
 std::shared_ptr<const Model> Model::load(const std::filesystem::path& path, const LoadOptions& options) {
   if (is_gguf_file(path)) return load_gguf(path, options);
   if (std::filesystem::is_regular_file(path))
@@ -52,16 +53,19 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path, cons
 }
 
 Model::Model(ModelConfig config, std::unique_ptr<ModelWeights> weights, Device device,
-             std::shared_ptr<const Tokenizer> tokenizer, std::filesystem::path source, bool int8_activations)
+             std::shared_ptr<const Tokenizer> tokenizer, std::filesystem::path source, bool int8_activations,
+             std::shared_ptr<MemoryAccount> memory, bool check_finite)
     : config_(std::move(config)),
       weights_(std::move(weights)),
       device_(device),
       tokenizer_(std::move(tokenizer)),
       source_(std::move(source)),
       weight_dtype_(weights_->layers.empty() ? weights_->embed.dtype : weights_->layers[0].q.weight.dtype),
-      weight_bytes_(count_bytes(*weights_, config_.tie_word_embeddings)),
+      weight_bytes_(model_weight_bytes(*weights_, config_.tie_word_embeddings)),
       step_weight_bytes_(step_bytes(*weights_)),
-      int8_activations_(int8_activations) {}
+      int8_activations_(int8_activations),
+      memory_(std::move(memory)),
+      check_finite_(check_finite) {}
 
 Model::~Model() = default;
 

@@ -158,14 +158,38 @@ class RandomWeights {
 };
 
 // Bytes of every matrix random_model makes in dtype dt (the sum of what RandomWeights::matrix
-// reports).
+// reports), for a shape whose sizes are positive; throws when the sum overflows 64 bits.
 uint64_t matrix_bytes(const ModelConfig& c, DType dt) {
-  auto m = [dt](int64_t rows, int64_t cols) { return static_cast<uint64_t>(rows) * dtype_row_bytes(dt, cols); };
-  const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
-  const int64_t f = c.intermediate_size;
-  const uint64_t layer = m(q, h) + 2 * m(kv, h) + m(h, q) + (c.is_gpt2() ? 1 : 2) * m(f, h) + m(h, f);
-  uint64_t total = m(c.vocab_size, h) * (c.tie_word_embeddings ? 1 : 2) + static_cast<uint64_t>(c.num_layers) * layer;
-  if (c.is_gpt2()) total += m(c.max_position_embeddings, h);
+  const auto fail = [&] {
+    return Error(fmt::format("random_model: the weights of this shape (vocab {}, hidden {}, intermediate {}, layers "
+                             "{}, heads {}, head_dim {}) overflow 64 bits of bytes",
+                             c.vocab_size, c.hidden_size, c.intermediate_size, c.num_layers, c.num_heads,
+                             c.head_dim));
+  };
+  const auto mul = [&](uint64_t a, uint64_t b) {
+    uint64_t r = 0;
+    if (__builtin_mul_overflow(a, b, &r)) throw fail();
+    return r;
+  };
+  const auto add = [&](uint64_t a, uint64_t b) {
+    uint64_t r = 0;
+    if (__builtin_add_overflow(a, b, &r)) throw fail();
+    return r;
+  };
+  const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+  // A (rows, cols) matrix; cols >= 1, so a row's bytes are at most cols × 4 (f32).
+  const auto m = [&](uint64_t rows, uint64_t cols) {
+    mul(cols, 4);
+    return mul(rows, dtype_row_bytes(dt, static_cast<int64_t>(cols)));
+  };
+  const uint64_t h = u(c.hidden_size), f = u(c.intermediate_size);
+  const uint64_t q = mul(u(c.num_heads), u(c.head_dim)), kv = mul(u(c.num_kv_heads), u(c.head_dim));
+  uint64_t layer = add(m(q, h), mul(2, m(kv, h)));
+  layer = add(layer, m(h, q));
+  layer = add(layer, mul(c.is_gpt2() ? 1 : 2, m(f, h)));
+  layer = add(layer, m(h, f));
+  uint64_t total = add(mul(m(u(c.vocab_size), h), c.tie_word_embeddings ? 1 : 2), mul(u(c.num_layers), layer));
+  if (c.is_gpt2()) total = add(total, m(u(c.max_position_embeddings), h));
   return total;
 }
 
@@ -197,6 +221,15 @@ std::shared_ptr<const Model> random_model(const ModelConfig& c, const RandomMode
                             c.vocab_size, c.hidden_size, c.intermediate_size, c.num_layers, c.num_heads,
                             c.num_kv_heads, c.head_dim));
   const Device device = resolve_device("random_model", options.device);
+  // The weights are made in host memory first (then uploaded for CUDA): checked before any is.
+  const uint64_t host_bytes = matrix_bytes(c, dt);
+  const MemoryBudget host = memory_budget(Device::CPU);
+  if (host.bytes != MemoryBudget::kUnknown && host_bytes > host.bytes)
+    throw Error(fmt::format("random_model: not enough cpu memory to make the weights: they need {} but only {} is "
+                            "available ({})",
+                            bytes_text(host_bytes), bytes_text(host.bytes), host.source));
+  const MemoryBudget budget = device == Device::CPU ? host : memory_budget(device);
+
   const int64_t hidden = c.hidden_size, q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
   const int64_t inter = c.intermediate_size;
   constexpr float kStd = 0.02f;  // HF's initializer_range
@@ -207,7 +240,7 @@ std::shared_ptr<const Model> random_model(const ModelConfig& c, const RandomMode
   check_whole_blocks(dt, "the MLP down projection (intermediate_size)", inter);
 
   auto storage = std::make_shared<HostStorage>();
-  RandomWeights rnd(options.seed, dt, matrix_bytes(c, dt), options.on_progress, *storage);
+  RandomWeights rnd(options.seed, dt, host_bytes, options.on_progress, *storage);
   auto linear = [&](std::string_view name, int64_t out, int64_t in, bool bias) {
     Linear l{rnd.matrix(name, out, in, kStd), {}};
     if (bias) l.bias = rnd.vector(out, 0.0f, kStd);
@@ -244,7 +277,7 @@ std::shared_ptr<const Model> random_model(const ModelConfig& c, const RandomMode
   load.device = device;
   load.int8_activations = options.int8_activations;
   if (device == Device::CUDA) load.on_progress = options.on_progress;  // the upload; host bytes are made already
-  return finish_load(c, std::move(w), device, nullptr, "random_model", load);
+  return finish_load(c, std::move(w), device, nullptr, "random_model", load, budget, *storage);
 }
 
 }  // namespace kvinfer

@@ -68,4 +68,11 @@ void attention(const Exec& e, const KvCache& kv, int64_t layer, const float* q, 
   cpu::attention(kv, layer, q, n, start, heads, window, out);
 }
 
+int64_t first_nonfinite(const Exec& e, const float* x, int64_t n, float* value) {
+  if (e.device == Device::CUDA) return cuda_backend::first_nonfinite(*e.cuda, x, n, value);
+  const int64_t i = cpu::first_nonfinite(x, n);
+  if (i >= 0) *value = x[i];
+  return i;
+}
+
 }  // namespace kvinfer::ops

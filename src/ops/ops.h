@@ -22,6 +22,7 @@ struct Exec {
   Device device = Device::CPU;
   cuda_backend::Context* cuda = nullptr;  // set when device == CUDA
   bool int8_activations = false;          // CPU products with Q8_0/Q4_0/Q4_1 weights (LoadOptions)
+  bool check_finite = false;              // LoadOptions::check_finite: the forward pass checks x per block
 };
 
 void embed(const Exec& e, const Matrix& table, std::span<const int32_t> ids, float* out);
@@ -39,6 +40,9 @@ void add(const Exec& e, float* x, const float* y, int64_t n);
 void store_kv(const Exec& e, KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v);
 void attention(const Exec& e, const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start,
                int64_t heads, int64_t window, float* out);
+// The index of the first NaN or ±Inf among x[0 .. n) and, through *value, that value; -1 when
+// every value is finite. On CUDA, x is copied to the host (a debug check: it waits for the stream).
+int64_t first_nonfinite(const Exec& e, const float* x, int64_t n, float* value);
 
 }  // namespace ops
 }  // namespace kvinfer

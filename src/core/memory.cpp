@@ -1,0 +1,143 @@
+#include "core/memory.h"
+
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "cuda/device_memory.h"
+#include "kvinfer/error.h"
+#include "kvinfer/kv_plan.h"
+
+namespace kvinfer {
+
+namespace {
+
+// MemAvailable (kB) from /proc/meminfo: the kernel's estimate of what can be allocated without
+// swapping, reclaimable page cache included.
+bool read_mem_available(uint64_t& bytes) {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string key, unit;
+    uint64_t value = 0;
+    if (!(fields >> key >> value)) continue;
+    if (key != "MemAvailable:") continue;
+    fields >> unit;
+    if (unit != "kB" || value > MemoryBudget::kUnknown / 1024) return false;
+    bytes = value * 1024;
+    return true;
+  }
+  return false;
+}
+
+MemoryBudget detect_host() {
+  MemoryBudget b;
+  b.device = Device::CPU;
+  if (read_mem_available(b.bytes)) {
+    b.source = "MemAvailable in /proc/meminfo";
+    return b;
+  }
+  const long pages = ::sysconf(_SC_AVPHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) {
+    b.bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+    b.source = "sysconf(_SC_AVPHYS_PAGES)";
+    return b;
+  }
+  b.bytes = MemoryBudget::kUnknown;
+  b.source = "unknown: neither /proc/meminfo nor sysconf reports it";
+  return b;
+}
+
+}  // namespace
+
+uint64_t parse_byte_count(std::string_view text, std::string_view what) {
+  const auto bad = [&](std::string_view why) {
+    return Error(fmt::format("{}: '{}' {}; expected a byte count such as 1073741824, 512M or 8G", what, text, why));
+  };
+  size_t i = 0;
+  uint64_t value = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+    const auto digit = static_cast<uint64_t>(text[i] - '0');
+    if (__builtin_mul_overflow(value, uint64_t{10}, &value) || __builtin_add_overflow(value, digit, &value))
+      throw bad("overflows 64 bits");
+    ++i;
+  }
+  if (i == 0) throw bad("does not start with a number");
+  std::string_view suffix = text.substr(i);
+  unsigned shift = 0;
+  if (!suffix.empty()) {
+    switch (std::toupper(static_cast<unsigned char>(suffix[0]))) {
+      case 'K': shift = 10; break;
+      case 'M': shift = 20; break;
+      case 'G': shift = 30; break;
+      case 'T': shift = 40; break;
+      case 'B': shift = 0; break;
+      default: throw bad("has an unknown unit");
+    }
+    if (shift != 0) suffix.remove_prefix(1);
+    if (suffix != "" && suffix != "B" && suffix != "iB") throw bad("has an unknown unit");
+  }
+  if (shift != 0 && value > (MemoryBudget::kUnknown >> shift)) throw bad("overflows 64 bits");
+  return value << shift;
+}
+
+MemoryBudget memory_budget(Device device, uint64_t explicit_limit) {
+  MemoryBudget b;
+  b.device = device;
+  if (explicit_limit != 0) {
+    b.bytes = explicit_limit;
+    b.source = "LoadOptions::memory_limit";
+    return b;
+  }
+  if (const char* env = std::getenv(kMemoryLimitEnv); env != nullptr && *env != '\0') {
+    b.bytes = parse_byte_count(env, fmt::format("${}", kMemoryLimitEnv));
+    b.source = fmt::format("${}", kMemoryLimitEnv);
+    return b;
+  }
+  if (device == Device::CUDA) {
+    b.bytes = cuda_backend::device_free_bytes();
+    b.source = "free CUDA device memory (cudaMemGetInfo)";
+    return b;
+  }
+  return detect_host();
+}
+
+std::string bytes_text(uint64_t bytes) {
+  if (bytes < 1024) return format_bytes(bytes);
+  return fmt::format("{} ({} bytes)", format_bytes(bytes), bytes);
+}
+
+void require_memory(const MemoryBudget& budget, uint64_t bytes, std::string_view what) {
+  if (budget.bytes != MemoryBudget::kUnknown && bytes > budget.bytes)
+    throw Error(fmt::format("{} needs {} but only {} of {} memory is available ({})", what, bytes_text(bytes),
+                            bytes_text(budget.bytes), device_name(budget.device), budget.source));
+}
+
+void MemoryAccount::reserve(uint64_t bytes, std::string_view what) {
+  std::lock_guard lock(mu_);
+  if (budget_.bytes == MemoryBudget::kUnknown) {
+    reserved_ += bytes;
+    return;
+  }
+  const uint64_t used = weights_ + reserved_;
+  const uint64_t left = used < budget_.bytes ? budget_.bytes - used : 0;
+  if (bytes > left)
+    throw Error(fmt::format("{} needs {} but only {} of {} memory is available: {} ({}) less the model's weights "
+                            "({}) and its other KV caches ({})",
+                            what, bytes_text(bytes), bytes_text(left), device_name(budget_.device),
+                            bytes_text(budget_.bytes), budget_.source, bytes_text(weights_), bytes_text(reserved_)));
+  reserved_ += bytes;
+}
+
+void MemoryAccount::release(uint64_t bytes) noexcept {
+  std::lock_guard lock(mu_);
+  reserved_ -= bytes < reserved_ ? bytes : reserved_;
+}
+
+}  // namespace kvinfer
