@@ -33,8 +33,8 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
   // Every (row, head) pair is computed on its own, in the same order whatever n or the thread
   // count is; threads split the pairs. Small calls stay on one thread (a team costs more).
   const int64_t pairs = n * heads;
-  const bool parallel = static_cast<double>(pairs) * static_cast<double>(start + n) * static_cast<double>(hd) >=
-                        static_cast<double>(1 << 16);
+  const double macs = static_cast<double>(pairs) * static_cast<double>(start + n) * static_cast<double>(hd);
+  [[maybe_unused]] const bool parallel = macs >= static_cast<double>(1 << 16);  // read by the OpenMP pragmas only
 #pragma omp parallel if (parallel)
   {
     std::vector<float> scores(static_cast<size_t>(start + n));  // (positions) scores, then probabilities

@@ -169,7 +169,7 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
     if (path == Path::Widened && w.dtype != DType::F32) widen_rows = kRowBlock;
   }
   // Small products stay on one thread: waking (and spinning) a team costs more than they do.
-  const bool parallel = macs >= kParallelMinMacs;
+  [[maybe_unused]] const bool parallel = macs >= kParallelMinMacs;  // read by the OpenMP pragmas only
 
   // With 8-bit activations, every input row quantised once for all the products.
   const int64_t nb = quantise ? in / 32 : 0;
