@@ -11,10 +11,12 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "kvinfer/error.h"
+#include "kvinfer/kv_cache.h"
 
 namespace kvinfer::test {
 
@@ -144,6 +146,17 @@ std::string error_of(F&& f) {
   }
   ADD_FAILURE() << "expected a kvinfer::Error, but nothing was thrown";
   return "";
+}
+
+// The K and V of the filled positions of every layer and KV head (a CPU cache): what a failed
+// call must leave as it was.
+inline std::vector<std::byte> filled_kv(const KvCache& kv) {
+  std::vector<std::byte> out;
+  const size_t n = static_cast<size_t>(kv.size() * kv.head_dim()) * dtype_size(kv.dtype());
+  for (int64_t l = 0; l < kv.num_layers(); ++l)
+    for (int64_t h = 0; h < kv.num_kv_heads(); ++h)
+      for (const std::byte* p : {kv.k(l, h), kv.v(l, h)}) out.insert(out.end(), p, p + n);
+  return out;
 }
 
 }  // namespace kvinfer::test

@@ -63,15 +63,7 @@ std::shared_ptr<const Model> load(const fs::path& dir, bool check_finite, Device
   return Model::load(dir, o);
 }
 
-// The K and V of the filled positions of every layer and KV head (a CPU cache).
-std::vector<std::byte> filled_kv(const KvCache& kv) {
-  std::vector<std::byte> out;
-  const size_t n = static_cast<size_t>(kv.size() * kv.head_dim()) * dtype_size(kv.dtype());
-  for (int64_t l = 0; l < kv.num_layers(); ++l)
-    for (int64_t h = 0; h < kv.num_kv_heads(); ++h)
-      for (const std::byte* p : {kv.k(l, h), kv.v(l, h)}) out.insert(out.end(), p, p + n);
-  return out;
-}
+using test::filled_kv;
 
 const std::vector<int32_t> kPrompt = {3, 5, 9};
 
