@@ -26,7 +26,8 @@ using test::rel_error;
 using test::StoredMatrix;
 
 // The documented arithmetic, spelled out: codes of weight row c and input row t, exact integer
-// partial sums over groups of 4, scaled, then the fixed tree (and Q4_1's offset term).
+// partial sums (groups of 4; Q4_1: 4 and the 4 sharing their bytes), scaled, then the fixed tree
+// (and Q4_1's offset term).
 float int8_reference(DType t, const cpu::Int8Block* xb, const int8_t* xq, const std::byte* row, int64_t in) {
   const size_t block_bytes = dtype_block(t).bytes;
   float acc[8] = {}, off = 0.0f;
@@ -45,9 +46,15 @@ float int8_reference(DType t, const cpu::Int8Block* xb, const int8_t* xq, const 
     }
     const float d = core::f16_to_f32(static_cast<uint16_t>(byte(0) | (byte(1) << 8)));
     const float p = d * xb[b].d;
+    // Q8_0 and Q4_0: partial l sums values 4l..4l + 3; Q4_1: partial m sums 4m..4m + 3 and
+    // 16 + 4m..16 + 4m + 3 (acc[4..7] stay 0).
     for (int l = 0; l < 8; ++l) {
       int32_t partial = 0;
-      for (int j = 4 * l; j < 4 * l + 4; ++j) partial += w[j] * xq[32 * b + j];
+      if (t != DType::Q4_1) {
+        for (int j = 4 * l; j < 4 * l + 4; ++j) partial += w[j] * xq[32 * b + j];
+      } else if (l < 4) {
+        for (int j = 4 * l; j < 4 * l + 4; ++j) partial += w[j] * xq[32 * b + j] + w[j + 16] * xq[32 * b + j + 16];
+      }
       const float term = p * static_cast<float>(partial);
       acc[l] = acc[l] + term;
     }
@@ -56,7 +63,8 @@ float int8_reference(DType t, const cpu::Int8Block* xb, const int8_t* xq, const 
       off = off + term;
     }
   }
-  return (((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))) + off;
+  if (t == DType::Q4_1) return ((acc[0] + acc[2]) + (acc[1] + acc[3])) + off;
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
 class Int8LinearTest : public ::testing::TestWithParam<DType> {};

@@ -31,19 +31,22 @@ void weight_codes(const std::byte* block, int32_t out[32]) {
   }
 }
 
+// Value j of a block is in partial sum j / 4 (Q8_0, Q4_0: 8 partials) or (j mod 16) / 4 (Q4_1:
+// 4 partials, each of values 4m..4m + 3 and 16 + 4m..16 + 4m + 3).
 template <DType T>
 float row_product(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t n) {
   using B = typename core::BlockOf<T>::type;
-  float acc[8] = {}, off = 0.0f;
+  constexpr int kPartials = T == DType::Q4_1 ? 4 : 8;
+  float acc[kPartials] = {}, off = 0.0f;
   for (int64_t b = 0; b < n / 32; ++b) {
     const std::byte* block = w + b * static_cast<int64_t>(sizeof(B));
     int32_t codes[32];
     weight_codes<T>(block, codes);
     const float p = core::q_half(block, offsetof(B, d)) * blocks[b].d;
-    for (int l = 0; l < 8; ++l) {
-      int32_t partial = 0;
-      for (int j = 4 * l; j < 4 * l + 4; ++j) partial += codes[j] * q[32 * b + j];
-      const float term = p * static_cast<float>(partial);
+    int32_t partial[kPartials] = {};
+    for (int j = 0; j < 32; ++j) partial[(j % (4 * kPartials)) / 4] += codes[j] * q[32 * b + j];
+    for (int l = 0; l < kPartials; ++l) {
+      const float term = p * static_cast<float>(partial[l]);
       acc[l] = acc[l] + term;
     }
     if constexpr (T == DType::Q4_1) {
@@ -51,7 +54,8 @@ float row_product(const Int8Block* blocks, const int8_t* q, const std::byte* w, 
       off = off + term;
     }
   }
-  return (((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))) + off;
+  if constexpr (kPartials == 4) return ((acc[0] + acc[2]) + (acc[1] + acc[3])) + off;
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
 template <DType T>
