@@ -72,7 +72,18 @@ inline void group_values(const std::byte* b, int g, __m256 v[4]) {
     constexpr bool kHasMin = T == DType::Q4_1 || T == DType::Q5_1;
     constexpr bool kFive = T == DType::Q5_0 || T == DType::Q5_1;
     constexpr char kOffset = kHasMin ? 0 : (kFive ? 16 : 8);
-    const __m256 d = _mm256_set1_ps(half_at(b + offsetof(B, d)));
+    // The f16 scale (and Q4_1/Q5_1's minimum after it) converted in one instruction.
+    __m256 d, m;
+    if constexpr (kHasMin) {
+      static_assert(offsetof(B, m) == offsetof(B, d) + 2);
+      int32_t dm_bits;
+      std::memcpy(&dm_bits, b + offsetof(B, d), sizeof dm_bits);
+      const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(dm_bits));
+      d = _mm256_broadcastss_ps(dm);
+      m = _mm256_broadcastss_ps(_mm_movehdup_ps(dm));
+    } else {
+      d = _mm256_set1_ps(half_at(b + offsetof(B, d)));
+    }
     if constexpr (kFive) {
       const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, qs)));
       __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), _mm256_set1_epi8(0x0F));
@@ -96,7 +107,6 @@ inline void group_values(const std::byte* b, int g, __m256 v[4]) {
       }
     }
     if constexpr (kHasMin) {
-      const __m256 m = _mm256_set1_ps(half_at(b + offsetof(B, m)));
       for (int i = 0; i < 4; ++i) v[i] = _mm256_fmadd_ps(v[i], d, m);  // q·d exact: one rounding, as q·d + m
     } else {
       for (int i = 0; i < 4; ++i) v[i] = _mm256_mul_ps(v[i], d);
