@@ -145,8 +145,7 @@ inline void group_values(const std::byte* b, int g, __m256 v[4]) {
 // y[r] = dot(x, row r) for R consecutive rows of n values: R accumulators, one per row, share
 // each group's 4 input vectors.
 template <DType T, int R>
-void rows_product(const float* x, const std::byte* w, size_t row_bytes, int64_t n, float* y, Prefetcher& prefetcher) {
-  Prefetcher pf = prefetcher;  // a copy the loop can keep in registers
+void rows_product(const float* x, const std::byte* w, size_t row_bytes, int64_t n, float* y, Prefetcher& pf) {
   constexpr int64_t kElems = dtype_block(T).elements, kBytes = dtype_block(T).bytes;
   constexpr int kGroups = static_cast<int>(kElems) / core::kQuantGroup;
   __m256 acc[R];
@@ -165,7 +164,6 @@ void rows_product(const float* x, const std::byte* w, size_t row_bytes, int64_t 
       }
     }
   }
-  prefetcher = pf;
   for (int r = 0; r < R; ++r) y[r] = lanes_sum(acc[r]);
 }
 

@@ -29,25 +29,18 @@ inline float finish(__m256 acc, const float* a, const float* b, int64_t tail_fro
   return lanes_tree(l);
 }
 
-// 8 bf16 or f16 values widened to f32, exactly. bf16 is the top half of an f32: the 16 bytes are
-// loaded into both 128-bit halves (a load, no shuffle), and one in-lane byte shuffle moves value
-// l of half h (l = 4h .. 4h + 3) into the top two bytes of lane l and zeroes the rest. f16: F16C.
+// 8 bf16 or f16 values widened to f32, exactly (bf16: the top half of an f32; f16: F16C).
 template <bool Bf16>
 inline __m256 widen8(const uint16_t* w) {
-  if constexpr (Bf16) {
-    const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
-    const __m256i to_top = _mm256_setr_epi8(-1, -1, 0, 1, -1, -1, 2, 3, -1, -1, 4, 5, -1, -1, 6, 7,  //
-                                            -1, -1, 8, 9, -1, -1, 10, 11, -1, -1, 12, 13, -1, -1, 14, 15);
-    return _mm256_castsi256_ps(_mm256_shuffle_epi8(both, to_top));
-  }
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
+  if constexpr (Bf16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  return _mm256_cvtph_ps(h);
 }
 
 // y[c] = dot(x, row c of w widened) for `Rows` (1, 4 or 8) weight rows of n values: as many
 // independent accumulators, so the fused multiply-adds' latency is hidden.
 template <bool Bf16, int Rows>
-void dot_half_rows(const float* x, const uint16_t* w, int64_t n, float* y, Prefetcher& prefetcher) {
-  Prefetcher pf = prefetcher;  // a copy the loop can keep in registers
+void dot_half_rows(const float* x, const uint16_t* w, int64_t n, float* y, Prefetcher& pf) {
   __m256 acc[Rows];
   for (int c = 0; c < Rows; ++c) acc[c] = _mm256_setzero_ps();
   const int64_t body = n / 8 * 8;
@@ -56,7 +49,6 @@ void dot_half_rows(const float* x, const uint16_t* w, int64_t n, float* y, Prefe
     const __m256 xv = _mm256_loadu_ps(x + k);
     for (int c = 0; c < Rows; ++c) acc[c] = _mm256_fmadd_ps(xv, widen8<Bf16>(w + c * n + k), acc[c]);
   }
-  prefetcher = pf;
   for (int c = 0; c < Rows; ++c) {
     alignas(32) float tail[8] = {};
     if (body < n) {

@@ -58,9 +58,8 @@ inline V load_as(const std::byte* p) {
 
 // One Q8_0 or Q4_0 row: the arithmetic of linear_int8.h, scale by scale.
 template <DType T>
-float row(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t n, Prefetcher& prefetcher) {
+float row(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t n, Prefetcher& pf) {
   using B = typename core::BlockOf<T>::type;
-  Prefetcher pf = prefetcher;  // a copy the loop can keep in registers
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 32; ++b) {
     pf.advance(sizeof(B));
@@ -70,16 +69,14 @@ float row(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t 
     const __m256 p = _mm256_set1_ps(half_at(block + offsetof(B, d)) * blocks[b].d);
     acc = _mm256_add_ps(acc, _mm256_mul_ps(p, partials));
   }
-  prefetcher = pf;
   return lanes_sum(acc);
 }
 
 // Four Q8_0 or Q4_0 rows at once: the same arithmetic.
 template <DType T>
 void rows4(const Int8Block* blocks, const int8_t* q, const std::byte* w, size_t row_bytes, int64_t n, float* y,
-           Prefetcher& prefetcher) {
+           Prefetcher& pf) {
   using B = typename core::BlockOf<T>::type;
-  Prefetcher pf = prefetcher;  // a copy the loop can keep in registers
   __m256 acc[4];
   for (auto& a : acc) a = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 32; ++b) {
@@ -93,7 +90,6 @@ void rows4(const Int8Block* blocks, const int8_t* q, const std::byte* w, size_t 
       acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(p, partials));
     }
   }
-  prefetcher = pf;
   for (int r = 0; r < 4; ++r) y[r] = lanes_sum(acc[r]);
 }
 
@@ -119,11 +115,10 @@ inline __m256i q4_1_pair_partials(const std::byte* row0_block, const std::byte* 
 // its row's half by a permutation.
 template <int Pairs>
 void q4_1_rows(const Int8Block* blocks, const int8_t* q, const std::byte* const* row, int64_t n, float* y, int count,
-               Prefetcher& prefetcher) {
+               Prefetcher& pf) {
   using B = core::BlockQ4_1;
   static_assert(offsetof(B, d) == 0 && offsetof(B, m) == 2);
-  Prefetcher pf = prefetcher;  // a copy the loop can keep in registers
-  __m256 acc[Pairs];           // lane 4h + m: acc_m of row 2i + h
+  __m256 acc[Pairs];  // lane 4h + m: acc_m of row 2i + h
   for (auto& a : acc) a = _mm256_setzero_ps();
   __m256 off = _mm256_setzero_ps();  // lane 2r + 1: row r's offset sum
   const __m256i spread[2] = {_mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2), _mm256_setr_epi32(4, 4, 4, 4, 6, 6, 6, 6)};
@@ -147,7 +142,6 @@ void q4_1_rows(const Int8Block* blocks, const int8_t* q, const std::byte* const*
       acc[i] = _mm256_add_ps(acc[i], _mm256_mul_ps(p, partials));
     }
   }
-  prefetcher = pf;
   alignas(32) float lanes[8], offsets[8];
   _mm256_store_ps(offsets, off);
   for (int i = 0; i < Pairs; ++i) {
