@@ -402,7 +402,8 @@ TEST(CpuOps, AttentionIsDotsThenAWeightedSumOfWidenedRows) {
 }
 
 // Threads split the (row, head) pairs of attention; each is computed alone, so the result does
-// not depend on the thread count (nor on n: the cache-on == cache-off tests).
+// not depend on the thread count (nor on n: the cache-on == cache-off tests): 1, 3 and 16
+// threads, prefill rows and a decode row, every cache dtype.
 TEST(CpuOps, AttentionIsBitIdenticalWhateverTheThreadCount) {
 #if defined(_OPENMP)
   ModelConfig cfg;
@@ -410,22 +411,27 @@ TEST(CpuOps, AttentionIsBitIdenticalWhateverTheThreadCount) {
   cfg.num_heads = 8;
   cfg.num_kv_heads = 2;
   cfg.head_dim = 64;
-  const int64_t ctx = 300, n = 4, heads = 8;
-  for (DType dtype : {DType::F32, DType::F16}) {
-    KvCache kv(cfg, ctx, dtype);
-    auto k = randn(static_cast<size_t>(ctx * 2 * 64), 30), v = randn(k.size(), 31);
-    cpu::store_kv(kv, 0, 0, ctx, k.data(), v.data());
-    auto q = randn(static_cast<size_t>(n * heads * 64), 32);
-    std::vector<float> out[2];
-    const int threads = omp_get_max_threads();
-    for (int run = 0; run < 2; ++run) {
-      omp_set_num_threads(run == 0 ? 1 : 3);
-      out[run].assign(q.size(), std::nanf(""));
-      cpu::attention(kv, 0, q.data(), n, ctx - n, heads, 0, out[run].data());
+  const int64_t ctx = 300, heads = 8;
+  for (int64_t n : {4, 1})
+    for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+      KvCache kv(cfg, ctx, dtype);
+      auto k = randn(static_cast<size_t>(ctx * 2 * 64), 30), v = randn(k.size(), 31);
+      cpu::store_kv(kv, 0, 0, ctx, k.data(), v.data());
+      auto q = randn(static_cast<size_t>(n * heads * 64), 32);
+      const int threads = omp_get_max_threads();
+      std::vector<float> first;
+      for (int team : {1, 3, 16}) {
+        omp_set_num_threads(team);
+        std::vector<float> out(q.size(), std::nanf(""));
+        cpu::attention(kv, 0, q.data(), n, ctx - n, heads, 0, out.data());
+        if (first.empty())
+          first = out;
+        else
+          EXPECT_EQ(0, std::memcmp(first.data(), out.data(), q.size() * sizeof(float)))
+              << dtype_name(dtype) << " n " << n << " threads " << team;
+      }
+      omp_set_num_threads(threads);
     }
-    omp_set_num_threads(threads);
-    EXPECT_EQ(0, std::memcmp(out[0].data(), out[1].data(), q.size() * sizeof(float))) << dtype_name(dtype);
-  }
 #else
   GTEST_SKIP() << "built without OpenMP: one thread only";
 #endif
