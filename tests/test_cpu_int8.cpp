@@ -26,31 +26,32 @@ using test::rel_error;
 using test::StoredMatrix;
 
 // The documented arithmetic, spelled out: codes of weight row c and input row t, exact integer
-// partial sums (groups of 4; Q4_1: 4 and the 4 sharing their bytes), scaled, then the fixed tree
-// (and Q4_1's offset term).
+// partial sums (Q8_0: groups of 4; Q4: 4 and the 4 sharing their bytes), scaled, then the fixed
+// tree (and the Q4 offset term: Q4_1's m_w, Q4_0's −8 · d_w).
 float int8_reference(DType t, const cpu::Int8Block* xb, const int8_t* xq, const std::byte* row, int64_t in) {
   const size_t block_bytes = dtype_block(t).bytes;
+  const bool q4 = t != DType::Q8_0;
   float acc[8] = {}, off = 0.0f;
   for (int64_t b = 0; b < in / 32; ++b) {
     const std::byte* block = row + static_cast<size_t>(b) * block_bytes;
     const auto byte = [&](size_t i) { return static_cast<uint8_t>(block[i]); };
-    int32_t w[32];  // the weight codes: Q8_0 bytes from offset 2; Q4 nibbles after d (and m)
+    const auto half = [&](size_t i) { return core::f16_to_f32(static_cast<uint16_t>(byte(i) | (byte(i + 1) << 8))); };
+    int32_t w[32];  // the weight codes: Q8_0 bytes from offset 2; Q4 nibbles after d (and m), unsigned
     const size_t qs = t == DType::Q4_1 ? 4 : 2;
     for (size_t j = 0; j < 32; ++j) {
       if (t == DType::Q8_0) {
         w[j] = static_cast<int8_t>(byte(2 + j));
       } else {
-        const int nibble = j < 16 ? byte(qs + j) & 0x0F : byte(qs + j - 16) >> 4;
-        w[j] = nibble - (t == DType::Q4_0 ? 8 : 0);
+        w[j] = j < 16 ? byte(qs + j) & 0x0F : byte(qs + j - 16) >> 4;
       }
     }
-    const float d = core::f16_to_f32(static_cast<uint16_t>(byte(0) | (byte(1) << 8)));
+    const float d = half(0);
     const float p = d * xb[b].d;
-    // Q8_0 and Q4_0: partial l sums values 4l..4l + 3; Q4_1: partial m sums 4m..4m + 3 and
+    // Q8_0: partial l sums values 4l..4l + 3; Q4: partial m sums 4m..4m + 3 and
     // 16 + 4m..16 + 4m + 3 (acc[4..7] stay 0).
     for (int l = 0; l < 8; ++l) {
       int32_t partial = 0;
-      if (t != DType::Q4_1) {
+      if (!q4) {
         for (int j = 4 * l; j < 4 * l + 4; ++j) partial += w[j] * xq[32 * b + j];
       } else if (l < 4) {
         for (int j = 4 * l; j < 4 * l + 4; ++j) partial += w[j] * xq[32 * b + j] + w[j + 16] * xq[32 * b + j + 16];
@@ -58,12 +59,13 @@ float int8_reference(DType t, const cpu::Int8Block* xb, const int8_t* xq, const 
       const float term = p * static_cast<float>(partial);
       acc[l] = acc[l] + term;
     }
-    if (t == DType::Q4_1) {
-      const float term = core::f16_to_f32(static_cast<uint16_t>(byte(2) | (byte(3) << 8))) * xb[b].ds;
+    if (q4) {
+      const float term = (t == DType::Q4_1 ? half(2) : d) * xb[b].ds;
       off = off + term;
     }
   }
   if (t == DType::Q4_1) return ((acc[0] + acc[2]) + (acc[1] + acc[3])) + off;
+  if (t == DType::Q4_0) return ((acc[0] + acc[2]) + (acc[1] + acc[3])) - 8.0f * off;
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 

@@ -15,47 +15,51 @@ namespace kvinfer::cpu {
 
 namespace {
 
-// The 32 codes of weight block b as signed integers (Q4_0 without its offset of 8).
+// The 32 codes of weight block b: Q8_0's signed bytes, Q4's nibbles (0..15).
 template <DType T>
 void weight_codes(const std::byte* block, int32_t out[32]) {
   using B = typename core::BlockOf<T>::type;
   if constexpr (T == DType::Q8_0) {
     for (int j = 0; j < 32; ++j) out[j] = static_cast<int8_t>(core::q_byte(block, offsetof(B, qs) + j));
   } else {
-    constexpr int kOffset = T == DType::Q4_0 ? 8 : 0;
     for (int j = 0; j < 16; ++j) {
       const uint8_t byte = core::q_byte(block, offsetof(B, qs) + j);
-      out[j] = (byte & 0x0F) - kOffset;
-      out[j + 16] = (byte >> 4) - kOffset;
+      out[j] = byte & 0x0F;
+      out[j + 16] = byte >> 4;
     }
   }
 }
 
-// Value j of a block is in partial sum j / 4 (Q8_0, Q4_0: 8 partials) or (j mod 16) / 4 (Q4_1:
-// 4 partials, each of values 4m..4m + 3 and 16 + 4m..16 + 4m + 3).
+// Value j of a block is in partial sum j / 4 (Q8_0: 8 partials) or (j mod 16) / 4 (Q4_0, Q4_1: 4
+// partials, each of values 4m..4m + 3 and 16 + 4m..16 + 4m + 3).
 template <DType T>
 float row_product(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t n) {
   using B = typename core::BlockOf<T>::type;
-  constexpr int kPartials = T == DType::Q4_1 ? 4 : 8;
+  constexpr int kPartials = T == DType::Q8_0 ? 8 : 4;
   float acc[kPartials] = {}, off = 0.0f;
   for (int64_t b = 0; b < n / 32; ++b) {
     const std::byte* block = w + b * static_cast<int64_t>(sizeof(B));
     int32_t codes[32];
     weight_codes<T>(block, codes);
-    const float p = core::q_half(block, offsetof(B, d)) * blocks[b].d;
+    const float d = core::q_half(block, offsetof(B, d));
+    const float p = d * blocks[b].d;
     int32_t partial[kPartials] = {};
     for (int j = 0; j < 32; ++j) partial[(j % (4 * kPartials)) / 4] += codes[j] * q[32 * b + j];
     for (int l = 0; l < kPartials; ++l) {
       const float term = p * static_cast<float>(partial[l]);
       acc[l] = acc[l] + term;
     }
-    if constexpr (T == DType::Q4_1) {
-      const float term = core::q_half(block, offsetof(B, m)) * blocks[b].ds;
+    if constexpr (T != DType::Q8_0) {
+      float factor = d;  // Q4_0: d_w (its offset is −8 · d_w); Q4_1: m_w
+      if constexpr (T == DType::Q4_1) factor = core::q_half(block, offsetof(core::BlockQ4_1, m));
+      const float term = factor * blocks[b].ds;
       off = off + term;
     }
   }
-  if constexpr (kPartials == 4) return ((acc[0] + acc[2]) + (acc[1] + acc[3])) + off;
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  if constexpr (T == DType::Q8_0) return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  const float tree = (acc[0] + acc[2]) + (acc[1] + acc[3]);
+  if constexpr (T == DType::Q4_1) return tree + off;
+  return tree - 8.0f * off;
 }
 
 template <DType T>

@@ -24,24 +24,11 @@ namespace kvinfer::cpu::avx2 {
 
 namespace {
 
-// The 8 partial sums I_l of a Q8_0 or Q4_0 weight block times the input codes xq.
-template <DType T>
-inline __m256i block_partials(const std::byte* block, __m256i xq) {
-  using B = typename core::BlockOf<T>::type;
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i prod;
-  if constexpr (T == DType::Q8_0) {
-    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + offsetof(B, qs)));
-    prod = _mm256_maddubs_epi16(_mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq));  // |w| · (±x) = w · x
-  } else {
-    const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + offsetof(B, qs)));
-    // Values 0..15: low nibbles of qs[0..15]; 16..31: high nibbles (bytes in value order).
-    __m256i wq = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), _mm256_set1_epi8(0x0F));
-    static_assert(T == DType::Q4_0, "Q4_1 takes two rows a vector (q4_1_pair_partials)");
-    wq = _mm256_sub_epi8(wq, _mm256_set1_epi8(8));
-    prod = _mm256_maddubs_epi16(_mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq));
-  }
-  return _mm256_madd_epi16(prod, ones);
+// The 8 partial sums I_l of a Q8_0 weight block times the input codes xq.
+inline __m256i q8_0_partials(const std::byte* block, __m256i xq) {
+  const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + offsetof(core::BlockQ8_0, qs)));
+  const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq));  // |w| · (±x) = w · x
+  return _mm256_madd_epi16(prod, _mm256_set1_epi16(1));
 }
 
 // Weight block b of row r (each row `row_bytes` long).
@@ -56,27 +43,25 @@ inline V load_as(const std::byte* p) {
   return v;
 }
 
-// One Q8_0 or Q4_0 row: the arithmetic of linear_int8.h, scale by scale.
-template <DType T>
-float row(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t n, Prefetcher& pf) {
-  using B = typename core::BlockOf<T>::type;
+// One Q8_0 row: the arithmetic of linear_int8.h, scale by scale.
+float q8_0_row(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t n, Prefetcher& pf) {
+  using B = core::BlockQ8_0;
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 32; ++b) {
     pf.advance(sizeof(B));
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b));
     const std::byte* block = w + static_cast<size_t>(b) * sizeof(B);
-    const __m256 partials = _mm256_cvtepi32_ps(block_partials<T>(block, xq));
+    const __m256 partials = _mm256_cvtepi32_ps(q8_0_partials(block, xq));
     const __m256 p = _mm256_set1_ps(half_at(block + offsetof(B, d)) * blocks[b].d);
     acc = _mm256_add_ps(acc, _mm256_mul_ps(p, partials));
   }
   return lanes_sum(acc);
 }
 
-// Four Q8_0 or Q4_0 rows at once: the same arithmetic.
-template <DType T>
-void rows4(const Int8Block* blocks, const int8_t* q, const std::byte* w, size_t row_bytes, int64_t n, float* y,
-           Prefetcher& pf) {
-  using B = typename core::BlockOf<T>::type;
+// Four Q8_0 rows at once: the same arithmetic.
+void q8_0_rows4(const Int8Block* blocks, const int8_t* q, const std::byte* w, size_t row_bytes, int64_t n, float* y,
+                Prefetcher& pf) {
+  using B = core::BlockQ8_0;
   __m256 acc[4];
   for (auto& a : acc) a = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 32; ++b) {
@@ -85,7 +70,7 @@ void rows4(const Int8Block* blocks, const int8_t* q, const std::byte* w, size_t 
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {  // unrolled: the accumulators stay in registers
       const std::byte* block = block_at(w, row_bytes, r, b, sizeof(B));
-      const __m256 partials = _mm256_cvtepi32_ps(block_partials<T>(block, xq));
+      const __m256 partials = _mm256_cvtepi32_ps(q8_0_partials(block, xq));
       const __m256 p = _mm256_set1_ps(half_at(block + offsetof(B, d)) * blocks[b].d);
       acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(p, partials));
     }
@@ -93,13 +78,13 @@ void rows4(const Int8Block* blocks, const int8_t* q, const std::byte* w, size_t 
   for (int r = 0; r < 4; ++r) y[r] = lanes_sum(acc[r]);
 }
 
-// Q4_1 takes two weight rows a vector. Their 16 bytes of codes side by side, masked, are values
-// 0..15 of each row; shifted by 4 and masked, values 16..31. Against the input codes 0..15 and
-// 16..31, each in both halves, two vpmaddubsw and a sum (|pairs| ≤ 2 · 2 · 15 · 127 < 2¹⁵) and one
-// vpmaddwd give lane 4h + m = I_m of row h: the 4 partial sums of linear_int8.h.
-inline __m256i q4_1_pair_partials(const std::byte* row0_block, const std::byte* row1_block, __m256i x_lo,
-                                  __m256i x_hi) {
-  using B = core::BlockQ4_1;
+// Q4_0 and Q4_1 take two weight rows a vector. Their 16 bytes of codes side by side, masked, are
+// values 0..15 of each row; shifted by 4 and masked, values 16..31. Against the input codes 0..15
+// and 16..31, each in both halves, two vpmaddubsw and a sum (|pairs| ≤ 2 · 2 · 15 · 127 < 2¹⁵)
+// and one vpmaddwd give lane 4h + m = I_m of row h: the 4 partial sums of linear_int8.h.
+template <DType T>
+inline __m256i q4_pair_partials(const std::byte* row0_block, const std::byte* row1_block, __m256i x_lo, __m256i x_hi) {
+  using B = typename core::BlockOf<T>::type;
   const __m256i qs = _mm256_inserti128_si256(
       _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row0_block + offsetof(B, qs)))),
       _mm_loadu_si128(reinterpret_cast<const __m128i*>(row1_block + offsetof(B, qs))), 1);
@@ -109,15 +94,25 @@ inline __m256i q4_1_pair_partials(const std::byte* row0_block, const std::byte* 
   return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
-// `Pairs` (1 or 2) pairs of Q4_1 rows, row[2i] and row[2i + 1] (a pointer may repeat: a lone row
-// is paired with itself). Lane 2r of `scales` is row r's p = d_w · d_x and lane 2r + 1 its offset
-// term m_w · ds_x, four rows' (d, m) converted and multiplied in one vector; each p is spread over
-// its row's half by a permutation.
-template <int Pairs>
-void q4_1_rows(const Int8Block* blocks, const int8_t* q, const std::byte* const* row, int64_t n, float* y, int count,
-               Prefetcher& pf) {
-  using B = core::BlockQ4_1;
-  static_assert(offsetof(B, d) == 0 && offsetof(B, m) == 2);
+// A block's scale and offset factor as two f16s: Q4_1's (d, m); Q4_0's (d, d), its offset
+// −8 · d applied once at the end (linear_int8.h).
+template <DType T>
+inline int32_t scale_pair(const std::byte* block) {
+  static_assert(offsetof(core::BlockQ4_0, d) == 0 && offsetof(core::BlockQ4_1, d) == 0 &&
+                offsetof(core::BlockQ4_1, m) == 2);
+  if constexpr (T == DType::Q4_1) return load_as<int32_t>(block);
+  const uint32_t d = load_as<uint16_t>(block);
+  return static_cast<int32_t>(d | d << 16);
+}
+
+// `Pairs` (1 or 2) pairs of Q4_0 or Q4_1 rows, row[2i] and row[2i + 1] (a pointer may repeat: a
+// lone row is paired with itself). Lane 2r of `scales` is row r's p = d_w · d_x and lane 2r + 1
+// its offset term (m_w or d_w) · ds_x, four rows' f16 pairs converted and multiplied in one
+// vector; each p is spread over its row's half by a permutation.
+template <DType T, int Pairs>
+void q4_rows(const Int8Block* blocks, const int8_t* q, const std::byte* const* row, int64_t n, float* y, int count,
+             Prefetcher& pf) {
+  using B = typename core::BlockOf<T>::type;
   __m256 acc[Pairs];  // lane 4h + m: acc_m of row 2i + h
   for (auto& a : acc) a = _mm256_setzero_ps();
   __m256 off = _mm256_setzero_ps();  // lane 2r + 1: row r's offset sum
@@ -130,14 +125,14 @@ void q4_1_rows(const Int8Block* blocks, const int8_t* q, const std::byte* const*
     const std::byte* block[2 * Pairs];
     for (int r = 0; r < 2 * Pairs; ++r) block[r] = row[r] + static_cast<size_t>(b) * sizeof(B);
     int32_t dm[4] = {};
-    for (int r = 0; r < 2 * Pairs; ++r) dm[r] = load_as<int32_t>(block[r]);
+    for (int r = 0; r < 2 * Pairs; ++r) dm[r] = scale_pair<T>(block[r]);
     const __m128i dms = _mm_setr_epi32(dm[0], dm[1], dm[2], dm[3]);
     const __m256 x_scales = _mm256_castpd_ps(_mm256_broadcast_sd(reinterpret_cast<const double*>(blocks + b)));
     const __m256 scales = _mm256_mul_ps(_mm256_cvtph_ps(dms), x_scales);
     off = _mm256_add_ps(off, scales);  // even lanes unused
 #pragma GCC unroll 2
     for (int i = 0; i < Pairs; ++i) {
-      const __m256 partials = _mm256_cvtepi32_ps(q4_1_pair_partials(block[2 * i], block[2 * i + 1], x_lo, x_hi));
+      const __m256 partials = _mm256_cvtepi32_ps(q4_pair_partials<T>(block[2 * i], block[2 * i + 1], x_lo, x_hi));
       const __m256 p = _mm256_permutevar8x32_ps(scales, spread[i]);
       acc[i] = _mm256_add_ps(acc[i], _mm256_mul_ps(p, partials));
     }
@@ -148,34 +143,35 @@ void q4_1_rows(const Int8Block* blocks, const int8_t* q, const std::byte* const*
     _mm256_store_ps(lanes, acc[i]);
     for (int h = 0; h < 2 && 2 * i + h < count; ++h) {
       const float* a = lanes + 4 * h;
-      y[2 * i + h] = ((a[0] + a[2]) + (a[1] + a[3])) + offsets[2 * (2 * i + h) + 1];
+      const float tree = (a[0] + a[2]) + (a[1] + a[3]), o = offsets[2 * (2 * i + h) + 1];
+      y[2 * i + h] = T == DType::Q4_1 ? tree + o : tree - 8.0f * o;
     }
   }
 }
 
-void q4_1_rows_of(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t count, int64_t n, float* y,
-                  Prefetcher& pf) {
-  const size_t row_bytes = dtype_row_bytes(DType::Q4_1, n);
+template <DType T>
+void q4_rows_of(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t count, int64_t n, float* y,
+                Prefetcher& pf) {
+  const size_t row_bytes = dtype_row_bytes(T, n);
   const auto at = [&](int64_t c) { return w + static_cast<size_t>(c) * row_bytes; };
   int64_t c = 0;
   for (; c + 4 <= count; c += 4) {
     const std::byte* row[4] = {at(c), at(c + 1), at(c + 2), at(c + 3)};
-    q4_1_rows<2>(blocks, q, row, n, y + c, 4, pf);
+    q4_rows<T, 2>(blocks, q, row, n, y + c, 4, pf);
   }
   for (; c < count; c += 2) {
     const int left = static_cast<int>(std::min<int64_t>(2, count - c));
     const std::byte* row[2] = {at(c), at(c + left - 1)};
-    q4_1_rows<1>(blocks, q, row, n, y + c, left, pf);
+    q4_rows<T, 1>(blocks, q, row, n, y + c, left, pf);
   }
 }
 
-template <DType T>
-void rows_of(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t count, int64_t n, float* y,
-             Prefetcher& pf) {
-  const size_t row_bytes = dtype_row_bytes(T, n);
+void q8_0_rows_of(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t count, int64_t n, float* y,
+                  Prefetcher& pf) {
+  const size_t row_bytes = dtype_row_bytes(DType::Q8_0, n);
   int64_t c = 0;
-  for (; c + 4 <= count; c += 4) rows4<T>(blocks, q, w + static_cast<size_t>(c) * row_bytes, row_bytes, n, y + c, pf);
-  for (; c < count; ++c) y[c] = row<T>(blocks, q, w + static_cast<size_t>(c) * row_bytes, n, pf);
+  for (; c + 4 <= count; c += 4) q8_0_rows4(blocks, q, w + static_cast<size_t>(c) * row_bytes, row_bytes, n, y + c, pf);
+  for (; c < count; ++c) y[c] = q8_0_row(blocks, q, w + static_cast<size_t>(c) * row_bytes, n, pf);
 }
 
 }  // namespace
@@ -220,9 +216,9 @@ void quantize_int8(const float* x, int64_t n, Int8Block* blocks, int8_t* q) {
 void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows, int64_t n,
                        float* y, Prefetcher& pf) {
   switch (t) {
-    case DType::Q8_0: return rows_of<DType::Q8_0>(blocks, q, w, rows, n, y, pf);
-    case DType::Q4_0: return rows_of<DType::Q4_0>(blocks, q, w, rows, n, y, pf);
-    default: return q4_1_rows_of(blocks, q, w, rows, n, y, pf);
+    case DType::Q8_0: return q8_0_rows_of(blocks, q, w, rows, n, y, pf);
+    case DType::Q4_0: return q4_rows_of<DType::Q4_0>(blocks, q, w, rows, n, y, pf);
+    default: return q4_rows_of<DType::Q4_1>(blocks, q, w, rows, n, y, pf);
   }
 }
 
