@@ -78,24 +78,48 @@ TEST_P(LinearTest, RowsAreBitIdenticalToSingleRowCalls) {
   }
 }
 
-// Every output element is dot(x row, widened weight row) in dot()'s order, whichever kernel
-// computes it (the AVX2 tiles of 3 input × 4 weight rows, or a single product): checked on every
-// tile shape and remainder, bit for bit.
+// The pair order of bf16 products (cpu_ops.h), spelled out: each whole 16 values' 8 at even places,
+// then their 8 at odd places, the rest in place.
+std::vector<float> pair_order(const float* v, int64_t n) {
+  std::vector<float> out(v, v + n);
+  for (int64_t k = 0; k + 16 <= n; k += 16)
+    for (int64_t j = 0; j < 16; ++j) out[static_cast<size_t>(k + j)] = v[k + (j < 8 ? 2 * j : 2 * (j - 8) + 1)];
+  return out;
+}
+
+// Every output element is dot(x row, widened weight row) in dot()'s order (bf16: of both rows in
+// the pair order), whichever kernel computes it (the AVX2 tiles of 3 input × 4 weight rows, a
+// single product, a decode kernel): checked on every tile shape and remainder, bit for bit.
 TEST_P(LinearTest, EveryElementIsTheDotOfItsRows) {
-  const int64_t in = cols_for(GetParam(), 45);
-  for (int64_t n : {1, 2, 3, 4, 7}) {
-    for (int64_t out : {1, 4, 5, 16, 19, 37}) {
-      StoredMatrix w(GetParam(), out, in, static_cast<uint32_t>(40 + n * 100 + out));
-      Linear layer{w.m, {}};
-      auto x = randn(static_cast<size_t>(n * in), static_cast<uint32_t>(41 + n));
-      std::vector<float> y(static_cast<size_t>(n * out));
-      cpu::linear(layer, x.data(), n, y.data());
-      for (int64_t t = 0; t < n; ++t)
-        for (int64_t o = 0; o < out; ++o)
-          ASSERT_EQ(core::f32_to_bits(y[static_cast<size_t>(t * out + o)]),
-                    core::f32_to_bits(cpu::dot(x.data() + t * in, w.values.data() + o * in, in)))
-              << "n " << n << " out " << out << " row " << t << " col " << o;
+  const bool pairs = GetParam() == DType::BF16;
+  for (int64_t in : {cols_for(GetParam(), 45), cols_for(GetParam(), 64)}) {
+    for (int64_t n : {1, 2, 3, 4, 7}) {
+      for (int64_t out : {1, 4, 5, 16, 19, 37}) {
+        StoredMatrix w(GetParam(), out, in, static_cast<uint32_t>(40 + n * 100 + out));
+        Linear layer{w.m, {}};
+        auto x = randn(static_cast<size_t>(n * in), static_cast<uint32_t>(41 + n));
+        std::vector<float> y(static_cast<size_t>(n * out));
+        cpu::linear(layer, x.data(), n, y.data());
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t o = 0; o < out; ++o) {
+            const float* xr = x.data() + t * in;
+            const float* wr = w.values.data() + o * in;
+            const float want = pairs ? cpu::dot(pair_order(xr, in).data(), pair_order(wr, in).data(), in)
+                                     : cpu::dot(xr, wr, in);
+            ASSERT_EQ(core::f32_to_bits(y[static_cast<size_t>(t * out + o)]), core::f32_to_bits(want))
+                << "in " << in << " n " << n << " out " << out << " row " << t << " col " << o;
+          }
+      }
     }
+  }
+}
+
+TEST(CpuOps, SplitPairsIsThePairOrder) {
+  for (int64_t n : {0, 5, 16, 45, 64}) {
+    const auto x = randn(static_cast<size_t>(n), 47);
+    std::vector<float> got(static_cast<size_t>(n), std::nanf(""));
+    cpu::split_pairs(x.data(), got.data(), n);
+    EXPECT_EQ(got, pair_order(x.data(), n)) << n;
   }
 }
 

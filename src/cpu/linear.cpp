@@ -85,9 +85,18 @@ struct Int8Input {
   const int8_t* q;          // (n, in)
 };
 
-// Rows [16b, 16b + 16) of y (n, out) = x · Wᵀ + bias, by `path`. widened: (16, in) scratch.
-void block_product(const Linear& layer, Path path, int64_t b, const float* x, const Int8Input& x8, int64_t n,
-                   float* widened, float* y) {
+// A product's input rows, as each path takes them.
+struct Inputs {
+  const float* x;      // (n, in)
+  const float* split;  // (n, in) x in the pair order (split_pairs), when a product is bf16
+  Int8Input x8;        // with 8-bit activations
+};
+
+// Rows [16b, 16b + 16) of y (n, out) = x · Wᵀ + bias, by `path`. widened: (17, in) scratch.
+void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_rows, int64_t n, float* widened,
+                   float* y) {
+  const float* x = in_rows.x;
+  const Int8Input& x8 = in_rows.x8;
   const Matrix& w = layer.weight;
   const int64_t in = w.cols, out = w.rows;
   const int64_t o0 = b * kRowBlock, rows = std::min(kRowBlock, out - o0);
@@ -102,7 +111,7 @@ void block_product(const Linear& layer, Path path, int64_t b, const float* x, co
     case Path::HalfRows: {  // decode: 2 bytes a weight, read once, widened in registers
       const auto* h = reinterpret_cast<const uint16_t*>(src);
       if (w.dtype == DType::BF16)
-        avx2::dot_bf16_rows(x, h, rows, in, y + o0, pf);
+        avx2::dot_bf16_rows(in_rows.split, h, rows, in, y + o0, pf);
       else
         avx2::dot_f16_rows(x, h, rows, in, y + o0, pf);
       break;
@@ -112,7 +121,15 @@ void block_product(const Linear& layer, Path path, int64_t b, const float* x, co
       break;
     case Path::Widened: {
       const float* wb = reinterpret_cast<const float*>(src);
-      if (w.dtype != DType::F32) {
+      if (w.dtype == DType::BF16) {  // each row widened into the spare 17th, then split into place
+        float* row = widened + kRowBlock * in;
+        for (int64_t r = 0; r < rows; ++r) {
+          to_f32(w.dtype, src + static_cast<size_t>(r) * row_bytes, row, in);
+          split_pairs(row, widened + r * in, in);
+        }
+        wb = widened;
+        x = in_rows.split;
+      } else if (w.dtype != DType::F32) {
         to_f32(w.dtype, src, widened, rows * in);  // whole rows: whole blocks
         wb = widened;
       }
@@ -129,6 +146,16 @@ void block_product(const Linear& layer, Path path, int64_t b, const float* x, co
 
 float dot(const float* a, const float* b, int64_t n) {
   return cpu_has_avx2_fma_f16c() ? avx2::dot(a, b, n) : dot_portable(a, b, n);
+}
+
+void split_pairs(const float* src, float* dst, int64_t n) {
+  const int64_t chunks = n / 16 * 16;
+  for (int64_t k = 0; k < chunks; k += 16)
+    for (int64_t i = 0; i < 8; ++i) {
+      dst[k + i] = src[k + 2 * i];
+      dst[k + 8 + i] = src[k + 2 * i + 1];
+    }
+  std::copy(src + chunks, src + n, dst + chunks);
 }
 
 float sum(const float* a, int64_t n) {
@@ -152,7 +179,7 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
   // The products' row blocks numbered one after another: block g of the call is block
   // g - first[p] of product p.
   std::vector<int64_t> first(products.size() + 1, 0);  // (products + 1) first block of each product
-  bool quantise = false;
+  bool quantise = false, split = false;
   int64_t widen_rows = 0;  // rows of the f32 staging buffer a thread needs (0: none)
   double macs = 0;
   for (size_t p = 0; p < products.size(); ++p) {
@@ -166,7 +193,8 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
     macs += static_cast<double>(n) * static_cast<double>(in) * static_cast<double>(w.rows);
     const Path path = path_of(w.dtype, n, simd, int8_activations);
     quantise = quantise || path == Path::Int8;
-    if (path == Path::Widened && w.dtype != DType::F32) widen_rows = kRowBlock;
+    if (path == Path::Widened && w.dtype != DType::F32) widen_rows = kRowBlock + 1;  // bf16 widens into row 17
+    split = split || w.dtype == DType::BF16;
   }
   // Small products stay on one thread: waking (and spinning) a team costs more than they do.
   [[maybe_unused]] const bool parallel = macs >= kParallelMinMacs;  // read by the OpenMP pragmas only
@@ -179,13 +207,16 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
 #pragma omp parallel for schedule(static) if (parallel && n > 1)
     for (int64_t t = 0; t < n; ++t) quantize_int8(x + t * in, in, xb.data() + t * nb, xq.data() + t * in);
   }
-  const Int8Input x8{xb.data(), xq.data()};
+  // For bf16 products, every input row in the pair order.
+  std::vector<float> xs(split ? static_cast<size_t>(n * in) : 0);  // (n, in)
+  for (int64_t t = 0; split && t < n; ++t) split_pairs(x + t * in, xs.data() + t * in, in);
+  const Inputs inputs{x, xs.data(), {xb.data(), xq.data()}};
 
   // Threads split the row blocks of all the products; each y element is computed by one thread,
   // whole, by the kernel its product's path names.
 #pragma omp parallel if (parallel)
   {
-    std::vector<float> widened(static_cast<size_t>(widen_rows * in));  // (16, in) when a product widens
+    std::vector<float> widened(static_cast<size_t>(widen_rows * in));  // (17, in) when a product widens
     size_t p = 0;
 #pragma omp for schedule(static)
     for (int64_t g = 0; g < first.back(); ++g) {
@@ -193,7 +224,7 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
       while (g < first[p]) --p;
       const Linear& layer = *products[p].layer;
       const Path path = path_of(layer.weight.dtype, n, simd, int8_activations);
-      block_product(layer, path, g - first[p], x, x8, n, widened.data(), products[p].y);
+      block_product(layer, path, g - first[p], inputs, n, widened.data(), products[p].y);
     }
   }
 }

@@ -37,17 +37,15 @@ inline __m256 widen8(const uint16_t* w) {
   return _mm256_cvtph_ps(h);
 }
 
-// y[c] = dot(x, row c of w widened) for `Rows` (1, 4 or 8) weight rows of n values: as many
-// independent accumulators, so the fused multiply-adds' latency is hidden.
+// The end of `Rows` products whose vector steps reached `from`: the 8-value step at `from` if
+// one is left, then finish() with each row's last n mod 8 values widened; y[c] the results.
 template <bool Bf16, int Rows>
-void dot_half_rows(const float* x, const uint16_t* w, int64_t n, float* y, Prefetcher& pf) {
-  __m256 acc[Rows];
-  for (int c = 0; c < Rows; ++c) acc[c] = _mm256_setzero_ps();
+void finish_rows(__m256* acc, const float* x, const uint16_t* w, int64_t from, int64_t n, float* y, Prefetcher& pf) {
   const int64_t body = n / 8 * 8;
-  for (int64_t k = 0; k < body; k += 8) {
+  if (from < body) {
     pf.advance(16 * Rows);
-    const __m256 xv = _mm256_loadu_ps(x + k);
-    for (int c = 0; c < Rows; ++c) acc[c] = _mm256_fmadd_ps(xv, widen8<Bf16>(w + c * n + k), acc[c]);
+    const __m256 xv = _mm256_loadu_ps(x + from);
+    for (int c = 0; c < Rows; ++c) acc[c] = _mm256_fmadd_ps(xv, widen8<Bf16>(w + c * n + from), acc[c]);
   }
   for (int c = 0; c < Rows; ++c) {
     alignas(32) float tail[8] = {};
@@ -60,12 +58,56 @@ void dot_half_rows(const float* x, const uint16_t* w, int64_t n, float* y, Prefe
   }
 }
 
+// y[c] = dot(x, row c of w widened) for `Rows` (1, 4 or 8) f16 weight rows of n values: as many
+// independent accumulators, so the fused multiply-adds' latency is hidden.
+template <int Rows>
+void dot_f16_block(const float* x, const uint16_t* w, int64_t n, float* y, Prefetcher& pf) {
+  __m256 acc[Rows];
+  for (int c = 0; c < Rows; ++c) acc[c] = _mm256_setzero_ps();
+  const int64_t body = n / 8 * 8;
+  for (int64_t k = 0; k < body; k += 8) {
+    pf.advance(16 * Rows);
+    const __m256 xv = _mm256_loadu_ps(x + k);
+    for (int c = 0; c < Rows; ++c) acc[c] = _mm256_fmadd_ps(xv, widen8<false>(w + c * n + k), acc[c]);
+  }
+  finish_rows<false, Rows>(acc, x, w, body, n, y, pf);
+}
+
+// The same for bf16 rows in the pair order (linear_avx2.h): x comes split, and 16 bf16 values,
+// read as 8 32-bit lanes, give the 8 at even places shifted up by 16 bits and the 8 at odd
+// places masked, each exactly its f32. One load, a shift and a mask for 16 values.
+template <int Rows>
+void dot_bf16_block(const float* xs, const uint16_t* w, int64_t n, float* y, Prefetcher& pf) {
+  __m256 acc[Rows];
+  for (int c = 0; c < Rows; ++c) acc[c] = _mm256_setzero_ps();
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  const int64_t chunks = n / 16 * 16;
+  for (int64_t k = 0; k < chunks; k += 16) {
+    pf.advance(32 * Rows);
+    const __m256 even = _mm256_loadu_ps(xs + k), odd = _mm256_loadu_ps(xs + k + 8);
+    for (int c = 0; c < Rows; ++c) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + c * n + k));
+      acc[c] = _mm256_fmadd_ps(even, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), acc[c]);
+      acc[c] = _mm256_fmadd_ps(odd, _mm256_castsi256_ps(_mm256_and_si256(v, high)), acc[c]);
+    }
+  }
+  finish_rows<true, Rows>(acc, xs, w, chunks, n, y, pf);
+}
+
+template <bool Bf16, int Rows>
+void dot_half_block(const float* x, const uint16_t* w, int64_t n, float* y, Prefetcher& pf) {
+  if constexpr (Bf16)
+    dot_bf16_block<Rows>(x, w, n, y, pf);
+  else
+    dot_f16_block<Rows>(x, w, n, y, pf);
+}
+
 template <bool Bf16>
 void dot_half(const float* x, const uint16_t* w, int64_t rows, int64_t n, float* y, Prefetcher& pf) {
   int64_t c = 0;
-  for (; c + 8 <= rows; c += 8) dot_half_rows<Bf16, 8>(x, w + c * n, n, y + c, pf);
-  for (; c + 4 <= rows; c += 4) dot_half_rows<Bf16, 4>(x, w + c * n, n, y + c, pf);
-  for (; c < rows; ++c) dot_half_rows<Bf16, 1>(x, w + c * n, n, y + c, pf);
+  for (; c + 8 <= rows; c += 8) dot_half_block<Bf16, 8>(x, w + c * n, n, y + c, pf);
+  for (; c + 4 <= rows; c += 4) dot_half_block<Bf16, 4>(x, w + c * n, n, y + c, pf);
+  for (; c < rows; ++c) dot_half_block<Bf16, 1>(x, w + c * n, n, y + c, pf);
 }
 
 // R input rows × 4 weight rows: 4·R accumulators, each exactly the accumulator of dot().

@@ -18,11 +18,16 @@ namespace kvinfer::cpu::avx2 {
 
 float dot(const float* a, const float* b, int64_t n);
 
-// y[c] = dot(x, row c of w widened to f32) for `rows` consecutive bf16 or f16 weight rows of n
-// values, widened in registers (exactly: the same bits as dot() on the widened rows). Decode
-// reads each weight once, at 2 bytes a value; pf fetches the next rows meanwhile (prefetch.h).
-void dot_bf16_rows(const float* x, const uint16_t* w, int64_t rows, int64_t n, float* y, Prefetcher& pf);
+// y[c] = dot(x, row c of w widened to f32) for `rows` consecutive f16 weight rows of n values,
+// widened in registers (exactly: the same bits as dot() on the widened rows). Decode reads each
+// weight once, at 2 bytes a value; pf fetches the next rows meanwhile (prefetch.h).
 void dot_f16_rows(const float* x, const uint16_t* w, int64_t rows, int64_t n, float* y, Prefetcher& pf);
+// The same for bf16 rows, whose products take the pair order: y[c] = dot(xs, split(row c widened))
+// where xs = split(x). split (cpu::split_pairs of cpu_ops.h) puts each whole 16 values' 8 at even
+// places before their 8 at odd places, and leaves the last n mod 16 in place: a 32-byte load of
+// bf16 is then 8 even values (shifted up by 16 bits) and 8 odd ones (masked), one load, a shift
+// and a mask for 16 values instead of two widening loads and two shifts.
+void dot_bf16_rows(const float* xs, const uint16_t* w, int64_t rows, int64_t n, float* y, Prefetcher& pf);
 
 // y[c] = dot(x, row c of w widened to f32) for `rows` consecutive rows of n values in the
 // ggml-quantised type t (Q8_0, Q4_0/1, Q5_0/1, Q4_K, Q5_K, Q6_K), decoded in registers with the
