@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/convert.h"
 #include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
 #include "cpu/linear_avx2.h"
@@ -64,6 +65,16 @@ Prefetcher ahead_of(const Matrix& w, int64_t n, int64_t o0, int64_t rows, size_t
   return Prefetcher(w.data + start, std::min(block, total - start));
 }
 
+// A bf16 row widened in the pair order: split_pairs of its widening.
+void widen_bf16_pairs(const uint16_t* src, float* dst, int64_t n) {
+  if (cpu_has_avx2_fma_f16c()) return avx2::widen_bf16_pairs(src, dst, n);
+  const int64_t chunks = n / 16 * 16;
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t from = k >= chunks ? k : k - k % 16 + (k % 16 < 8 ? 2 * (k % 16) : 2 * (k % 16 - 8) + 1);
+    dst[k] = core::bf16_to_f32(src[from]);
+  }
+}
+
 // How a product's weight rows meet its input rows.
 enum class Path {
   Int8,       // 8-bit activations, integer dot products (linear_int8.h)
@@ -92,7 +103,7 @@ struct Inputs {
   Int8Input x8;        // with 8-bit activations
 };
 
-// Rows [16b, 16b + 16) of y (n, out) = x · Wᵀ + bias, by `path`. widened: (17, in) scratch.
+// Rows [16b, 16b + 16) of y (n, out) = x · Wᵀ + bias, by `path`. widened: (16, in) scratch.
 void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_rows, int64_t n, float* widened,
                    float* y) {
   const float* x = in_rows.x;
@@ -121,12 +132,10 @@ void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_r
       break;
     case Path::Widened: {
       const float* wb = reinterpret_cast<const float*>(src);
-      if (w.dtype == DType::BF16) {  // each row widened into the spare 17th, then split into place
-        float* row = widened + kRowBlock * in;
-        for (int64_t r = 0; r < rows; ++r) {
-          to_f32(w.dtype, src + static_cast<size_t>(r) * row_bytes, row, in);
-          split_pairs(row, widened + r * in, in);
-        }
+      if (w.dtype == DType::BF16) {  // widened in the pair order, against the split input
+        for (int64_t r = 0; r < rows; ++r)
+          widen_bf16_pairs(reinterpret_cast<const uint16_t*>(src + static_cast<size_t>(r) * row_bytes), widened + r * in,
+                           in);
         wb = widened;
         x = in_rows.split;
       } else if (w.dtype != DType::F32) {
@@ -149,6 +158,7 @@ float dot(const float* a, const float* b, int64_t n) {
 }
 
 void split_pairs(const float* src, float* dst, int64_t n) {
+  if (cpu_has_avx2_fma_f16c()) return avx2::split_pairs(src, dst, n);
   const int64_t chunks = n / 16 * 16;
   for (int64_t k = 0; k < chunks; k += 16)
     for (int64_t i = 0; i < 8; ++i) {
@@ -193,7 +203,7 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
     macs += static_cast<double>(n) * static_cast<double>(in) * static_cast<double>(w.rows);
     const Path path = path_of(w.dtype, n, simd, int8_activations);
     quantise = quantise || path == Path::Int8;
-    if (path == Path::Widened && w.dtype != DType::F32) widen_rows = kRowBlock + 1;  // bf16 widens into row 17
+    if (path == Path::Widened && w.dtype != DType::F32) widen_rows = kRowBlock;
     split = split || w.dtype == DType::BF16;
   }
   // Small products stay on one thread: waking (and spinning) a team costs more than they do.
@@ -216,7 +226,7 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
   // whole, by the kernel its product's path names.
 #pragma omp parallel if (parallel)
   {
-    std::vector<float> widened(static_cast<size_t>(widen_rows * in));  // (17, in) when a product widens
+    std::vector<float> widened(static_cast<size_t>(widen_rows * in));  // (16, in) when a product widens
     size_t p = 0;
 #pragma omp for schedule(static)
     for (int64_t g = 0; g < first.back(); ++g) {

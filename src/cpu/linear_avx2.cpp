@@ -138,6 +138,33 @@ float dot(const float* a, const float* b, int64_t n) {
   return finish(acc, a, b, body, n);
 }
 
+void split_pairs(const float* src, float* dst, int64_t n) {
+  const int64_t chunks = n / 16 * 16;
+  for (int64_t k = 0; k < chunks; k += 16) {
+    const __m256 a = _mm256_loadu_ps(src + k), b = _mm256_loadu_ps(src + k + 8);
+    // Per 128-bit lane: (a0 a2 b0 b2 | a4 a6 b4 b6), then the middle 64-bit halves swapped.
+    const __m256 even = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m256 odd = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+    _mm256_storeu_ps(dst + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), _MM_SHUFFLE(3, 1, 2, 0))));
+    _mm256_storeu_ps(dst + k + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(odd), _MM_SHUFFLE(3, 1, 2, 0))));
+  }
+  std::memcpy(dst + chunks, src + chunks, static_cast<size_t>(n - chunks) * sizeof(float));
+}
+
+void widen_bf16_pairs(const uint16_t* src, float* dst, int64_t n) {
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  const int64_t chunks = n / 16 * 16;
+  for (int64_t k = 0; k < chunks; k += 16) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + k));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + k), _mm256_slli_epi32(v, 16));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + k + 8), _mm256_and_si256(v, high));
+  }
+  for (int64_t k = chunks; k < n; ++k) {
+    const uint32_t bits = static_cast<uint32_t>(src[k]) << 16;
+    std::memcpy(dst + k, &bits, sizeof bits);
+  }
+}
+
 void dot_bf16_rows(const float* x, const uint16_t* w, int64_t rows, int64_t n, float* y, Prefetcher& pf) {
   dot_half<true>(x, w, rows, n, y, pf);
 }
@@ -164,6 +191,8 @@ KVINFER_AVX2_END
 namespace kvinfer::cpu::avx2 {
 float dot(const float*, const float*, int64_t) { std::abort(); }
 void dot_bf16_rows(const float*, const uint16_t*, int64_t, int64_t, float*, Prefetcher&) { std::abort(); }
+void split_pairs(const float*, float*, int64_t) { std::abort(); }
+void widen_bf16_pairs(const uint16_t*, float*, int64_t) { std::abort(); }
 void dot_f16_rows(const float*, const uint16_t*, int64_t, int64_t, float*, Prefetcher&) { std::abort(); }
 void dot_tile(const float*, int64_t, const float*, int64_t, float*, int64_t) { std::abort(); }
 }  // namespace kvinfer::cpu::avx2

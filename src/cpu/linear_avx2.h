@@ -29,6 +29,11 @@ void dot_f16_rows(const float* x, const uint16_t* w, int64_t rows, int64_t n, fl
 // and a mask for 16 values instead of two widening loads and two shifts.
 void dot_bf16_rows(const float* xs, const uint16_t* w, int64_t rows, int64_t n, float* y, Prefetcher& pf);
 
+// cpu::split_pairs, bit for bit; and n bf16 values widened to f32 in the pair order (the split of
+// their widening), the widening of a bf16 weight row for prefill.
+void split_pairs(const float* src, float* dst, int64_t n);
+void widen_bf16_pairs(const uint16_t* src, float* dst, int64_t n);
+
 // y[c] = dot(x, row c of w widened to f32) for `rows` consecutive rows of n values in the
 // ggml-quantised type t (Q8_0, Q4_0/1, Q5_0/1, Q4_K, Q5_K, Q6_K), decoded in registers with the
 // bits cpu::to_f32 gives (dot_quant_avx2.cpp). Returns false, doing nothing, for any other type.
