@@ -31,6 +31,9 @@
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace {
 
@@ -131,6 +134,60 @@ kvinfer::ModelConfig kv_config() {
   cfg.head_dim = kHeadDim;
   return cfg;
 }
+
+// ---- The machine's peak -----------------------------------------------------------------------
+
+#if defined(__x86_64__) || defined(__i386__)
+// 12 independent chains of `iters` fused multiply-adds on 8 or 16 f32 lanes: enough chains to hide
+// the FMA latency (4 cycles) on two FMA pipes. Returns a lane of the result, so nothing is elided.
+__attribute__((target("avx2,fma"))) float fma_chains_avx2(int64_t iters, float b, float c) {
+  __m256 a[12];
+  for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(static_cast<float>(i));
+  const __m256 vb = _mm256_set1_ps(b), vc = _mm256_set1_ps(c);
+  for (int64_t k = 0; k < iters; ++k)
+    for (auto& v : a) v = _mm256_fmadd_ps(v, vb, vc);
+  for (int i = 1; i < 12; ++i) a[0] = _mm256_add_ps(a[0], a[i]);
+  return _mm256_cvtss_f32(a[0]);
+}
+__attribute__((target("avx512f"))) float fma_chains_avx512(int64_t iters, float b, float c) {
+  __m512 a[12];
+  for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512 vb = _mm512_set1_ps(b), vc = _mm512_set1_ps(c);
+  for (int64_t k = 0; k < iters; ++k)
+    for (auto& v : a) v = _mm512_fmadd_ps(v, vb, vc);
+  for (int i = 1; i < 12; ++i) a[0] = _mm512_add_ps(a[0], a[i]);
+  return _mm512_cvtss_f32(a[0]);
+}
+
+// BM_fma_peak/<isa>: fma_chains on every OpenMP thread at once, the FP32 rate the cores reach
+// with fused multiply-adds of that width: the peak the prefill products are measured against
+// (docs/benchmarks.md). 2 FLOP per lane per FMA; no bytes. avx512 is registered only where the
+// CPU (and OS) support AVX-512F; kvinfer's kernels use AVX2, so on such a CPU they reach at most
+// half of its peak.
+void BM_fma_peak(benchmark::State& state, int lanes) {
+  constexpr int64_t kIters = int64_t{1} << 18;
+  int threads = 1;
+#if defined(_OPENMP)
+  threads = omp_get_max_threads();
+#endif
+  volatile float b = 0.999f, c = 0.001f;  // values the compiler cannot see
+  for (auto _ : state) {
+    float sink = 0.0f;
+#if defined(_OPENMP)
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+#endif
+    sink += lanes == 16 ? fma_chains_avx512(kIters, b, c) : fma_chains_avx2(kIters, b, c);
+    benchmark::DoNotOptimize(sink);
+  }
+  set_counters(state, 0, int64_t{threads} * kIters * 12 * lanes * 2);
+}
+[[maybe_unused]] const bool kFmaPeak = [] {
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    benchmark::RegisterBenchmark("BM_fma_peak/avx2", BM_fma_peak, 8)->UseRealTime();
+  if (__builtin_cpu_supports("avx512f")) benchmark::RegisterBenchmark("BM_fma_peak/avx512", BM_fma_peak, 16)->UseRealTime();
+  return true;
+}();
+#endif
 
 // ---- Reductions ------------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 # Decode against the bandwidth probe, each configuration run ROUNDS times in turn (default 5) so
 # that a noisy minute hits every configuration alike: the median, then the range, of the step time
 # and of the share of the same run's probe. The "medians of five runs" tables of docs/benchmarks.md.
+# The TinyLlama-1.1B shape is a Llama-family Q4/Q8 model larger than a 300 MiB L3.
 #   tools/bench_decode_medians.sh [threads]     ROUNDS=n, BUILD=dir (default build/)
 # BUILDS="dirA dirB" compares builds (e.g. two commits) side by side: within each round every
 # configuration runs on each build in turn, and the table gets one column pair per build.
@@ -19,6 +20,9 @@ configs=(
   "gpt2-medium q8_0|-s gpt2-medium --dtype q8_0"
   "gpt2-medium q8_0 --int8-activations|-s gpt2-medium --dtype q8_0 --int8-activations"
   "gpt2-medium q4_1 --int8-activations|-s gpt2-medium --dtype q4_1 --int8-activations"
+  "tinyllama-1.1b q8_0 --int8-activations|-s tinyllama-1.1b --dtype q8_0 --int8-activations"
+  "tinyllama-1.1b q4_0 --int8-activations|-s tinyllama-1.1b --dtype q4_0 --int8-activations"
+  "tinyllama-1.1b q4_1 --int8-activations|-s tinyllama-1.1b --dtype q4_1 --int8-activations"
 )
 [[ -f "$MODEL" ]] && configs+=("SmolLM2-135M Q4_1|-m $MODEL" "SmolLM2-135M Q4_1 --int8-activations|-m $MODEL --int8-activations")
 

@@ -94,15 +94,25 @@ inline __m256i q4_pair_partials(const std::byte* row0_block, const std::byte* ro
   return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
-// A block's scale and offset factor as two f16s: Q4_1's (d, m); Q4_0's (d, d), its offset
-// −8 · d applied once at the end (linear_int8.h).
-template <DType T>
-inline int32_t scale_pair(const std::byte* block) {
+// The blocks' scales and offset factors as f16 pairs, lane r (of 4; unused lanes 0) for block r:
+// Q4_1's (d, m); Q4_0's (d, d), its offset −8 · d applied once at the end (linear_int8.h).
+template <DType T, int Blocks>
+inline __m128i scale_pairs(const std::byte* const* block) {
   static_assert(offsetof(core::BlockQ4_0, d) == 0 && offsetof(core::BlockQ4_1, d) == 0 &&
                 offsetof(core::BlockQ4_1, m) == 2);
-  if constexpr (T == DType::Q4_1) return load_as<int32_t>(block);
-  const uint32_t d = load_as<uint16_t>(block);
-  return static_cast<int32_t>(d | d << 16);
+  if constexpr (T == DType::Q4_1) {
+    int32_t dm[4] = {};
+    for (int r = 0; r < Blocks; ++r) dm[r] = load_as<int32_t>(block[r]);
+    return _mm_setr_epi32(dm[0], dm[1], dm[2], dm[3]);
+  } else {
+    __m128i d = _mm_cvtsi32_si128(load_as<uint16_t>(block[0]));
+    d = _mm_insert_epi16(d, load_as<uint16_t>(block[1]), 1);
+    if constexpr (Blocks == 4) {
+      d = _mm_insert_epi16(d, load_as<uint16_t>(block[2]), 2);
+      d = _mm_insert_epi16(d, load_as<uint16_t>(block[3]), 3);
+    }
+    return _mm_unpacklo_epi16(d, d);
+  }
 }
 
 // `Pairs` (1 or 2) pairs of Q4_0 or Q4_1 rows, row[2i] and row[2i + 1] (a pointer may repeat: a
@@ -124,9 +134,7 @@ void q4_rows(const Int8Block* blocks, const int8_t* q, const std::byte* const* r
         _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32 * b + 16)));
     const std::byte* block[2 * Pairs];
     for (int r = 0; r < 2 * Pairs; ++r) block[r] = row[r] + static_cast<size_t>(b) * sizeof(B);
-    int32_t dm[4] = {};
-    for (int r = 0; r < 2 * Pairs; ++r) dm[r] = scale_pair<T>(block[r]);
-    const __m128i dms = _mm_setr_epi32(dm[0], dm[1], dm[2], dm[3]);
+    const __m128i dms = scale_pairs<T, 2 * Pairs>(block);
     const __m256 x_scales = _mm256_castpd_ps(_mm256_broadcast_sd(reinterpret_cast<const double*>(blocks + b)));
     const __m256 scales = _mm256_mul_ps(_mm256_cvtph_ps(dms), x_scales);
     off = _mm256_add_ps(off, scales);  // even lanes unused
