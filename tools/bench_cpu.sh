@@ -22,10 +22,11 @@ echo "== decode (-p 16 -n 128 -t $T): median step | achieved bandwidth (share of
 [[ -f "$MODEL" ]] && decode "SmolLM2-135M Q4_1 --int8-activations" -m "$MODEL" --int8-activations
 for d in f32 bf16 f16 q8_0 q4_1; do decode "gpt2-medium $d" -s gpt2-medium --dtype "$d"; done
 for d in q8_0 q4_1; do decode "gpt2-medium $d --int8-activations" -s gpt2-medium --dtype "$d" --int8-activations; done
+for d in q8_0 q4_0 q4_1; do decode "tinyllama-1.1b $d --int8-activations" -s tinyllama-1.1b --dtype "$d" --int8-activations; done
 
-echo "== products, attention, activations (kvinfer-bench-ops, $T threads)"
+echo "== peak FP32 rate, products, attention, activations (kvinfer-bench-ops, $T threads)"
 OMP_NUM_THREADS="$T" "$B/bench/kvinfer-bench-ops" --benchmark_min_time=0.3 \
-  --benchmark_filter='BM_linear|attention|gelu|silu' 2>&1 | grep -E '^BM_'
+  --benchmark_filter='BM_fma_peak|BM_linear|attention|gelu|silu' 2>&1 | grep -E '^BM_'
 
 echo "== attention share: gpt2-medium f32, 1000 tokens, step latency by position"
 "$B/bench/kvinfer-bench" -s gpt2-medium --mode on -p 16 -n 1000 -t "$T" --no-bandwidth-probe 2>&1 |

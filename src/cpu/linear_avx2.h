@@ -6,7 +6,8 @@
 // accumulator takes the fused multiply-adds of the elements k ≡ l (mod 8) in increasing k; the
 // tail (k ≥ 8·⌊n/8⌋) goes to lanes 0, 1, ... in order, fused too; the lanes are combined as
 // ((0 + 4) + (1 + 5)) + ((2 + 6) + (3 + 7)). dot() and every entry of dot_tile() follow it, so a
-// product gives the same bits whichever kernel computes it.
+// product gives the same bits whichever kernel computes it. bf16 products follow it on rows in
+// the pair order (split_pairs below, cpu_ops.h).
 #include <cstddef>
 #include <cstdint>
 
