@@ -69,10 +69,12 @@ Prefetcher ahead_of(const Matrix& w, int64_t n, int64_t o0, int64_t rows, size_t
 void widen_bf16_pairs(const uint16_t* src, float* dst, int64_t n) {
   if (cpu_has_avx2_fma_f16c()) return avx2::widen_bf16_pairs(src, dst, n);
   const int64_t chunks = n / 16 * 16;
-  for (int64_t k = 0; k < n; ++k) {
-    const int64_t from = k >= chunks ? k : k - k % 16 + (k % 16 < 8 ? 2 * (k % 16) : 2 * (k % 16 - 8) + 1);
-    dst[k] = core::bf16_to_f32(src[from]);
-  }
+  for (int64_t k = 0; k < chunks; k += 16)
+    for (int64_t i = 0; i < 8; ++i) {
+      dst[k + i] = core::bf16_to_f32(src[k + 2 * i]);
+      dst[k + 8 + i] = core::bf16_to_f32(src[k + 2 * i + 1]);
+    }
+  for (int64_t k = chunks; k < n; ++k) dst[k] = core::bf16_to_f32(src[k]);
 }
 
 // How a product's weight rows meet its input rows.
