@@ -2,6 +2,7 @@
 // references over the whole float range and special values, on whichever path the CPU takes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -64,6 +65,62 @@ TEST(CpuOps, Avx2ExpIsWithin2UlpOverTheFloatRange) {
   EXPECT_EQ(got[3], INFINITY);
   EXPECT_EQ(got[4], 0.0f);
   EXPECT_EQ(got[5], 1.0f);
+}
+
+// exp2_f32 (attention's softmax weights) the same way, against exp2 in double: every 4099th bit
+// pattern, dense random values over [-150, 128] and the edges of the range.
+TEST(CpuOps, Avx2Exp2IsWithin2UlpOverTheFloatRange) {
+  if (!cpu::cpu_has_avx2_fma_f16c()) GTEST_SKIP() << "CPU lacks AVX2+FMA+F16C (or KVINFER_NO_AVX2 is set)";
+  std::vector<float> x;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 4099) x.push_back(from_bits(static_cast<uint32_t>(b)));
+  std::mt19937 rng(37);
+  std::uniform_real_distribution<float> d(-150.0f, 128.0f);
+  for (int i = 0; i < (1 << 20); ++i) x.push_back(d(rng));
+  for (float v : {0.0f, -0.0f, 0.5f, -0.5f, 127.99999f, 128.0f, 129.0f, -126.0f, -126.5f, -148.5f, -149.0f, -149.5f,
+                  -150.0f, -151.0f, -152.0f, 1e-10f, -1e-40f, 1e30f, -1e30f, FLT_MAX, -FLT_MAX})
+    x.push_back(v);
+  std::vector<float> y(x.size());
+  cpu::avx2::exp2_f32(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  double worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (const double e = ulps(y[i], std::exp2(static_cast<double>(x[i]))); !(e <= worst)) worst = e, at = i;
+  std::cout << "exp2_f32: max error " << worst << " ulp over " << x.size() << " values\n";
+  EXPECT_LE(worst, 2.0) << "x = " << x[at] << " gives " << y[at] << ", exp2 = " << std::exp2(static_cast<double>(x[at]));
+  const float specials[] = {INFINITY, -INFINITY, NAN, 128.0f, -151.0f, 0.0f, 1.0f, -1.0f};
+  float got[8];
+  cpu::avx2::exp2_f32(specials, got, 8);
+  EXPECT_EQ(got[0], INFINITY);
+  EXPECT_EQ(got[1], 0.0f);
+  EXPECT_TRUE(std::isnan(got[2]));
+  EXPECT_EQ(got[3], INFINITY);
+  EXPECT_EQ(got[4], 0.0f);
+  EXPECT_EQ(got[5], 1.0f);
+  EXPECT_EQ(got[6], 2.0f);
+  EXPECT_EQ(got[7], 0.5f);
+}
+
+// softmax_weights: each weight is exp2_f32(s − ref), the sum is the documented 8-lane order, for
+// every length of tail.
+TEST(CpuOps, Avx2SoftmaxWeightsAreExp2AndTheirLaneSum) {
+  if (!cpu::cpu_has_avx2_fma_f16c()) GTEST_SKIP() << "CPU lacks AVX2+FMA+F16C (or KVINFER_NO_AVX2 is set)";
+  std::mt19937 rng(41);
+  std::normal_distribution<float> d(0.0f, 4.0f);
+  for (int64_t n : {1, 7, 8, 9, 16, 29, 1000}) {
+    std::vector<float> s(static_cast<size_t>(n) + 1, 123.0f);  // one guard value past the end
+    for (int64_t i = 0; i < n; ++i) s[static_cast<size_t>(i)] = d(rng);
+    const float ref = *std::max_element(s.begin(), s.end() - 1);
+    std::vector<float> diff(static_cast<size_t>(n)), want(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) diff[static_cast<size_t>(i)] = s[static_cast<size_t>(i)] - ref;
+    cpu::avx2::exp2_f32(diff.data(), want.data(), n);
+    float lane[8] = {};
+    for (int64_t i = 0; i < n; ++i) lane[i % 8] = lane[i % 8] + want[static_cast<size_t>(i)];
+    const float sum = ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+    EXPECT_EQ(core::f32_to_bits(cpu::avx2::softmax_weights(s.data(), n, ref)), core::f32_to_bits(sum)) << n;
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(core::f32_to_bits(s[static_cast<size_t>(i)]), core::f32_to_bits(want[static_cast<size_t>(i)])) << n << " " << i;
+    EXPECT_EQ(s.back(), 123.0f) << "wrote past the end, n = " << n;
+  }
 }
 
 // HF's gelu_new in double. 0.5·v·(1 + tanh(u)) as written where u ≥ -1 (1 + tanh(u) ≥ 0.23: at

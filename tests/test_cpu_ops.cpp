@@ -21,6 +21,7 @@
 #include "core/rope.h"
 #include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
+#include "cpu/elementwise_avx2.h"
 #include "cpu_test_util.h"
 #include "kvinfer/error.h"
 
@@ -368,8 +369,9 @@ TEST(CpuOps, AttentionMatchesDoubleReferenceWithGqaAndWindow) {
 
 // Attention is, bit for bit, the algorithm in attention.cpp's comments, whichever kernel runs it
 // (the AVX2 loops read K and V rows in the cache's dtype and widen them in registers): scores
-// dot(q, widened K row) · scale, base-2 softmax weights, probabilities, then Σ p · V row as
-// products added in position order. Head dims with and without a tail of < 8 values.
+// dot(q, widened K row) · scale, base-2 softmax weights (on AVX2 the vector exp2 and an 8-lane
+// sum), probabilities, then Σ p · V row as products added in position order. Head dims with and
+// without a tail of < 8 values.
 TEST(CpuOps, AttentionIsDotsThenAWeightedSumOfWidenedRows) {
   for (int64_t hd : {72, 45}) {
     ModelConfig cfg;
@@ -405,7 +407,16 @@ TEST(CpuOps, AttentionIsDotsThenAWeightedSumOfWidenedRows) {
           core::OnlineSoftmax softmax;
           softmax.rescale(mx);
           float sum = 0.0f;
-          for (float& e : s) sum += (e = softmax.weight(e));
+          if (cpu::cpu_has_avx2_fma_f16c()) {  // the AVX2 exp2, and the weights' sum in 8 lanes
+            std::vector<float> shifted(s.size());
+            for (size_t j = 0; j < s.size(); ++j) shifted[j] = s[j] - core::softmax_ref(softmax.m);
+            cpu::avx2::exp2_f32(shifted.data(), s.data(), static_cast<int64_t>(s.size()));
+            float lane[8] = {};
+            for (size_t j = 0; j < s.size(); ++j) lane[j % 8] = lane[j % 8] + s[j];
+            sum = ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+          } else {
+            for (float& e : s) sum += (e = softmax.weight(e));
+          }
           softmax.add(sum);
           std::vector<float> want(static_cast<size_t>(hd), 0.0f);
           for (int64_t j = 0; j <= pos; ++j) {

@@ -6,6 +6,7 @@
 #include "cpu/attention_avx2.h"
 #include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
+#include "cpu/elementwise_avx2.h"
 
 namespace kvinfer::cpu {
 
@@ -65,11 +66,15 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
       for (int64_t j = first; j <= pos; ++j) block_max = std::max(block_max, scores[static_cast<size_t>(j)]);
       core::OnlineSoftmax softmax;
       softmax.rescale(block_max);
-      float sum = 0.0f;
-      for (int64_t j = first; j <= pos; ++j) {
-        float w = softmax.weight(scores[static_cast<size_t>(j)]);
-        scores[static_cast<size_t>(j)] = w;
-        sum += w;
+      float sum = 0.0f;  // the weights' sum: 8 lanes and a fixed tree on AVX2, in order otherwise
+      if (simd) {
+        sum = avx2::softmax_weights(scores.data() + first, pos - first + 1, core::softmax_ref(softmax.m));
+      } else {
+        for (int64_t j = first; j <= pos; ++j) {
+          float w = softmax.weight(scores[static_cast<size_t>(j)]);
+          scores[static_cast<size_t>(j)] = w;
+          sum += w;
+        }
       }
       softmax.add(sum);
       const float inv_sum = softmax.inv_sum();

@@ -6,9 +6,10 @@
 // called after a check here; the portable scalar code stays the fallback. Conversions
 // (convert_avx2.cpp), attention's weighted sums (attention_avx2.cpp) and the 8-bit activation
 // products (linear_int8_avx2.cpp) are bit-identical to it; the dot products (linear_avx2.cpp,
-// dot_quant_avx2.cpp, attention's scores) use fused multiply-adds and SiLU/GELU their own exp
-// (elementwise_avx2.cpp), so those results differ from the portable ones in the last bits, but
-// each follows one fixed order in every kernel (batch invariance holds on either path).
+// dot_quant_avx2.cpp, attention's scores) use fused multiply-adds, and SiLU/GELU and attention's
+// softmax weights their own exp and exp2 (elementwise_avx2.cpp), so those results differ from
+// the portable ones in the last bits, but each follows one fixed order in every kernel (batch
+// invariance holds on either path).
 
 namespace kvinfer::cpu {
 

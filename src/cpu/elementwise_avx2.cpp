@@ -1,4 +1,5 @@
-// AVX2/FMA element-wise kernels (elementwise_avx2.h): a vectorised exp, silu_mul and gelu_tanh.
+// AVX2/FMA element-wise kernels (elementwise_avx2.h): a vectorised exp and exp2, silu_mul,
+// gelu_tanh and attention's softmax weights.
 // Compiled for AVX2 function by function (the pragma below), not with file-wide flags, like
 // linear_avx2.cpp; headers come first, outside the pragma.
 //
@@ -42,6 +43,27 @@ inline __m256 pow2i(__m256i k) {  // 2^k for k in [-126, 127]
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
 }
 
+// e^r for |r| ≤ ln2/2 + a little: the Taylor polynomial to degree 7, in Horner form.
+inline __m256 exp_taylor7(__m256 r) {
+  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  return _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+}
+
+// p · 2^n for integral n in [-152, 129]: n1 = ⌊n/2⌋ and n2 = n − n1, in [-76, 65], each a normal
+// float made from exponent bits; the first product is exact, the second rounds once.
+inline __m256 scale_by_pow2(__m256 p, __m256 n) {
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i n1 = _mm256_srai_epi32(ni, 1);
+  const __m256i n2 = _mm256_sub_epi32(ni, n1);
+  return _mm256_mul_ps(_mm256_mul_ps(p, pow2i(n1)), pow2i(n2));
+}
+
 // e^(x + lo) where lo is a correction far below an ulp of x (WithLo), or e^x.
 template <bool WithLo>
 inline __m256 exp8(__m256 x, __m256 lo) {
@@ -51,19 +73,18 @@ inline __m256 exp8(__m256 x, __m256 lo) {
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x);
   r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
   if constexpr (WithLo) r = _mm256_add_ps(r, lo);
-  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  // n is in [-151, 128], n1 in [-76, 64], n2 in [-75, 64] (NaN: garbage, but p is NaN and so is the product).
-  const __m256i ni = _mm256_cvtps_epi32(n);
-  const __m256i n1 = _mm256_srai_epi32(ni, 1);
-  const __m256i n2 = _mm256_sub_epi32(ni, n1);
-  return _mm256_mul_ps(_mm256_mul_ps(p, pow2i(n1)), pow2i(n2));
+  // n is in [-151, 128] (NaN: garbage, but r is NaN and so is the result).
+  return scale_by_pow2(exp_taylor7(r), n);
+}
+
+// 2^x for x = n + f, n = round(x), f in [-1/2, 1/2] exact: e^(f · ln2) by the same polynomial
+// (f · ln2 rounds once, within a quarter of an ulp of the result), times 2^n as in exp8. x is
+// clamped to [-152, 129] (keeping NaN): the result is 0 below -150 and +inf from 128 on.
+inline __m256 exp2_8(__m256 x) {
+  x = _mm256_max_ps(_mm256_set1_ps(-152.0f), _mm256_min_ps(_mm256_set1_ps(129.0f), x));
+  const __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 t = _mm256_mul_ps(_mm256_sub_ps(x, n), _mm256_set1_ps(static_cast<float>(kLn2)));
+  return scale_by_pow2(exp_taylor7(t), n);
 }
 
 inline __m256 silu_mul8(__m256 g, __m256 u) {
@@ -106,6 +127,35 @@ void exp_f32(const float* x, float* out, int64_t n) {
   }
 }
 
+void exp2_f32(const float* x, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, exp2_8(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    const __m256i m = lanes_below(n - i);
+    _mm256_maskstore_ps(out + i, m, exp2_8(_mm256_maskload_ps(x + i, m)));
+  }
+}
+
+float softmax_weights(float* s, int64_t n, float ref) {
+  const __m256 r = _mm256_set1_ps(ref);
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 w = exp2_8(_mm256_sub_ps(_mm256_loadu_ps(s + i), r));
+    _mm256_storeu_ps(s + i, w);
+    acc = _mm256_add_ps(acc, w);
+  }
+  if (i < n) {
+    const __m256i m = lanes_below(n - i);
+    const __m256 w = exp2_8(_mm256_sub_ps(_mm256_maskload_ps(s + i, m), r));
+    _mm256_maskstore_ps(s + i, m, w);
+    acc = _mm256_add_ps(acc, _mm256_and_ps(w, _mm256_castsi256_ps(m)));
+  }
+  alignas(32) float l[8];
+  _mm256_store_ps(l, acc);
+  return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+}
+
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -135,6 +185,8 @@ KVINFER_AVX2_END
 
 namespace kvinfer::cpu::avx2 {
 void exp_f32(const float*, float*, int64_t) { std::abort(); }
+void exp2_f32(const float*, float*, int64_t) { std::abort(); }
+float softmax_weights(float*, int64_t, float) { std::abort(); }
 void silu_mul(const float*, const float*, float*, int64_t) { std::abort(); }
 void gelu_tanh(const float*, float*, int64_t) { std::abort(); }
 }  // namespace kvinfer::cpu::avx2

@@ -15,6 +15,15 @@ namespace kvinfer::cpu::avx2 {
 // kernels below, exposed for the tests.
 void exp_f32(const float* x, float* out, int64_t n);
 
+// out[i] = 2^x[i] within 2 ulp over the whole float range, the same way (overflow +inf, underflow
+// 0, NaN stays NaN).
+void exp2_f32(const float* x, float* out, int64_t n);
+
+// Attention's softmax weights in place: s[i] = 2^(s[i] − ref) (exp2_f32's bits), and returns their
+// sum in a fixed order: lane l of 8 adds the weights i ≡ l (mod 8) in increasing i, then
+// ((0 + 4) + (1 + 5)) + ((2 + 6) + (3 + 7)).
+float softmax_weights(float* s, int64_t n, float ref);
+
 // out[i] = gate[i] / (1 + e^-gate[i]) · up[i] (out may alias gate or up).
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 
