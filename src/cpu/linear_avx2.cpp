@@ -6,6 +6,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -148,7 +149,7 @@ void split_pairs(const float* src, float* dst, int64_t n) {
     _mm256_storeu_ps(dst + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), _MM_SHUFFLE(3, 1, 2, 0))));
     _mm256_storeu_ps(dst + k + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(odd), _MM_SHUFFLE(3, 1, 2, 0))));
   }
-  std::memcpy(dst + chunks, src + chunks, static_cast<size_t>(n - chunks) * sizeof(float));
+  std::copy(src + chunks, src + n, dst + chunks);  // (memcpy would take null pointers when n is 0)
 }
 
 void widen_bf16_pairs(const uint16_t* src, float* dst, int64_t n) {
