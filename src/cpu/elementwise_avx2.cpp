@@ -116,25 +116,24 @@ inline __m256i lanes_below(int64_t m) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(m)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+inline __m256 exp8_of(__m256 x) { return exp8<false>(x, _mm256_setzero_ps()); }
+
+// out[i] = F(x[i]) 8 lanes at a time, the last n % 8 through the same routine (masked).
+template <__m256 (*F)(__m256)>
+void map8(const float* x, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, F(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    const __m256i m = lanes_below(n - i);
+    _mm256_maskstore_ps(out + i, m, F(_mm256_maskload_ps(x + i, m)));
+  }
+}
+
 }  // namespace
 
-void exp_f32(const float* x, float* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, exp8<false>(_mm256_loadu_ps(x + i), _mm256_setzero_ps()));
-  if (i < n) {
-    const __m256i m = lanes_below(n - i);
-    _mm256_maskstore_ps(out + i, m, exp8<false>(_mm256_maskload_ps(x + i, m), _mm256_setzero_ps()));
-  }
-}
+void exp_f32(const float* x, float* out, int64_t n) { map8<exp8_of>(x, out, n); }
 
-void exp2_f32(const float* x, float* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, exp2_8(_mm256_loadu_ps(x + i)));
-  if (i < n) {
-    const __m256i m = lanes_below(n - i);
-    _mm256_maskstore_ps(out + i, m, exp2_8(_mm256_maskload_ps(x + i, m)));
-  }
-}
+void exp2_f32(const float* x, float* out, int64_t n) { map8<exp2_8>(x, out, n); }
 
 float softmax_weights(float* s, int64_t n, float ref) {
   const __m256 r = _mm256_set1_ps(ref);
@@ -166,14 +165,7 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
-void gelu_tanh(const float* x, float* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, gelu8(_mm256_loadu_ps(x + i)));
-  if (i < n) {
-    const __m256i m = lanes_below(n - i);
-    _mm256_maskstore_ps(out + i, m, gelu8(_mm256_maskload_ps(x + i, m)));
-  }
-}
+void gelu_tanh(const float* x, float* out, int64_t n) { map8<gelu8>(x, out, n); }
 
 }  // namespace kvinfer::cpu::avx2
 
