@@ -89,12 +89,13 @@ std::vector<float> pair_order(const float* v, int64_t n) {
 }
 
 // Every output element is dot(x row, widened weight row) in dot()'s order (bf16: of both rows in
-// the pair order), whichever kernel computes it (the AVX2 tiles of 3 input × 4 weight rows, a
-// single product, a decode kernel): checked on every tile shape and remainder, bit for bit.
+// the pair order), whichever kernel computes it (the AVX-512 tiles of 6 input × 8 weight rows,
+// the AVX2 tiles of 3 × 4, a single product, a decode kernel): checked on every tile shape and
+// remainder, bit for bit.
 TEST_P(LinearTest, EveryElementIsTheDotOfItsRows) {
   const bool pairs = GetParam() == DType::BF16;
   for (int64_t in : {cols_for(GetParam(), 45), cols_for(GetParam(), 64)}) {
-    for (int64_t n : {1, 2, 3, 4, 7}) {
+    for (int64_t n : {1, 2, 3, 4, 7, 13}) {
       for (int64_t out : {1, 4, 5, 16, 19, 37}) {
         StoredMatrix w(GetParam(), out, in, static_cast<uint32_t>(40 + n * 100 + out));
         Linear layer{w.m, {}};
@@ -112,6 +113,37 @@ TEST_P(LinearTest, EveryElementIsTheDotOfItsRows) {
           }
       }
     }
+  }
+}
+
+// Prefill's long rows and many input rows. On AVX-512 machines the tiles (linear_avx512.h) take
+// the values in runs of 512 and the input rows in groups of 48, keeping their accumulators in
+// memory between runs, and copy f32 weight rows that do not start on a 32-byte boundary first
+// (the second layout below starts 4 bytes in). Every element still has dot()'s bits. Elsewhere
+// this checks the AVX2 tiles, or the portable loops, on the same shapes.
+TEST_P(LinearTest, LongRowsAndManyInputRowsKeepTheDotsBits) {
+  const bool pairs = GetParam() == DType::BF16;
+  const int64_t out = 40;  // 2 blocks of 16 rows and one of 8
+  for (int64_t in : {cols_for(GetParam(), 1024), cols_for(GetParam(), 1030)}) {
+    StoredMatrix w(GetParam(), out, in, static_cast<uint32_t>(in));
+    std::vector<std::byte> shifted(w.bytes.size() + 4);  // the same rows, 4 bytes further on
+    std::copy(w.bytes.begin(), w.bytes.end(), shifted.begin() + 4);
+    for (const std::byte* data : {w.bytes.data(), shifted.data() + 4})
+      for (int64_t n : {50, 97}) {
+        Linear layer{Matrix{GetParam(), data, out, in}, {}};
+        auto x = randn(static_cast<size_t>(n * in), static_cast<uint32_t>(n + in));
+        std::vector<float> y(static_cast<size_t>(n * out), std::nanf(""));
+        cpu::linear(layer, x.data(), n, y.data());
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t o = 0; o < out; ++o) {
+            const float* xr = x.data() + t * in;
+            const float* wr = w.values.data() + o * in;
+            const float want = pairs ? cpu::dot(pair_order(xr, in).data(), pair_order(wr, in).data(), in)
+                                     : cpu::dot(xr, wr, in);
+            ASSERT_EQ(core::f32_to_bits(y[static_cast<size_t>(t * out + o)]), core::f32_to_bits(want))
+                << "in " << in << " n " << n << " row " << t << " col " << o << (data == w.bytes.data() ? "" : " shifted");
+          }
+      }
   }
 }
 

@@ -1,9 +1,9 @@
 #pragma once
-// Small AVX2/F16C helpers shared by the AVX2 kernel files. Include it only after those files'
-// KVINFER_AVX2_BEGIN (cpu/avx2_target.h), and only from them: every function here has internal
-// linkage, so each file gets its own AVX2 copy and no portable code can ever pick one up. The
-// includes below must already have been included before the BEGIN (here they are no-ops), so
-// that nothing from a standard header is compiled for AVX2.
+// Small AVX2/F16C helpers shared by the AVX2 and AVX-512 kernel files. Include it only after those
+// files' KVINFER_AVX2_BEGIN or KVINFER_AVX512_BEGIN (cpu/avx2_target.h, cpu/avx512_target.h), and
+// only from them: every function here has internal linkage, so each file gets its own copy and no
+// portable code can ever pick one up. The includes below must already have been included before
+// the BEGIN (here they are no-ops), so that nothing from a standard header is compiled for AVX2.
 #include <immintrin.h>
 
 #include <cstddef>

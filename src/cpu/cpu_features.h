@@ -19,4 +19,10 @@ namespace kvinfer::cpu {
 // to rule the SIMD code out. Always false on non-x86 builds.
 bool cpu_has_avx2_fma_f16c();
 
+// True when cpu_has_avx2_fma_f16c() is and the CPU also has AVX-512F and AVX-512DQ with the OS
+// saving the ZMM registers, and KVINFER_NO_AVX512 (read like KVINFER_NO_AVX2) is unset. Only the
+// f32 tiles of prefill use it (linear_avx512.h), and they give the bits the AVX2 tiles give: it
+// changes speed, never results.
+bool cpu_has_avx512();
+
 }  // namespace kvinfer::cpu

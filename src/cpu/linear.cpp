@@ -2,15 +2,18 @@
 // them, the portable loops below otherwise. Either way every output element is one dot product
 // in one fixed order, whatever n and the thread count (see linear_avx2.h and cpu_ops.h).
 #include <algorithm>
+#include <cstdint>
 #include <span>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "core/convert.h"
+#include "cpu/aligned.h"
 #include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
 #include "cpu/linear_avx2.h"
+#include "cpu/linear_avx512.h"
 #include "cpu/linear_int8.h"
 #include "kvinfer/error.h"
 
@@ -24,6 +27,9 @@ constexpr double kParallelMinMacs = 1 << 15;
 // Weight rows widened to f32 together, then multiplied by every input row: 16 rows of up to 16k
 // values stay in L2 while the input streams past.
 constexpr int64_t kRowBlock = 16;
+// Input rows a call multiplies together: at most 512 KiB of them (but 48 rows at least), in L2
+// with one block of weight rows; longer inputs go in slices (linears).
+constexpr int64_t kSliceBytes = 512 << 10;
 
 // 8 interleaved partial sums (mul, then add), the tail into lanes 0, 1, ..., a fixed tree.
 float dot_portable(const float* a, const float* b, int64_t n) {
@@ -35,13 +41,27 @@ float dot_portable(const float* a, const float* b, int64_t n) {
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
-// y[t · out + o] for rows [o0, o0 + rows) of the weight, widened in `w` (rows, in), and every
-// input row t: tiles of 3 input rows × 4 weight rows, then single products for the last rows.
-void block_products(const float* x, int64_t n, const float* w, int64_t rows, int64_t in, float* y, int64_t out) {
+// A thread's scratch for block products.
+struct Scratch {
+  float* widened;  // (16, in) the block's weight rows in f32, when its product widens or copies them
+  float* acc;      // (avx512::block_scratch_size(16)) the AVX-512 tiles' accumulators
+};
+
+// y[t · out + c] for rows [o0, o0 + rows) of the weight, widened in `w` (rows, in), and every
+// input row t. With xi (x interleaved in pairs of rows, on AVX-512 machines): the AVX-512 tiles
+// for the rows' whole 8s first (linear_avx512.h). Then (or else) tiles of 3 input rows × 4 weight
+// rows, then single products for the last rows. Every kernel gives dot()'s bits.
+void block_products(const float* x, const float* xi, int64_t n, const float* w, int64_t rows, int64_t in, float* y,
+                    int64_t out, float* acc) {
+  int64_t c0 = 0;  // the first weight row the AVX-512 tiles leave
+  if (xi) {
+    c0 = rows / 8 * 8;
+    avx512::block_products(xi, x, n, w, c0, in, y, out, acc);
+  }
   const bool simd = cpu_has_avx2_fma_f16c();
-  for (int64_t t = 0; t < n; t += 3) {
+  for (int64_t t = 0; t < n && c0 < rows; t += 3) {
     const int64_t tr = std::min<int64_t>(3, n - t);
-    int64_t c = 0;
+    int64_t c = c0;
     if (simd)
       for (; c + 4 <= rows; c += 4) avx2::dot_tile(x + t * in, tr, w + c * in, in, y + t * out + c, out);
     for (; c < rows; ++c)
@@ -100,14 +120,17 @@ struct Int8Input {
 
 // A product's input rows, as each path takes them.
 struct Inputs {
-  const float* x;      // (n, in)
-  const float* split;  // (n, in) x in the pair order (split_pairs), when a product is bf16
-  Int8Input x8;        // with 8-bit activations
+  const float* x;         // (n, in)
+  const float* split;     // (n, in) x in the pair order (split_pairs), when a product is bf16
+  const float* x_il;      // x interleaved in pairs of rows (avx512::interleave_rows), or null
+  const float* split_il;  // split interleaved so, when a product is bf16, or null
+  Int8Input x8;           // with 8-bit activations
 };
 
-// Rows [16b, 16b + 16) of y (n, out) = x · Wᵀ + bias, by `path`. widened: (16, in) scratch.
-void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_rows, int64_t n, float* widened,
+// Rows [16b, 16b + 16) of y (n, out) = x · Wᵀ + bias, by `path`, with this thread's scratch.
+void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_rows, int64_t n, const Scratch& scratch,
                    float* y) {
+  float* widened = scratch.widened;
   const float* x = in_rows.x;
   const Int8Input& x8 = in_rows.x8;
   const Matrix& w = layer.weight;
@@ -134,17 +157,19 @@ void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_r
       break;
     case Path::Widened: {
       const float* wb = reinterpret_cast<const float*>(src);
+      const float* xi = in_rows.x_il;
       if (w.dtype == DType::BF16) {  // widened in the pair order, against the split input
         for (int64_t r = 0; r < rows; ++r)
           widen_bf16_pairs(reinterpret_cast<const uint16_t*>(src + static_cast<size_t>(r) * row_bytes), widened + r * in,
                            in);
         wb = widened;
         x = in_rows.split;
+        xi = in_rows.split_il;
       } else if (w.dtype != DType::F32) {
         to_f32(w.dtype, src, widened, rows * in);  // whole rows: whole blocks
         wb = widened;
       }
-      block_products(x, n, wb, rows, in, y + o0, out);
+      block_products(x, xi, n, wb, rows, in, y + o0, out, scratch.acc);
       break;
     }
   }
@@ -187,11 +212,22 @@ void linear(const Linear& layer, const float* x, int64_t n, float* y, bool int8_
 void linears(std::span<const LinearInto> products, const float* x, int64_t n, bool int8_activations) {
   if (products.empty()) return;
   const int64_t in = products.front().layer->weight.cols;
+  // A long prefill goes in slices of input rows that stay in L2 while every block of weight rows
+  // multiplies them: each element is the same product either way.
+  const int64_t slice = std::max<int64_t>(48, kSliceBytes / std::max<int64_t>(1, in * 4) / 48 * 48);
+  if (n > slice) {
+    std::vector<LinearInto> part(products.begin(), products.end());
+    for (int64_t r = 0; r < n; r += slice) {
+      for (size_t p = 0; p < part.size(); ++p) part[p].y = products[p].y + r * products[p].layer->weight.rows;
+      linears(part, x + r * in, std::min(slice, n - r), int8_activations);
+    }
+    return;
+  }
   const bool simd = cpu_has_avx2_fma_f16c();
   // The products' row blocks numbered one after another: block g of the call is block
   // g - first[p] of product p.
   std::vector<int64_t> first(products.size() + 1, 0);  // (products + 1) first block of each product
-  bool quantise = false, split = false;
+  bool quantise = false, split = false, widens = false;
   int64_t widen_rows = 0;  // rows of the f32 staging buffer a thread needs (0: none)
   double macs = 0;
   for (size_t p = 0; p < products.size(); ++p) {
@@ -205,6 +241,7 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
     macs += static_cast<double>(n) * static_cast<double>(in) * static_cast<double>(w.rows);
     const Path path = path_of(w.dtype, n, simd, int8_activations);
     quantise = quantise || path == Path::Int8;
+    widens = widens || path == Path::Widened;
     if (path == Path::Widened && w.dtype != DType::F32) widen_rows = kRowBlock;
     split = split || w.dtype == DType::BF16;
   }
@@ -222,13 +259,23 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
   // For bf16 products, every input row in the pair order.
   std::vector<float> xs(split ? static_cast<size_t>(n * in) : 0);  // (n, in)
   for (int64_t t = 0; split && t < n; ++t) split_pairs(x + t * in, xs.data() + t * in, in);
-  const Inputs inputs{x, xs.data(), {xb.data(), xq.data()}};
+  // On AVX-512 machines, prefill's f32 tiles take the rows interleaved in pairs (linear_avx512.h).
+  const bool interleave = widens && n > 1 && cpu_has_avx512();
+  const int64_t il_size = interleave ? avx512::interleaved_size(n, in) : 0;
+  AlignedVector<float> x_il(static_cast<size_t>(il_size));                // (⌈n/2⌉, in/8, 2, 8)
+  AlignedVector<float> split_il(static_cast<size_t>(split ? il_size : 0));  // (⌈n/2⌉, in/8, 2, 8)
+  if (interleave) avx512::interleave_rows(x, n, in, x_il.data());
+  if (interleave && split) avx512::interleave_rows(xs.data(), n, in, split_il.data());
+  const Inputs inputs{x, xs.data(), interleave ? x_il.data() : nullptr, interleave && split ? split_il.data() : nullptr,
+                      {xb.data(), xq.data()}};
 
   // Threads split the row blocks of all the products; each y element is computed by one thread,
   // whole, by the kernel its product's path names.
 #pragma omp parallel if (parallel)
   {
-    std::vector<float> widened(static_cast<size_t>(widen_rows * in));  // (16, in) when a product widens
+    AlignedVector<float> widened(static_cast<size_t>(widen_rows * in));  // (16, in) when a product widens
+    AlignedVector<float> acc(static_cast<size_t>(interleave ? avx512::block_scratch_size(kRowBlock) : 0));
+    const Scratch scratch{widened.data(), acc.data()};
     size_t p = 0;
 #pragma omp for schedule(static)
     for (int64_t g = 0; g < first.back(); ++g) {
@@ -236,7 +283,7 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
       while (g < first[p]) --p;
       const Linear& layer = *products[p].layer;
       const Path path = path_of(layer.weight.dtype, n, simd, int8_activations);
-      block_product(layer, path, g - first[p], inputs, n, widened.data(), products[p].y);
+      block_product(layer, path, g - first[p], inputs, n, scratch, products[p].y);
     }
   }
 }

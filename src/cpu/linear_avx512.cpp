@@ -1,0 +1,172 @@
+// The f32 products of prefill on AVX-512 (linear_avx512.h). Compiled for AVX-512 function by
+// function (avx512_target.h), like the AVX2 files; everything inside is intrinsics and plain loops.
+#include "cpu/linear_avx512.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include "cpu/avx512_target.h"
+
+KVINFER_AVX512_BEGIN
+
+#include "cpu/avx2_inline.h"
+
+namespace kvinfer::cpu::avx512 {
+
+namespace {
+
+constexpr int64_t kTileRows = 6;      // input rows of a tile: 3 interleaved pairs
+constexpr int64_t kRun = 512;         // values of a run (linear_avx512.h)
+constexpr int64_t kGroup = 48;        // input rows that reuse one run of weight rows
+constexpr int64_t kTileFloats = 384;  // one tile's accumulators in scratch: (3 pairs, 8 weight rows, 16 lanes)
+
+// GCC 12's broadcast and extract intrinsics start from an undefined register they then warn about.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+// 8 floats at p in both halves of a register: one broadcast load (vbroadcastf32x8).
+inline __m512 broadcast8(const float* p) { return _mm512_broadcast_f32x8(_mm256_loadu_ps(p)); }
+// The lower and the upper 8 lanes of v.
+inline __m256 low8(__m512 v) { return _mm512_castps512_ps256(v); }
+inline __m256 high8(__m512 v) { return _mm512_extractf32x8_ps(v, 1); }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+// y[c] for c < 8: the 8 lanes of a[c] combined by the fixed tree ((0 + 4) + (1 + 5)) + ((2 + 6) +
+// (3 + 7)) of linear_avx2.h, for 8 products at once. s: per 128-bit half, lanes j + (j + 4) of
+// a[c] and of a[c + 4]; each hadd then adds neighbours, (s0 + s1) and (s2 + s3), then their sums.
+inline void finish8(const __m256 a[8], float* y) {
+  __m256 s[4];
+  for (int c = 0; c < 4; ++c)
+    s[c] = _mm256_add_ps(_mm256_permute2f128_ps(a[c], a[c + 4], 0x20), _mm256_permute2f128_ps(a[c], a[c + 4], 0x31));
+  _mm256_storeu_ps(y, _mm256_hadd_ps(_mm256_hadd_ps(s[0], s[1]), _mm256_hadd_ps(s[2], s[3])));
+}
+
+// The end of one product whose 8 lanes `l` took the values before `body`: the tail's fused
+// multiply-adds into lanes 0, 1, ..., then the fixed tree.
+inline float finish(float* l, const float* a, const float* b, int64_t body, int64_t n) {
+  for (int64_t k = body, i = 0; k < n; ++k, ++i) l[i] = std::fma(a[k], b[k], l[i]);
+  return avx2::lanes_tree(l);
+}
+
+// Where a tile's last run writes: y[t · ldy + c] for its first `rows` input rows; x (rows, in):
+// those rows as they are (for the tail).
+struct TileOut {
+  float* y;
+  int64_t ldy, rows;
+  const float* x;
+};
+
+// P interleaved pairs of input rows × 8 weight rows w (8, in) over the values [k0, k1)
+// (multiples of 8): 8·P registers of two 8-lane accumulators each, zeros when `first`, else
+// loaded from acc. Per 8 values, P loads of a pair, 8 broadcasts of a weight row's 8 values and
+// 8·P fused multiply-adds. Then the accumulators go back to acc, or, after the last run (out
+// set), become the products.
+template <int P>
+void tile(const float* xi, int64_t stride, const float* w, int64_t in, int64_t k0, int64_t k1, float* acc_mem,
+          bool first, const TileOut* out) {
+  constexpr int C = 8;
+  __m512 acc[P][C];
+  for (int p = 0; p < P; ++p)
+    for (int c = 0; c < C; ++c) acc[p][c] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc_mem + (p * C + c) * 16);
+  for (int64_t k = k0; k < k1; k += 8) {
+    __m512 xv[P];
+    for (int p = 0; p < P; ++p) xv[p] = _mm512_loadu_ps(xi + p * stride + 2 * k);
+    for (int c = 0; c < C; ++c) {
+      const __m512 wv = broadcast8(w + c * in + k);
+      for (int p = 0; p < P; ++p) acc[p][c] = _mm512_fmadd_ps(xv[p], wv, acc[p][c]);
+    }
+  }
+  const int64_t body = in / 8 * 8;
+  if (out && body == in) {  // no tail: the trees in registers, row 2p from the low halves
+    for (int p = 0; p < P; ++p) {
+      __m256 lo[C], hi[C];
+      for (int c = 0; c < C; ++c) {
+        lo[c] = low8(acc[p][c]);
+        hi[c] = high8(acc[p][c]);
+      }
+      finish8(lo, out->y + 2 * p * out->ldy);
+      if (2 * p + 1 < out->rows) finish8(hi, out->y + (2 * p + 1) * out->ldy);
+    }
+    return;
+  }
+  for (int p = 0; p < P; ++p)
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(acc_mem + (p * C + c) * 16, acc[p][c]);
+  if (!out) return;
+  for (int64_t t = 0; t < out->rows; ++t)  // the tail, one product at a time
+    for (int64_t c = 0; c < C; ++c)
+      out->y[t * out->ldy + c] =
+          finish(acc_mem + (t / 2 * C + c) * 16 + t % 2 * 8, out->x + t * in, w + c * in, body, in);
+}
+
+}  // namespace
+
+int64_t interleaved_size(int64_t n, int64_t in) { return (n + 1) / 2 * 2 * (in / 8 * 8); }
+
+void interleave_rows(const float* x, int64_t n, int64_t in, float* xi) {
+  const int64_t body = in / 8 * 8;
+  for (int64_t t = 0; t < n; t += 2) {
+    const float* a = x + t * in;
+    const float* b = t + 1 < n ? a + in : nullptr;
+    float* dst = xi + t * body;
+    for (int64_t k = 0; k < body; k += 8, dst += 16) {
+      _mm256_storeu_ps(dst, _mm256_loadu_ps(a + k));
+      _mm256_storeu_ps(dst + 8, b ? _mm256_loadu_ps(b + k) : _mm256_setzero_ps());
+    }
+  }
+}
+
+int64_t block_scratch_size(int64_t rows) { return kGroup / kTileRows * (rows / 8) * kTileFloats; }
+
+void block_products(const float* xi, const float* x, int64_t n, const float* w, int64_t rows, int64_t in, float* y,
+                    int64_t ldy, float* scratch) {
+  const int64_t body = in / 8 * 8, stride = 2 * body;  // stride: the floats of one interleaved pair
+  const int64_t subs = rows / 8;                        // the 8-row parts of the weight rows
+  for (int64_t g = 0; g < n; g += kGroup) {
+    const int64_t group_end = std::min(n, g + kGroup);
+    for (int64_t k0 = 0;; k0 += kRun) {
+      const int64_t k1 = std::min(body, k0 + kRun);
+      for (int64_t s = 0; s < subs; ++s)
+        for (int64_t t = g; t < group_end; t += kTileRows) {
+          const TileOut out{y + t * ldy + 8 * s, ldy, std::min(kTileRows, n - t), x + t * in};
+          float* acc = scratch + ((t - g) / kTileRows * subs + s) * kTileFloats;
+          const float* pairs = xi + t / 2 * stride;
+          const float* wr = w + 8 * s * in;
+          const TileOut* last = k1 == body ? &out : nullptr;
+          switch ((out.rows + 1) / 2) {
+            case 1: tile<1>(pairs, stride, wr, in, k0, k1, acc, k0 == 0, last); break;
+            case 2: tile<2>(pairs, stride, wr, in, k0, k1, acc, k0 == 0, last); break;
+            default: tile<3>(pairs, stride, wr, in, k0, k1, acc, k0 == 0, last); break;
+          }
+        }
+      if (k1 == body) break;
+    }
+  }
+}
+
+}  // namespace kvinfer::cpu::avx512
+
+KVINFER_AVX512_END
+
+#else  // not x86: cpu_has_avx512() is false, so these are never called
+
+#include <cstdlib>
+
+namespace kvinfer::cpu::avx512 {
+int64_t interleaved_size(int64_t, int64_t) { std::abort(); }
+void interleave_rows(const float*, int64_t, int64_t, float*) { std::abort(); }
+int64_t block_scratch_size(int64_t) { std::abort(); }
+void block_products(const float*, const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, float*) {
+  std::abort();
+}
+}  // namespace kvinfer::cpu::avx512
+
+#endif
