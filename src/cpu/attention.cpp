@@ -32,7 +32,9 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
   const bool f32 = kv.dtype() == DType::F32;
   const bool simd = cpu_has_avx2_fma_f16c();
   // Every (row, head) pair is computed on its own, in the same order whatever n or the thread
-  // count is; threads split the pairs. Small calls stay on one thread (a team costs more).
+  // count is; threads take the pairs in turn (a causal prefill's later rows attend to more
+  // positions, so contiguous shares would leave the first thread idle). Small calls stay on one
+  // thread (a team costs more).
   const int64_t pairs = n * heads;
   const double macs = static_cast<double>(pairs) * static_cast<double>(start + n) * static_cast<double>(hd);
   [[maybe_unused]] const bool parallel = macs >= static_cast<double>(1 << 16);  // read by the OpenMP pragmas only
@@ -47,7 +49,7 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
       to_f32(kv.dtype(), src, row.data(), hd);
       return static_cast<const float*>(row.data());
     };
-#pragma omp for schedule(static)
+#pragma omp for schedule(static, 1)
     for (int64_t i = 0; i < pairs; ++i) {
       const int64_t t = i / heads, h = i % heads, g = h / group;
       const int64_t pos = start + t;
