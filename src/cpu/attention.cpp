@@ -13,6 +13,8 @@ namespace kvinfer::cpu {
 void store_kv(KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v) {
   const int64_t hd = kv.head_dim(), kvh = kv.num_kv_heads();
   const size_t esz = dtype_size(kv.dtype());
+  // A prefill's rows are narrowed on the team (each value on its own either way).
+#pragma omp parallel for schedule(static) if (n > 1 && n * kvh * hd >= (1 << 15))
   for (int64_t t = 0; t < n; ++t)
     for (int64_t g = 0; g < kvh; ++g) {
       const size_t dst = static_cast<size_t>((start + t) * hd) * esz;

@@ -9,7 +9,26 @@
 
 namespace kvinfer::cpu {
 
+namespace {
+
+// Below this many values an op stays on one thread: waking the team costs a few µs, as much as
+// the op itself. A prefill's rows (or a long vector's chunks) are shared out above it; each
+// value is computed the same way on either path.
+constexpr int64_t kParallelMinValues = 1 << 16;
+constexpr int64_t kChunk = 1 << 14;  // values of a flat op's share
+
+// f(begin, end) over [0, n): chunks of kChunk on the team above the threshold, one call below.
+template <class F>
+void chunked(int64_t n, F f) {
+  if (n < kParallelMinValues) return f(int64_t{0}, n);
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < n; b += kChunk) f(b, std::min(n, b + kChunk));
+}
+
+}  // namespace
+
 void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* y) {
+#pragma omp parallel for schedule(static) if (n > 1 && n * dim >= kParallelMinValues)
   for (int64_t t = 0; t < n; ++t) {
     const float* xr = x + t * dim;
     float* yr = y + t * dim;
@@ -20,6 +39,7 @@ void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float
 }
 
 void layer_norm(const float* x, const float* weight, const float* bias, int64_t n, int64_t dim, float eps, float* y) {
+#pragma omp parallel for schedule(static) if (n > 1 && n * dim >= kParallelMinValues)
   for (int64_t t = 0; t < n; ++t) {
     const float* xr = x + t * dim;
     float* yr = y + t * dim;
@@ -37,6 +57,7 @@ void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, c
   // and the rotation are the same operations in the same order.
   const int64_t stride = layout == RopeLayout::HalfSplit ? 1 : 2;   // x0 of pair i is xh[stride·i]
   const int64_t offset = layout == RopeLayout::HalfSplit ? half : 1;  // x1 is offset further on
+#pragma omp parallel for schedule(static) if (n > 1 && n * heads * head_dim >= kParallelMinValues)
   for (int64_t t = 0; t < n; ++t) {
     const float pos = static_cast<float>(start + t);
     for (int64_t i = 0; i < half; ++i) {
@@ -54,25 +75,33 @@ void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, c
 // silu_mul and gelu_tanh: the AVX2/FMA kernels (elementwise_avx2.h) where the CPU has them, the
 // loops below otherwise. Both compute each element from its own input alone.
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
-  if (cpu_has_avx2_fma_f16c()) return avx2::silu_mul(gate, up, out, n);
-  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  const bool simd = cpu_has_avx2_fma_f16c();
+  chunked(n, [&](int64_t b, int64_t e) {
+    if (simd) return avx2::silu_mul(gate + b, up + b, out + b, e - b);
+    for (int64_t i = b; i < e; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  });
 }
 
 // 0.5·x·(1 + tanh(u)) = x / (1 + e^-2u): no cancellation for x < 0, where the result is ≈ x·e^2u.
 // In double, like the AVX2 kernel's −2u, since an absolute error in 2u is a relative error of
 // the result there.
 void gelu_tanh(const float* x, float* out, int64_t n) {
-  if (cpu_has_avx2_fma_f16c()) return avx2::gelu_tanh(x, out, n);
-  constexpr double k = 1.595769121605730711759;  // 2·sqrt(2/π)
-  constexpr double kc = k * 0.044715;
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = x[i];
-    out[i] = static_cast<float>(v / (1.0 + std::exp(-v * (k + kc * v * v))));
-  }
+  const bool simd = cpu_has_avx2_fma_f16c();
+  chunked(n, [&](int64_t b, int64_t e) {
+    if (simd) return avx2::gelu_tanh(x + b, out + b, e - b);
+    constexpr double k = 1.595769121605730711759;  // 2·sqrt(2/π)
+    constexpr double kc = k * 0.044715;
+    for (int64_t i = b; i < e; ++i) {
+      const double v = x[i];
+      out[i] = static_cast<float>(v / (1.0 + std::exp(-v * (k + kc * v * v))));
+    }
+  });
 }
 
 void add(float* x, const float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+  chunked(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) x[i] += y[i];
+  });
 }
 
 void embed(const Matrix& table, std::span<const int32_t> ids, float* out) {

@@ -256,34 +256,49 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
 #pragma omp parallel for schedule(static) if (parallel && n > 1)
     for (int64_t t = 0; t < n; ++t) quantize_int8(x + t * in, in, xb.data() + t * nb, xq.data() + t * in);
   }
-  // For bf16 products, every input row in the pair order.
-  std::vector<float> xs(split ? static_cast<size_t>(n * in) : 0);  // (n, in)
-  for (int64_t t = 0; split && t < n; ++t) split_pairs(x + t * in, xs.data() + t * in, in);
-  // On AVX-512 machines, prefill's f32 tiles take the rows interleaved in pairs (linear_avx512.h).
+  // For bf16 products, every input row in the pair order; on AVX-512 machines, prefill's f32
+  // tiles take the rows (or those split ones) interleaved in pairs (linear_avx512.h).
   const bool interleave = widens && n > 1 && cpu_has_avx512();
   const int64_t il_size = interleave ? avx512::interleaved_size(n, in) : 0;
-  AlignedVector<float> x_il(static_cast<size_t>(il_size));                // (⌈n/2⌉, in/8, 2, 8)
+  AlignedVector<float> xs(split ? static_cast<size_t>(n * in) : 0);          // (n, in)
+  AlignedVector<float> x_il(static_cast<size_t>(il_size));                  // (⌈n/2⌉, in/8, 2, 8)
   AlignedVector<float> split_il(static_cast<size_t>(split ? il_size : 0));  // (⌈n/2⌉, in/8, 2, 8)
-  if (interleave) avx512::interleave_rows(x, n, in, x_il.data());
-  if (interleave && split) avx512::interleave_rows(xs.data(), n, in, split_il.data());
   const Inputs inputs{x, xs.data(), interleave ? x_il.data() : nullptr, interleave && split ? split_il.data() : nullptr,
                       {xb.data(), xq.data()}};
 
-  // Threads split the row blocks of all the products; each y element is computed by one thread,
-  // whole, by the kernel its product's path names.
+  // Threads share out the input's rearrangements, then the row blocks of all the products; each
+  // y element is computed by one thread, whole, by the kernel its product's path names.
 #pragma omp parallel if (parallel)
   {
+    if (split || interleave) {
+#pragma omp for schedule(static)
+      for (int64_t t = 0; t < n; t += 2) {  // rows t and t + 1: one interleaved pair
+        const int64_t rows = std::min<int64_t>(2, n - t), pair = t * (in / 8 * 8);
+        for (int64_t r = t; split && r < t + rows; ++r) split_pairs(x + r * in, xs.data() + r * in, in);
+        if (interleave) avx512::interleave_rows(x + t * in, rows, in, x_il.data() + pair);
+        if (interleave && split) avx512::interleave_rows(xs.data() + t * in, rows, in, split_il.data() + pair);
+      }
+    }
     AlignedVector<float> widened(static_cast<size_t>(widen_rows * in));  // (16, in) when a product widens
     AlignedVector<float> acc(static_cast<size_t>(interleave ? avx512::block_scratch_size(kRowBlock) : 0));
     const Scratch scratch{widened.data(), acc.data()};
     size_t p = 0;
-#pragma omp for schedule(static)
-    for (int64_t g = 0; g < first.back(); ++g) {
+    auto run_block = [&](int64_t g) {
       while (g >= first[p + 1]) ++p;  // a thread's blocks come in increasing order
       while (g < first[p]) --p;
       const Linear& layer = *products[p].layer;
       const Path path = path_of(layer.weight.dtype, n, simd, int8_activations);
       block_product(layer, path, g - first[p], inputs, n, scratch, products[p].y);
+    };
+    // Prefill blocks go to whichever thread is free: when one core runs slower than the other (a
+    // shared machine), equal shares would leave the faster one waiting. Decode keeps equal
+    // contiguous shares: its blocks are too short to hand out one at a time.
+    if (n > 1) {
+#pragma omp for schedule(dynamic)
+      for (int64_t g = 0; g < first.back(); ++g) run_block(g);
+    } else {
+#pragma omp for schedule(static)
+      for (int64_t g = 0; g < first.back(); ++g) run_block(g);
     }
   }
 }
