@@ -34,9 +34,12 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
   const bool f32 = kv.dtype() == DType::F32;
   const bool simd = cpu_has_avx2_fma_f16c();
   // Every (row, head) pair is computed on its own, in the same order whatever n or the thread
-  // count is; threads take the pairs in turn (a causal prefill's later rows attend to more
-  // positions, so contiguous shares would leave the first thread idle). Small calls stay on one
-  // thread (a team costs more).
+  // count is. A decode's heads are shared out in contiguous runs (a KV head's query heads
+  // together). A prefill's pairs go to the threads in turn: a causal prefill's later rows attend
+  // to more positions, so contiguous shares would leave the first thread idle, and in turn each
+  // thread keeps to the same heads of every row (with 2 threads and 16 heads, one layer of a
+  // 512-row prefill took 27 ms so against 31 ms giving each thread whole rows, 28 ms → 14 ms
+  // against contiguous shares). Small calls stay on one thread (a team costs more).
   const int64_t pairs = n * heads;
   const double macs = static_cast<double>(pairs) * static_cast<double>(start + n) * static_cast<double>(hd);
   [[maybe_unused]] const bool parallel = macs >= static_cast<double>(1 << 16);  // read by the OpenMP pragmas only
@@ -51,8 +54,7 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
       to_f32(kv.dtype(), src, row.data(), hd);
       return static_cast<const float*>(row.data());
     };
-#pragma omp for schedule(static, 1)
-    for (int64_t i = 0; i < pairs; ++i) {
+    auto one_pair = [&](int64_t i) {
       const int64_t t = i / heads, h = i % heads, g = h / group;
       const int64_t pos = start + t;
       const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
@@ -93,6 +95,13 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
           for (int64_t d = 0; d < hd; ++d) oh[d] += p * vr[d];
         }
       }
+    };
+    if (n > 1) {
+#pragma omp for schedule(static, 1)
+      for (int64_t i = 0; i < pairs; ++i) one_pair(i);
+    } else {
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < pairs; ++i) one_pair(i);
     }
   }
 }
