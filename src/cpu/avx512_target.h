@@ -3,9 +3,9 @@
 // AVX-512DQ (with AVX2, FMA and F16C), and nothing else in the file, as avx2_target.h does for
 // AVX2. Include <immintrin.h> and every other header before the BEGIN.
 #if defined(__clang__)
-#define KVINFER_AVX512_BEGIN                                                                                   \
-  _Pragma("clang attribute push (__attribute__((target(\"avx512f,avx512dq,avx2,fma,f16c\"))), "              \
-          "apply_to = function)")
+// (one string: _Pragma takes no concatenation)
+#define KVINFER_AVX512_BEGIN \
+  _Pragma("clang attribute push (__attribute__((target(\"avx512f,avx512dq,avx2,fma,f16c\"))), apply_to = function)")
 #define KVINFER_AVX512_END _Pragma("clang attribute pop")
 #else
 #define KVINFER_AVX512_BEGIN _Pragma("GCC push_options") _Pragma("GCC target(\"avx512f,avx512dq,avx2,fma,f16c\")")
