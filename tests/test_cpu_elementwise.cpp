@@ -10,6 +10,10 @@
 #include <random>
 #include <vector>
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
 #include "core/convert.h"
 #include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
@@ -259,6 +263,62 @@ TEST(CpuOps, ElementwiseResultsDoNotDependOnPositionOrLength) {
   in_place = x;
   cpu::silu_mul(in_place.data(), u.data(), in_place.data(), n);
   EXPECT_EQ(0, std::memcmp(in_place.data(), silu.data(), silu.size() * sizeof(float)));
+}
+
+// A prefill's element-wise work is shared out on the team above 64k values (rows for the norms
+// and rope, chunks of 16k values otherwise): on 3 threads, every value has the bits it has when
+// its row or a short piece is computed alone, on one thread.
+TEST(CpuOps, OpsSharedOutOnThreadsGiveEachValueItsBits) {
+  const auto piece = elementwise_inputs(71);
+  const auto m = static_cast<int64_t>(piece.size());
+  std::vector<float> x, u;
+  for (uint32_t r = 0; r < 16; ++r) {  // 16 pieces: above the threshold
+    x.insert(x.end(), piece.begin(), piece.end());
+    const auto ur = random_signed(piece.size(), 72 + r, 0.01f, 4.0f);
+    u.insert(u.end(), ur.begin(), ur.end());
+  }
+  const auto n = static_cast<int64_t>(x.size());
+#if defined(_OPENMP)
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(3);
+#endif
+  std::vector<float> gelu(x.size()), silu(x.size()), sum = x;
+  cpu::gelu_tanh(x.data(), gelu.data(), n);
+  cpu::silu_mul(x.data(), u.data(), silu.data(), n);
+  cpu::add(sum.data(), u.data(), n);
+  const int64_t rows = 96, dim = 1024;  // the norms and rope: 96 rows of 1024 values
+  const auto a = random_signed(static_cast<size_t>(rows * dim), 81, 0.0f, 2.0f);
+  const auto w = random_signed(static_cast<size_t>(dim), 82, 0.0f, 1.0f);
+  const auto b = random_signed(static_cast<size_t>(dim), 83, 0.0f, 1.0f);
+  std::vector<float> inv_freq(32), rms(a.size()), ln(a.size()), roped = a;
+  for (size_t i = 0; i < inv_freq.size(); ++i) inv_freq[i] = std::pow(10000.0f, -static_cast<float>(i) / 32.0f);
+  cpu::rms_norm(a.data(), w.data(), rows, dim, 1e-5f, rms.data());
+  cpu::layer_norm(a.data(), w.data(), b.data(), rows, dim, 1e-5f, ln.data());
+  cpu::rope(roped.data(), rows, dim / 64, 64, 5, inv_freq.data());
+#if defined(_OPENMP)
+  omp_set_num_threads(threads);
+#endif
+  std::vector<float> got(static_cast<size_t>(m));
+  for (int64_t p = 0; p < n; p += m) {
+    cpu::gelu_tanh(x.data() + p, got.data(), m);
+    ASSERT_EQ(0, std::memcmp(got.data(), gelu.data() + p, got.size() * sizeof(float))) << "gelu_tanh, piece " << p / m;
+    cpu::silu_mul(x.data() + p, u.data() + p, got.data(), m);
+    ASSERT_EQ(0, std::memcmp(got.data(), silu.data() + p, got.size() * sizeof(float))) << "silu_mul, piece " << p / m;
+    std::copy(x.begin() + p, x.begin() + p + m, got.begin());
+    cpu::add(got.data(), u.data() + p, m);
+    ASSERT_EQ(0, std::memcmp(got.data(), sum.data() + p, got.size() * sizeof(float))) << "add, piece " << p / m;
+  }
+  std::vector<float> row(static_cast<size_t>(dim));
+  for (int64_t t = 0; t < rows; ++t) {
+    const float* at = a.data() + t * dim;
+    cpu::rms_norm(at, w.data(), 1, dim, 1e-5f, row.data());
+    ASSERT_EQ(0, std::memcmp(row.data(), rms.data() + t * dim, row.size() * sizeof(float))) << "rms_norm, row " << t;
+    cpu::layer_norm(at, w.data(), b.data(), 1, dim, 1e-5f, row.data());
+    ASSERT_EQ(0, std::memcmp(row.data(), ln.data() + t * dim, row.size() * sizeof(float))) << "layer_norm, row " << t;
+    std::copy(at, at + dim, row.begin());
+    cpu::rope(row.data(), 1, dim / 64, 64, 5 + t, inv_freq.data());
+    ASSERT_EQ(0, std::memcmp(row.data(), roped.data() + t * dim, row.size() * sizeof(float))) << "rope, row " << t;
+  }
 }
 
 }  // namespace
