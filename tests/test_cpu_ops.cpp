@@ -9,6 +9,7 @@
 #include <iostream>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #if defined(_OPENMP)
@@ -88,6 +89,24 @@ std::vector<float> pair_order(const float* v, int64_t n) {
   return out;
 }
 
+// Whether every element of y (n, out) has the bits of dot(x row, w row) (bf16: of both rows in the
+// pair order); the first that does not is named, with `what`.
+::testing::AssertionResult EachIsTheDotOfItsRows(const std::vector<float>& y, const std::vector<float>& x,
+                                                const std::vector<float>& w, int64_t n, int64_t in, int64_t out,
+                                                bool pairs, const std::string& what) {
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t o = 0; o < out; ++o) {
+      const float* xr = x.data() + t * in;
+      const float* wr = w.data() + o * in;
+      const float want =
+          pairs ? cpu::dot(pair_order(xr, in).data(), pair_order(wr, in).data(), in) : cpu::dot(xr, wr, in);
+      const float got = y[static_cast<size_t>(t * out + o)];
+      if (core::f32_to_bits(got) != core::f32_to_bits(want))
+        return ::testing::AssertionFailure() << what << " row " << t << " col " << o << ": " << got << " != " << want;
+    }
+  return ::testing::AssertionSuccess();
+}
+
 // Every output element is dot(x row, widened weight row) in dot()'s order (bf16: of both rows in
 // the pair order), whichever kernel computes it (the AVX-512 tiles of 6 input × 8 weight rows,
 // the AVX2 tiles of 3 × 4, a single product, a decode kernel): checked on every tile shape and
@@ -102,25 +121,18 @@ TEST_P(LinearTest, EveryElementIsTheDotOfItsRows) {
         auto x = randn(static_cast<size_t>(n * in), static_cast<uint32_t>(41 + n));
         std::vector<float> y(static_cast<size_t>(n * out));
         cpu::linear(layer, x.data(), n, y.data());
-        for (int64_t t = 0; t < n; ++t)
-          for (int64_t o = 0; o < out; ++o) {
-            const float* xr = x.data() + t * in;
-            const float* wr = w.values.data() + o * in;
-            const float want = pairs ? cpu::dot(pair_order(xr, in).data(), pair_order(wr, in).data(), in)
-                                     : cpu::dot(xr, wr, in);
-            ASSERT_EQ(core::f32_to_bits(y[static_cast<size_t>(t * out + o)]), core::f32_to_bits(want))
-                << "in " << in << " n " << n << " out " << out << " row " << t << " col " << o;
-          }
+        ASSERT_TRUE(EachIsTheDotOfItsRows(y, x, w.values, n, in, out, pairs,
+                                          "in " + std::to_string(in) + " n " + std::to_string(n)));
       }
     }
   }
 }
 
-// Prefill's long rows and many input rows. On AVX-512 machines the tiles (linear_avx512.h) take
-// the values in runs of 512 and the input rows in groups of 48, keeping their accumulators in
-// memory between runs, and copy f32 weight rows that do not start on a 32-byte boundary first
-// (the second layout below starts 4 bytes in). Every element still has dot()'s bits. Elsewhere
-// this checks the AVX2 tiles, or the portable loops, on the same shapes.
+// Prefill's long rows and many input rows. linear takes the input in slices (of 96 rows here); on
+// AVX-512 machines its tiles (linear_avx512.h) take the values in runs of 512 and the input rows
+// in groups of 48, keeping their accumulators in memory between runs, and read f32 weight rows in
+// place whatever their alignment (the second layout below starts 4 bytes in). Every element still
+// has dot()'s bits. Elsewhere this checks the AVX2 tiles, or the portable loops, on the same shapes.
 TEST_P(LinearTest, LongRowsAndManyInputRowsKeepTheDotsBits) {
   const bool pairs = GetParam() == DType::BF16;
   const int64_t out = 40;  // 2 blocks of 16 rows and one of 8
@@ -134,15 +146,9 @@ TEST_P(LinearTest, LongRowsAndManyInputRowsKeepTheDotsBits) {
         auto x = randn(static_cast<size_t>(n * in), static_cast<uint32_t>(n + in));
         std::vector<float> y(static_cast<size_t>(n * out), std::nanf(""));
         cpu::linear(layer, x.data(), n, y.data());
-        for (int64_t t = 0; t < n; ++t)
-          for (int64_t o = 0; o < out; ++o) {
-            const float* xr = x.data() + t * in;
-            const float* wr = w.values.data() + o * in;
-            const float want = pairs ? cpu::dot(pair_order(xr, in).data(), pair_order(wr, in).data(), in)
-                                     : cpu::dot(xr, wr, in);
-            ASSERT_EQ(core::f32_to_bits(y[static_cast<size_t>(t * out + o)]), core::f32_to_bits(want))
-                << "in " << in << " n " << n << " row " << t << " col " << o << (data == w.bytes.data() ? "" : " shifted");
-          }
+        ASSERT_TRUE(EachIsTheDotOfItsRows(y, x, w.values, n, in, out, pairs,
+                                          "in " + std::to_string(in) + " n " + std::to_string(n) +
+                                              (data == w.bytes.data() ? "" : " shifted")));
       }
   }
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The CPU tables of docs/benchmarks.md ("CPU kernels"): decode against the bandwidth probe for
-# each weight type, the product micro-benchmarks, and a 1000-token decode for the attention share.
+# each weight type, the product micro-benchmarks against the measured FP32 peak, a 512-token
+# prefill, and a 1000-token decode for the attention share.
 # Run on an idle machine, after tools/setup.sh (build/ holds the binaries; BUILD= picks another).
 #   tools/bench_cpu.sh [threads]        default: every core
 set -euo pipefail
@@ -27,6 +28,12 @@ for d in q8_0 q4_0 q4_1; do decode "tinyllama-1.1b $d --int8-activations" -s tin
 echo "== peak FP32 rate, products, attention, activations (kvinfer-bench-ops, $T threads)"
 OMP_NUM_THREADS="$T" "$B/bench/kvinfer-bench-ops" --benchmark_min_time=0.3 \
   --benchmark_filter='BM_fma_peak|BM_linear|attention|gelu|silu' 2>&1 | grep -E '^BM_'
+
+echo "== prefill: time to first token of a 512-token prompt (the whole prompt in one step)"
+for d in f32 bf16; do
+  printf '%-40s %s\n' "gpt2-medium $d, 512 tokens" "$("$B/bench/kvinfer-bench" -s gpt2-medium --dtype "$d" --mode on \
+    -p 512 -n 1 -t "$T" --no-bandwidth-probe 2>&1 | grep -E 'time to first' | awk '{print $(NF-2), $(NF-1)}')"
+done
 
 echo "== attention share: gpt2-medium f32, 1000 tokens, step latency by position"
 "$B/bench/kvinfer-bench" -s gpt2-medium --mode on -p 16 -n 1000 -t "$T" --no-bandwidth-probe 2>&1 |
