@@ -122,8 +122,9 @@ struct Int8Input {
 struct Inputs {
   const float* x;         // (n, in)
   const float* split;     // (n, in) x in the pair order (split_pairs), when a product is bf16
-  const float* x_il;      // x interleaved in pairs of rows (avx512::interleave_rows), or null
-  const float* split_il;  // split interleaved so, when a product is bf16, or null
+  const float* x_il;      // x interleaved in pairs of rows (avx512::interleave_rows) for prefill's
+                          // AVX-512 tiles, when a product widens other weights than bf16; or null
+  const float* split_il;  // split interleaved so, when a product widens bf16 weights; or null
   Int8Input x8;           // with 8-bit activations
 };
 
@@ -227,7 +228,7 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
   // The products' row blocks numbered one after another: block g of the call is block
   // g - first[p] of product p.
   std::vector<int64_t> first(products.size() + 1, 0);  // (products + 1) first block of each product
-  bool quantise = false, split = false, widens = false;
+  bool quantise = false, split = false, widens = false, widens_bf16 = false;
   int64_t widen_rows = 0;  // rows of the f32 staging buffer a thread needs (0: none)
   double macs = 0;
   for (size_t p = 0; p < products.size(); ++p) {
@@ -241,7 +242,8 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
     macs += static_cast<double>(n) * static_cast<double>(in) * static_cast<double>(w.rows);
     const Path path = path_of(w.dtype, n, simd, int8_activations);
     quantise = quantise || path == Path::Int8;
-    widens = widens || path == Path::Widened;
+    widens = widens || (path == Path::Widened && w.dtype != DType::BF16);
+    widens_bf16 = widens_bf16 || (path == Path::Widened && w.dtype == DType::BF16);
     if (path == Path::Widened && w.dtype != DType::F32) widen_rows = kRowBlock;
     split = split || w.dtype == DType::BF16;
   }
@@ -258,29 +260,30 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
   }
   // For bf16 products, every input row in the pair order; on AVX-512 machines, prefill's f32
   // tiles take the rows (or those split ones) interleaved in pairs (linear_avx512.h).
-  const bool interleave = widens && n > 1 && cpu_has_avx512();
-  const int64_t il_size = interleave ? avx512::interleaved_size(n, in) : 0;
-  AlignedVector<float> xs(split ? static_cast<size_t>(n * in) : 0);          // (n, in)
-  AlignedVector<float> x_il(static_cast<size_t>(il_size));                  // (⌈n/2⌉, in/8, 2, 8)
-  AlignedVector<float> split_il(static_cast<size_t>(split ? il_size : 0));  // (⌈n/2⌉, in/8, 2, 8)
-  const Inputs inputs{x, xs.data(), interleave ? x_il.data() : nullptr, interleave && split ? split_il.data() : nullptr,
+  const bool avx512 = n > 1 && cpu_has_avx512();
+  const bool interleave = avx512 && widens, interleave_split = avx512 && widens_bf16;
+  const int64_t il_size = avx512 ? avx512::interleaved_size(n, in) : 0;
+  AlignedVector<float> xs(split ? static_cast<size_t>(n * in) : 0);                      // (n, in)
+  AlignedVector<float> x_il(static_cast<size_t>(interleave ? il_size : 0));              // (⌈n/2⌉, in/8, 2, 8)
+  AlignedVector<float> split_il(static_cast<size_t>(interleave_split ? il_size : 0));  // (⌈n/2⌉, in/8, 2, 8)
+  const Inputs inputs{x, xs.data(), interleave ? x_il.data() : nullptr, interleave_split ? split_il.data() : nullptr,
                       {xb.data(), xq.data()}};
 
   // Threads share out the input's rearrangements, then the row blocks of all the products; each
   // y element is computed by one thread, whole, by the kernel its product's path names.
 #pragma omp parallel if (parallel)
   {
-    if (split || interleave) {
+    if (split || interleave || interleave_split) {
 #pragma omp for schedule(static)
       for (int64_t t = 0; t < n; t += 2) {  // rows t and t + 1: one interleaved pair
         const int64_t rows = std::min<int64_t>(2, n - t), pair = t * (in / 8 * 8);
         for (int64_t r = t; split && r < t + rows; ++r) split_pairs(x + r * in, xs.data() + r * in, in);
         if (interleave) avx512::interleave_rows(x + t * in, rows, in, x_il.data() + pair);
-        if (interleave && split) avx512::interleave_rows(xs.data() + t * in, rows, in, split_il.data() + pair);
+        if (interleave_split) avx512::interleave_rows(xs.data() + t * in, rows, in, split_il.data() + pair);
       }
     }
     AlignedVector<float> widened(static_cast<size_t>(widen_rows * in));  // (16, in) when a product widens
-    AlignedVector<float> acc(static_cast<size_t>(interleave ? avx512::block_scratch_size(kRowBlock) : 0));
+    AlignedVector<float> acc(static_cast<size_t>(avx512 ? avx512::block_scratch_size(kRowBlock) : 0));
     const Scratch scratch{widened.data(), acc.data()};
     size_t p = 0;
     auto run_block = [&](int64_t g) {
