@@ -11,15 +11,15 @@ namespace kvinfer::cpu {
 
 namespace {
 
-// CPUID: FMA (leaf 1, ECX bit 12), F16C (leaf 1, ECX bit 29), AVX2 (leaf 7, EBX bit 5), and the
-// OS saving the YMM registers (OSXSAVE, ECX bit 27, and XCR0 bits 1 and 2). Read directly:
-// clang's __builtin_cpu_supports knows no "f16c".
 // True when the environment variable `name` is set to anything but "" and "0".
 bool forbidden(const char* name) {
   const char* env = std::getenv(name);
   return env && *env && std::strcmp(env, "0") != 0;
 }
 
+// CPUID: FMA (leaf 1, ECX bit 12), F16C (leaf 1, ECX bit 29), AVX2 (leaf 7, EBX bit 5), and the
+// OS saving the YMM registers (OSXSAVE, ECX bit 27, and XCR0 bits 1 and 2). Read directly:
+// clang's __builtin_cpu_supports knows no "f16c".
 bool detect_avx2_fma_f16c() {
   if (forbidden("KVINFER_NO_AVX2")) return false;
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))

@@ -2,7 +2,6 @@
 // them, the portable loops below otherwise. Either way every output element is one dot product
 // in one fixed order, whatever n and the thread count (see linear_avx2.h and cpu_ops.h).
 #include <algorithm>
-#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -43,7 +42,7 @@ float dot_portable(const float* a, const float* b, int64_t n) {
 
 // A thread's scratch for block products.
 struct Scratch {
-  float* widened;  // (16, in) the block's weight rows in f32, when its product widens or copies them
+  float* widened;  // (16, in) the block's weight rows in f32, when its product widens them
   float* acc;      // (avx512::block_scratch_size(16)) the AVX-512 tiles' accumulators
 };
 
@@ -260,9 +259,9 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
   }
   // For bf16 products, every input row in the pair order; on AVX-512 machines, prefill's f32
   // tiles take the rows (or those split ones) interleaved in pairs (linear_avx512.h).
-  const bool avx512 = n > 1 && cpu_has_avx512();
-  const bool interleave = avx512 && widens, interleave_split = avx512 && widens_bf16;
-  const int64_t il_size = avx512 ? avx512::interleaved_size(n, in) : 0;
+  const bool tiles512 = n > 1 && cpu_has_avx512();
+  const bool interleave = tiles512 && widens, interleave_split = tiles512 && widens_bf16;
+  const int64_t il_size = tiles512 ? avx512::interleaved_size(n, in) : 0;
   AlignedVector<float> xs(split ? static_cast<size_t>(n * in) : 0);                      // (n, in)
   AlignedVector<float> x_il(static_cast<size_t>(interleave ? il_size : 0));              // (⌈n/2⌉, in/8, 2, 8)
   AlignedVector<float> split_il(static_cast<size_t>(interleave_split ? il_size : 0));  // (⌈n/2⌉, in/8, 2, 8)
@@ -283,7 +282,7 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
       }
     }
     AlignedVector<float> widened(static_cast<size_t>(widen_rows * in));  // (16, in) when a product widens
-    AlignedVector<float> acc(static_cast<size_t>(avx512 ? avx512::block_scratch_size(kRowBlock) : 0));
+    AlignedVector<float> acc(static_cast<size_t>(tiles512 ? avx512::block_scratch_size(kRowBlock) : 0));
     const Scratch scratch{widened.data(), acc.data()};
     size_t p = 0;
     auto run_block = [&](int64_t g) {
