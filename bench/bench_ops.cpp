@@ -22,6 +22,7 @@
 #include "core/convert.h"
 #include "core/quant.h"
 #include "core/rope.h"
+#include "cpu/aligned.h"
 #include "cpu/cpu_ops.h"
 #include "kvinfer/kv_cache.h"
 
@@ -63,11 +64,12 @@ std::vector<float> random_floats(int64_t n, uint32_t seed) {
   return v;
 }
 
-// n values of dtype t. Plain types: random_floats narrowed to t. Quantised types: random bytes
-// (codes and 6/8-bit sub-block scales), then every f16 field set to 0.01, since random bits there
-// could be an Inf or a NaN.
-std::vector<std::byte> random_values(DType t, int64_t n, uint32_t seed) {
-  std::vector<std::byte> out(kvinfer::dtype_row_bytes(t, n));
+// n values of dtype t, starting at a cache line as the matrices a model loads do (GGUF data is
+// 32-byte aligned, HostStorage 64). Plain types: random_floats narrowed to t. Quantised types:
+// random bytes (codes and 6/8-bit sub-block scales), then every f16 field set to 0.01, since
+// random bits there could be an Inf or a NaN.
+cpu::AlignedVector<std::byte> random_values(DType t, int64_t n, uint32_t seed) {
+  cpu::AlignedVector<std::byte> out(kvinfer::dtype_row_bytes(t, n));
   if (!kvinfer::is_quantized(t)) {
     cpu::from_f32(t, random_floats(n, seed).data(), out.data(), n);
     return out;
@@ -162,8 +164,8 @@ __attribute__((target("avx512f"))) float fma_chains_avx512(int64_t iters, float 
 // BM_fma_peak/<isa>: fma_chains on every OpenMP thread at once, the FP32 rate the cores reach
 // with fused multiply-adds of that width: the peak the prefill products are measured against
 // (docs/benchmarks.md). 2 FLOP per lane per FMA; no bytes. avx512 is registered only where the
-// CPU (and OS) support AVX-512F; kvinfer's kernels use AVX2, so on such a CPU they reach at most
-// half of its peak.
+// CPU supports AVX-512F; there prefill's f32 tiles use it too (cpu/linear_avx512.h), while the
+// other kernels are AVX2 and reach at most half of it.
 void BM_fma_peak(benchmark::State& state, int lanes) {
   constexpr int64_t kIters = int64_t{1} << 18;
   int threads = 1;

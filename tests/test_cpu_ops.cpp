@@ -20,6 +20,7 @@
 #include "core/online_softmax.h"
 #include "core/quant.h"
 #include "core/rope.h"
+#include "cpu/aligned.h"
 #include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
 #include "cpu/elementwise_avx2.h"
@@ -128,28 +129,37 @@ TEST_P(LinearTest, EveryElementIsTheDotOfItsRows) {
   }
 }
 
-// Prefill's long rows and many input rows. linear takes the input in slices (of 96 rows here); on
-// AVX-512 machines its tiles (linear_avx512.h) take the values in runs of 512 and the input rows
-// in groups of 48, keeping their accumulators in memory between runs, and read f32 weight rows in
-// place whatever their alignment (the second layout below starts 4 bytes in). Every element still
-// has dot()'s bits. Elsewhere this checks the AVX2 tiles, or the portable loops, on the same shapes.
+// Prefill's long rows and many input rows. linear takes the input in slices (of 96 rows for 1024
+// values; the 401 rows of 264 values make one slice); on AVX-512 machines its tiles
+// (linear_avx512.h) take the values in runs of 512 and the input rows in groups of 48, keep their
+// accumulators in memory between runs, and read f32 weight rows in place whatever their
+// alignment: the weights below start at a cache line, then 4 bytes further on. Every element
+// still has dot()'s bits. Elsewhere this checks the AVX2 tiles, or the portable loops, on the
+// same shapes.
 TEST_P(LinearTest, LongRowsAndManyInputRowsKeepTheDotsBits) {
   const bool pairs = GetParam() == DType::BF16;
   const int64_t out = 40;  // 2 blocks of 16 rows and one of 8
-  for (int64_t in : {cols_for(GetParam(), 1024), cols_for(GetParam(), 1030)}) {
+  struct Shape {
+    int64_t in;
+    std::vector<int64_t> ns;
+  };
+  for (const Shape& shape : {Shape{cols_for(GetParam(), 1024), {50, 97}}, Shape{cols_for(GetParam(), 1030), {50, 97}},
+                             Shape{cols_for(GetParam(), 264), {401}}}) {
+    const int64_t in = shape.in;
     StoredMatrix w(GetParam(), out, in, static_cast<uint32_t>(in));
-    std::vector<std::byte> shifted(w.bytes.size() + 4);  // the same rows, 4 bytes further on
-    std::copy(w.bytes.begin(), w.bytes.end(), shifted.begin() + 4);
-    for (const std::byte* data : {w.bytes.data(), shifted.data() + 4})
-      for (int64_t n : {50, 97}) {
-        Linear layer{Matrix{GetParam(), data, out, in}, {}};
+    cpu::AlignedVector<std::byte> aligned(w.bytes.size() + 4);  // 64-byte aligned
+    for (const size_t offset : {size_t{0}, size_t{4}}) {
+      std::copy(w.bytes.begin(), w.bytes.end(), aligned.begin() + static_cast<std::ptrdiff_t>(offset));
+      for (int64_t n : shape.ns) {
+        Linear layer{Matrix{GetParam(), aligned.data() + offset, out, in}, {}};
         auto x = randn(static_cast<size_t>(n * in), static_cast<uint32_t>(n + in));
         std::vector<float> y(static_cast<size_t>(n * out), std::nanf(""));
         cpu::linear(layer, x.data(), n, y.data());
         ASSERT_TRUE(EachIsTheDotOfItsRows(y, x, w.values, n, in, out, pairs,
-                                          "in " + std::to_string(in) + " n " + std::to_string(n) +
-                                              (data == w.bytes.data() ? "" : " shifted")));
+                                          "in " + std::to_string(in) + " n " + std::to_string(n) + " offset " +
+                                              std::to_string(offset)));
       }
+    }
   }
 }
 

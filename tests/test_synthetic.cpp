@@ -88,6 +88,26 @@ TEST(RandomModel, Gpt2HasTheRealParameterCount) {
   EXPECT_EQ(m->weight_dtype(), DType::F16);
 }
 
+// Matrices made at load start at a cache line (HostStorage), whatever malloc would give blocks of
+// this size (16 bytes past a page): the AVX-512 prefill tiles read f32 rows 32 bytes at a time.
+TEST(RandomModel, MatricesStartAtACacheLine) {
+  ModelConfig c = tiny(Architecture::Llama);
+  c.hidden_size = 512;  // 1 MiB and 2 MiB f32 matrices: malloc maps blocks this large on their own
+  c.intermediate_size = 1024;
+  c.num_heads = 8;
+  c.head_dim = 64;
+  auto m = random_model(c, {.weight_dtype = DType::F32, .device = Device::CPU});
+  int matrices = 0;
+  for_each_tensor(m->weights(), [&](const auto& t) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(t)>, Matrix>) {
+      if (!t.data) return;
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data) % 64, 0u) << t.rows << " × " << t.cols;
+      ++matrices;
+    }
+  });
+  EXPECT_EQ(matrices, 2 + 2 * 7);  // the embedding, the LM head (tied: the same), 7 per layer
+}
+
 TEST(RandomModel, SameSeedSameBytesWhateverTheThreadCount) {
   const ModelConfig c = tiny(Architecture::Llama);
 #if defined(_OPENMP)

@@ -39,7 +39,8 @@ Vector HostStorage::add(const std::vector<float>& values) {
 }
 
 std::byte* HostStorage::allocate(size_t bytes) {
-  matrices.push_back(std::make_unique_for_overwrite<std::byte[]>(bytes));
+  std::unique_ptr<std::byte[], AlignedDelete> m(new (kMatrixAlignment) std::byte[bytes]);
+  matrices.push_back(std::move(m));
   return matrices.back().get();
 }
 
