@@ -243,7 +243,8 @@ void BM_from_f32(benchmark::State& state, DType t) {
 // ---- Linear ----------------------------------------------------------------------------------
 
 // y (rows, 2048) = x (rows, 2048) · Wᵀ, W 2048×2048 of dtype t. Decode (rows = 1) streams W once
-// and is memory-bound; prefill (rows = 64) widens each W row once and reuses it for all rows.
+// and is memory-bound; prefill (rows = 64, a short prompt, or 512) widens each block of W's rows
+// once and reuses it for every input row (of a slice, for 512: cpu::linears).
 // Bytes: W, x and y (at rows = 1, W is 99.9 % of them). FLOPs: 2·rows·in·out (a multiply and an
 // add per weight and row); widening W (widen_flops per weight) is not counted, so FLOP/s compare
 // across dtypes. linear splits W's rows across OpenMP threads, so its rates are per wall-clock
@@ -262,7 +263,7 @@ void run_linear(benchmark::State& state, DType t, bool int8_activations) {
 }
 void BM_linear(benchmark::State& state, DType t) { run_linear(state, t, false); }
 [[maybe_unused]] const bool kLinear = per_dtype("BM_linear", BM_linear, kWeightTypes, [](auto* b) {
-  b->UseRealTime()->ArgName("rows")->Arg(1)->Arg(64);
+  b->UseRealTime()->ArgName("rows")->Arg(1)->Arg(64)->Arg(512);
 });
 
 // BM_linear with 8-bit activations (cpu/linear_int8.h; --int8-activations): the input rows are
@@ -299,8 +300,11 @@ void BM_linear_openblas(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data());
   }
   set_counters(state, (out * in + n * in + n * out) * kF32, 2 * n * in * out);
+  // The kernels OpenBLAS chose: it reads the CPU's family and model, and under some hypervisors
+  // falls back to its SSE3 "Prescott" kernels (OPENBLAS_CORETYPE=SkylakeX overrides that).
+  state.SetLabel(openblas_get_corename());
 }
-BENCHMARK(BM_linear_openblas)->UseRealTime()->ArgName("rows")->Arg(1)->Arg(64);
+BENCHMARK(BM_linear_openblas)->UseRealTime()->ArgName("rows")->Arg(1)->Arg(64)->Arg(512);
 #endif
 
 // ---- Embedding -------------------------------------------------------------------------------
