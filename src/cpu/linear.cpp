@@ -2,10 +2,15 @@
 // them, the portable loops below otherwise. Either way every output element is one dot product
 // in one fixed order, whatever n and the thread count (see linear_avx2.h and cpu_ops.h).
 #include <algorithm>
+#include <atomic>
 #include <span>
 #include <vector>
 
 #include <fmt/format.h>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 #include "core/convert.h"
 #include "cpu/aligned.h"
@@ -14,6 +19,7 @@
 #include "cpu/linear_avx2.h"
 #include "cpu/linear_avx512.h"
 #include "cpu/linear_int8.h"
+#include "cpu/prefetch.h"
 #include "kvinfer/error.h"
 
 namespace kvinfer::cpu {
@@ -49,16 +55,21 @@ struct Scratch {
 // y[t · out + c] for rows [o0, o0 + rows) of the weight, widened in `w` (rows, in), and every
 // input row t. With xi (x interleaved in pairs of rows, on AVX-512 machines): the AVX-512 tiles
 // for the rows' whole 8s first (linear_avx512.h). Then (or else) tiles of 3 input rows × 4 weight
-// rows, then single products for the last rows. Every kernel gives dot()'s bits.
+// rows, then single products for the last rows. Every kernel gives dot()'s bits. `next` (or null):
+// the bytes this thread widens next, fetched into L2 a share per tile (prefetch.h).
 void block_products(const float* x, const float* xi, int64_t n, const float* w, int64_t rows, int64_t in, float* y,
-                    int64_t out, float* acc) {
+                    int64_t out, float* acc, Prefetcher* next) {
   int64_t c0 = 0;  // the first weight row the AVX-512 tiles leave
   if (xi) {
     c0 = rows / 8 * 8;
-    avx512::block_products(xi, x, n, w, c0, in, y, out, acc);
+    avx512::block_products(xi, x, n, w, c0, in, y, out, acc, next);
   }
   const bool simd = cpu_has_avx2_fma_f16c();
+  // Without the AVX-512 tiles, the 3-row tiles below fetch `next`, a share each.
+  const size_t steps = static_cast<size_t>((n + 2) / 3);
+  const size_t share = next && !xi ? (next->bytes() + steps - 1) / steps : 0;
   for (int64_t t = 0; t < n && c0 < rows; t += 3) {
+    if (share) next->advance(share);
     const int64_t tr = std::min<int64_t>(3, n - t);
     int64_t c = c0;
     if (simd)
@@ -128,8 +139,9 @@ struct Inputs {
 };
 
 // Rows [16b, 16b + 16) of y (n, out) = x · Wᵀ + bias, by `path`, with this thread's scratch.
+// `next`: the stored bytes of the block this thread widens next, for prefill to fetch meanwhile.
 void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_rows, int64_t n, const Scratch& scratch,
-                   float* y) {
+                   float* y, Prefetcher& next) {
   float* widened = scratch.widened;
   const float* x = in_rows.x;
   const Int8Input& x8 = in_rows.x8;
@@ -169,7 +181,7 @@ void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_r
         to_f32(w.dtype, src, widened, rows * in);  // whole rows: whole blocks
         wb = widened;
       }
-      block_products(x, xi, n, wb, rows, in, y + o0, out, scratch.acc);
+      block_products(x, xi, n, wb, rows, in, y + o0, out, scratch.acc, &next);
       break;
     }
   }
@@ -270,8 +282,13 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
 
   // Threads share out the input's rearrangements, then the row blocks of all the products; each
   // y element is computed by one thread, whole, by the kernel its product's path names.
+  std::atomic<int64_t> next_block{0};  // prefill: the first block no thread has claimed
 #pragma omp parallel if (parallel)
   {
+    [[maybe_unused]] int threads = 1;  // the team's size
+#if defined(_OPENMP)
+    threads = omp_get_num_threads();
+#endif
     if (split || interleave || interleave_split) {
 #pragma omp for schedule(static)
       for (int64_t t = 0; t < n; t += 2) {  // rows t and t + 1: one interleaved pair
@@ -284,23 +301,48 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
     AlignedVector<float> widened(static_cast<size_t>(widen_rows * in));  // (16, in) when a product widens
     AlignedVector<float> acc(static_cast<size_t>(tiles512 ? avx512::block_scratch_size(kRowBlock) : 0));
     const Scratch scratch{widened.data(), acc.data()};
+    // Block g of the call: its product and its row block within the product.
     size_t p = 0;
-    auto run_block = [&](int64_t g) {
-      while (g >= first[p + 1]) ++p;  // a thread's blocks come in increasing order
+    auto locate = [&](int64_t g) {
+      while (g >= first[p + 1]) ++p;
       while (g < first[p]) --p;
-      const Linear& layer = *products[p].layer;
-      const Path path = path_of(layer.weight.dtype, n, simd, int8_activations);
-      block_product(layer, path, g - first[p], inputs, n, scratch, products[p].y);
+      return p;
     };
-    // Prefill blocks go to whichever thread is free: when one core runs slower than the other (a
-    // shared machine), equal shares would leave the faster one waiting. Decode keeps equal
-    // contiguous shares: its blocks are too short to hand out one at a time.
+    // Block h's stored bytes when prefill widens them (not f32, read where they are): fetched
+    // into L2 while the thread multiplies the block before it, so that the widening reads L2.
+    auto bytes_of = [&](int64_t h) {
+      if (h < 0 || h >= first.back()) return Prefetcher();
+      const size_t q = locate(h);
+      const Matrix& w = products[q].layer->weight;
+      if (w.dtype == DType::F32 || path_of(w.dtype, n, simd, int8_activations) != Path::Widened) return Prefetcher();
+      const size_t row_bytes = dtype_row_bytes(w.dtype, w.cols);
+      const int64_t o0 = (h - first[q]) * kRowBlock, rows = std::min(kRowBlock, w.rows - o0);
+      return Prefetcher(w.data + static_cast<size_t>(o0) * row_bytes, static_cast<size_t>(rows) * row_bytes,
+                        Prefetcher::Into::L2);
+    };
+    auto run_block = [&](int64_t g, int64_t h) {
+      Prefetcher next = bytes_of(h);
+      const size_t q = locate(g);
+      const Linear& layer = *products[q].layer;
+      const Path path = path_of(layer.weight.dtype, n, simd, int8_activations);
+      block_product(layer, path, g - first[q], inputs, n, scratch, products[q].y, next);
+    };
     if (n > 1) {
-#pragma omp for schedule(dynamic)
-      for (int64_t g = 0; g < first.back(); ++g) run_block(g);
-    } else {
+      // Prefill blocks go to whichever thread is free: when one core runs slower than the other (a
+      // shared machine), equal shares would leave the faster one waiting. A thread claims its next
+      // block when it starts one, so that block's weights can be fetched meanwhile; near the end
+      // it claims only when free, so that no thread holds a block while another has none.
+      const int64_t blocks = first.back();
+      auto claim = [&] { return next_block.fetch_add(1, std::memory_order_relaxed); };
+      for (int64_t g = claim(); g < blocks;) {
+        const bool ahead = next_block.load(std::memory_order_relaxed) + threads < blocks;
+        const int64_t h = ahead ? claim() : -1;
+        run_block(g, h);
+        g = ahead ? h : claim();
+      }
+    } else {  // decode: equal contiguous shares; its blocks are too short to hand out one at a time
 #pragma omp for schedule(static)
-      for (int64_t g = 0; g < first.back(); ++g) run_block(g);
+      for (int64_t g = 0; g < first.back(); ++g) run_block(g, -1);
     }
   }
 }

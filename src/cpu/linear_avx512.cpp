@@ -127,9 +127,15 @@ void interleave_rows(const float* x, int64_t n, int64_t in, float* xi) {
 int64_t block_scratch_size(int64_t rows) { return kGroup / kTileRows * (rows / 8) * kTileFloats; }
 
 void block_products(const float* xi, const float* x, int64_t n, const float* w, int64_t rows, int64_t in, float* y,
-                    int64_t ldy, float* scratch) {
+                    int64_t ldy, float* scratch, Prefetcher* next) {
   const int64_t body = in / 8 * 8, stride = 2 * body;  // stride: the floats of one interleaved pair
   const int64_t subs = rows / 8;                        // the 8-row parts of the weight rows
+  // The tiles this call runs, and the share of `next` to fetch after each.
+  const int64_t runs = std::max<int64_t>(1, (body + kRun - 1) / kRun);
+  int64_t tiles = 0;
+  for (int64_t g = 0; g < n; g += kGroup) tiles += (std::min(kGroup, n - g) + kTileRows - 1) / kTileRows;
+  tiles *= runs * subs;
+  const size_t share = next && tiles > 0 ? (next->bytes() + static_cast<size_t>(tiles) - 1) / static_cast<size_t>(tiles) : 0;
   for (int64_t g = 0; g < n; g += kGroup) {
     const int64_t group_end = std::min(n, g + kGroup);
     for (int64_t k0 = 0;; k0 += kRun) {
@@ -146,6 +152,7 @@ void block_products(const float* xi, const float* x, int64_t n, const float* w, 
             case 2: tile<2>(pairs, stride, wr, in, k0, k1, acc, k0 == 0, last); break;
             default: tile<3>(pairs, stride, wr, in, k0, k1, acc, k0 == 0, last); break;
           }
+          if (next) next->advance(share);
         }
       if (k1 == body) break;
     }
@@ -164,7 +171,8 @@ namespace kvinfer::cpu::avx512 {
 int64_t interleaved_size(int64_t, int64_t) { std::abort(); }
 void interleave_rows(const float*, int64_t, int64_t, float*) { std::abort(); }
 int64_t block_scratch_size(int64_t) { std::abort(); }
-void block_products(const float*, const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, float*) {
+void block_products(const float*, const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, float*,
+                    Prefetcher*) {
   std::abort();
 }
 }  // namespace kvinfer::cpu::avx512

@@ -1,5 +1,5 @@
 #pragma once
-// Software prefetch of the next weights in decode products.
+// Software prefetch of the weights a product reads next.
 //
 // A decode step reads every weight once. The kernels multiply 4 or 8 weight rows at a time, so
 // memory sees 4 or 8 interleaved streams, each only one row long (0.6 to 4 KiB): the hardware
@@ -7,6 +7,10 @@
 // block of rows is multiplied, the kernel pulls the bytes that follow a fixed distance further on
 // (linear.cpp chooses the region) into the caches line by line, as many as it has consumed: one
 // sequential stream running ahead of the reads. Prefetches never fault and change no result.
+//
+// Prefill widens each block of weight rows to f32 before its tiles, a pass that would read the
+// stored bytes at one core's share of L3 or memory: there the tiles of one block pull the next
+// block's bytes into L2 (only), paced over the tiles, so that the widening reads them from L2.
 #include <algorithm>
 #include <cstddef>
 
@@ -15,19 +19,29 @@ namespace kvinfer::cpu {
 class Prefetcher {
  public:
   Prefetcher() = default;
-  // The region to fetch: `bytes` from `region` (none when bytes is 0).
-  Prefetcher(const std::byte* region, size_t bytes) : base_(reinterpret_cast<const char*>(region)), bytes_(bytes) {}
+  enum class Into { L1, L2 };
+  // The region to fetch: `bytes` from `region` (none when bytes is 0), into L1 (and L2), or L2.
+  Prefetcher(const std::byte* region, size_t bytes, Into into = Into::L1)
+      : base_(reinterpret_cast<const char*>(region)), bytes_(bytes), l2_(into == Into::L2) {}
+
+  size_t bytes() const { return bytes_; }
 
   // The kernel consumed `bytes` more of its own weights: fetch as many more of the region.
   void advance(size_t bytes) {
     goal_ += bytes;
     const size_t end = std::min(goal_, bytes_);
-    for (; fetched_ < end; fetched_ += 64) __builtin_prefetch(base_ + fetched_);  // into L1, for reading
+    for (; fetched_ < end; fetched_ += 64) {
+      if (l2_)
+        __builtin_prefetch(base_ + fetched_, 0, 2);  // prefetcht1: into L2, for reading
+      else
+        __builtin_prefetch(base_ + fetched_);  // prefetcht0: into L1
+    }
   }
 
  private:
   const char* base_ = nullptr;
   size_t bytes_ = 0, fetched_ = 0, goal_ = 0;
+  bool l2_ = false;
 };
 
 }  // namespace kvinfer::cpu
