@@ -5,6 +5,7 @@
 //            tanh, sqrt, cos, sin) count 1 FLOP each; integer and bit operations (f16/bf16
 //            conversions, unpacking quantised codes, comparisons) count 0.
 // Each benchmark's comment gives its shape and what it counts. Inputs are fixed-seed random.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -161,27 +162,37 @@ __attribute__((target("avx512f"))) float fma_chains_avx512(int64_t iters, float 
   return _mm512_cvtss_f32(a[0]);
 }
 
+// fma_chains of 8 or 16 lanes on `threads` OpenMP threads at once: 12 · kPeakIters fused
+// multiply-adds a thread (about 0.6 ms at 2.6 GHz). Returns the FLOPs.
+constexpr int64_t kPeakIters = int64_t{1} << 18;
+int64_t fma_burst(int lanes, int threads) {
+  volatile float b = 0.999f, c = 0.001f;  // values the compiler cannot see
+  float sink = 0.0f;
+#if defined(_OPENMP)
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+#endif
+  sink += lanes == 16 ? fma_chains_avx512(kPeakIters, b, c) : fma_chains_avx2(kPeakIters, b, c);
+  benchmark::DoNotOptimize(sink);
+  return int64_t{threads} * kPeakIters * 12 * lanes * 2;
+}
+
+int team_size() {
+#if defined(_OPENMP)
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
 // BM_fma_peak/<isa>: fma_chains on every OpenMP thread at once, the FP32 rate the cores reach
 // with fused multiply-adds of that width: the peak the prefill products are measured against
 // (docs/benchmarks.md). 2 FLOP per lane per FMA; no bytes. avx512 is registered only where the
 // CPU supports AVX-512F; there prefill's f32 tiles use it too (cpu/linear_avx512.h), while the
 // other kernels are AVX2 and reach at most half of it.
 void BM_fma_peak(benchmark::State& state, int lanes) {
-  constexpr int64_t kIters = int64_t{1} << 18;
-  int threads = 1;
-#if defined(_OPENMP)
-  threads = omp_get_max_threads();
-#endif
-  volatile float b = 0.999f, c = 0.001f;  // values the compiler cannot see
-  for (auto _ : state) {
-    float sink = 0.0f;
-#if defined(_OPENMP)
-#pragma omp parallel num_threads(threads) reduction(+ : sink)
-#endif
-    sink += lanes == 16 ? fma_chains_avx512(kIters, b, c) : fma_chains_avx2(kIters, b, c);
-    benchmark::DoNotOptimize(sink);
-  }
-  set_counters(state, 0, int64_t{threads} * kIters * 12 * lanes * 2);
+  int64_t flops = 0;
+  for (auto _ : state) flops = fma_burst(lanes, team_size());
+  set_counters(state, 0, flops);
 }
 [[maybe_unused]] const bool kFmaPeak = [] {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
@@ -189,6 +200,44 @@ void BM_fma_peak(benchmark::State& state, int lanes) {
   if (__builtin_cpu_supports("avx512f")) benchmark::RegisterBenchmark("BM_fma_peak/avx512", BM_fma_peak, 16)->UseRealTime();
   return true;
 }();
+
+// BM_linear_vs_peak/<t>/rows:N: BM_linear's product, each call right after a burst of the widest
+// FMA chains on the same threads (BM_fma_peak's, 0.6 ms). peak_share is the product's FLOP rate
+// over the bursts' rate, both summed over the iterations: the product against the peak the cores
+// gave within milliseconds of it. On a shared machine whose FMA rate varies from second to second,
+// that is steadier than dividing BM_linear by a BM_fma_peak run seconds apart. The reported time
+// and FLOP/s are the product's alone (manual time).
+void BM_linear_vs_peak(benchmark::State& state, DType t) {
+  const int64_t n = state.range(0), in = 2048, out = 2048;
+  const auto w = random_values(t, out * in, 5);
+  const kvinfer::Linear layer{{t, w.data(), out, in}, {}};
+  const auto x = random_floats(n * in, 6);
+  std::vector<float> y(static_cast<size_t>(n * out));
+  const int lanes = __builtin_cpu_supports("avx512f") ? 16 : 8;
+  using Clock = std::chrono::steady_clock;
+  double burst_s = 0, product_s = 0, burst_flops = 0;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    burst_flops += static_cast<double>(fma_burst(lanes, team_size()));
+    const auto t1 = Clock::now();
+    cpu::linear(layer, x.data(), n, y.data());
+    benchmark::DoNotOptimize(y.data());
+    const auto t2 = Clock::now();
+    burst_s += std::chrono::duration<double>(t1 - t0).count();
+    product_s += std::chrono::duration<double>(t2 - t1).count();
+    state.SetIterationTime(std::chrono::duration<double>(t2 - t1).count());
+  }
+  set_counters(state, static_cast<int64_t>(layer.weight.bytes()) + (n * in + n * out) * kF32, 2 * n * in * out);
+  const double product_flops = static_cast<double>(state.iterations()) * 2.0 * static_cast<double>(n * in * out);
+  state.counters["peak_FLOP/s"] = benchmark::Counter(burst_s > 0 ? burst_flops / burst_s : 0.0);
+  state.counters["peak_share"] =
+      benchmark::Counter(burst_flops > 0 && product_s > 0 ? (product_flops / product_s) / (burst_flops / burst_s) : 0.0);
+}
+constexpr DType kSharedPeakTypes[] = {DType::F32, DType::BF16, DType::Q8_0, DType::Q4_1};
+[[maybe_unused]] const bool kLinearVsPeak = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                                            per_dtype("BM_linear_vs_peak", BM_linear_vs_peak, kSharedPeakTypes, [](auto* b) {
+                                              b->UseManualTime()->ArgName("rows")->Arg(64)->Arg(512);
+                                            });
 #endif
 
 // ---- Reductions ------------------------------------------------------------------------------
