@@ -39,9 +39,8 @@ Vector HostStorage::add(const std::vector<float>& values) {
 }
 
 std::byte* HostStorage::allocate(size_t bytes) {
-  std::unique_ptr<std::byte[], AlignedDelete> m(new (kMatrixAlignment) std::byte[bytes]);
-  matrices.push_back(std::move(m));
-  return matrices.back().get();
+  matrices.emplace_back(bytes);  // uninitialised: AlignedVector leaves new elements unset
+  return matrices.back().data();
 }
 
 std::unique_ptr<ModelWeights> bind_weights(const ModelConfig& c, const TensorNames& names, const TensorSource& source,

@@ -6,11 +6,11 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <new>
 #include <string>
 #include <vector>
 
 #include "core/memory.h"
+#include "cpu/aligned.h"
 #include "kvinfer/config.h"
 #include "kvinfer/model.h"
 #include "models/weights.h"
@@ -26,17 +26,12 @@ Device resolve_device(const std::filesystem::path& path, Device requested);
 
 // What a loaded model keeps alive: the mapped checkpoint and the f32 vectors made from it.
 struct HostStorage {
-  // Matrices made at load start at a cache line: the AVX-512 prefill tiles read 32 bytes of an
-  // f32 row at a time, and rows 16 bytes off (malloc's large blocks) split every other read
-  // across two lines, 12-16 % slower (docs/benchmarks.md).
-  static constexpr std::align_val_t kMatrixAlignment{64};
-  struct AlignedDelete {
-    void operator()(std::byte* p) const { ::operator delete[](p, kMatrixAlignment); }
-  };
-
   std::shared_ptr<const void> checkpoint;
   std::vector<std::unique_ptr<float[]>> vectors;
-  std::vector<std::unique_ptr<std::byte[], AlignedDelete>> matrices;  // made at load: transposed, or random
+  // Made at load (transposed, or random), each starting at a cache line: the AVX-512 prefill tiles
+  // read 32 bytes of an f32 row at a time, and rows 16 bytes off (malloc's large blocks) split
+  // every other read across two lines, 12-16 % slower (docs/benchmarks.md).
+  std::vector<cpu::AlignedVector<std::byte>> matrices;
   // Work that fills allocated matrices (GPT-2's transposes), run by finish_load once the memory
   // check has passed: until then an allocation is address space whose pages were never touched.
   std::vector<std::function<void()>> fills;
