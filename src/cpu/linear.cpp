@@ -308,13 +308,15 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
       while (g < first[p]) --p;
       return p;
     };
-    // Block h's stored bytes when prefill widens them (not f32, read where they are): fetched
-    // into L2 while the thread multiplies the block before it, so that the widening reads L2.
+    // Block h's stored bytes on prefill's widened path: fetched into L2 while the thread multiplies
+    // the block before it, so that the widening, or the f32 tiles, read them from L2. Not f32
+    // blocks for the AVX2 tiles, which fetch in bursts between tiles: those did not repay it.
     auto bytes_of = [&](int64_t h) {
       if (h < 0 || h >= first.back()) return Prefetcher();
       const size_t q = locate(h);
       const Matrix& w = products[q].layer->weight;
-      if (w.dtype == DType::F32 || path_of(w.dtype, n, simd, int8_activations) != Path::Widened) return Prefetcher();
+      if (path_of(w.dtype, n, simd, int8_activations) != Path::Widened) return Prefetcher();
+      if (w.dtype == DType::F32 && !tiles512) return Prefetcher();
       const size_t row_bytes = dtype_row_bytes(w.dtype, w.cols);
       const int64_t o0 = (h - first[q]) * kRowBlock, rows = std::min(kRowBlock, w.rows - o0);
       return Prefetcher(w.data + static_cast<size_t>(o0) * row_bytes, static_cast<size_t>(rows) * row_bytes,

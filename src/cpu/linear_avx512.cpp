@@ -68,16 +68,19 @@ struct TileOut {
 // P interleaved pairs of input rows × 8 weight rows w (8, in) over the values [k0, k1)
 // (multiples of 8): 8·P registers of two 8-lane accumulators each, zeros when `first`, else
 // loaded from acc. Per 8 values, P loads of a pair, 8 broadcasts of a weight row's 8 values and
-// 8·P fused multiply-adds. Then the accumulators go back to acc, or, after the last run (out
-// set), become the products.
+// 8·P fused multiply-adds, and a prefetch into L2 of the byte at `fetch`, which then moves on
+// `pace` bytes. Then the accumulators go back to acc, or, after the last run (out set), become
+// the products.
 template <int P>
 void tile(const float* xi, int64_t stride, const float* w, int64_t in, int64_t k0, int64_t k1, float* acc_mem,
-          bool first, const TileOut* out) {
+          bool first, const TileOut* out, const char* fetch, size_t pace) {
   constexpr int C = 8;
   __m512 acc[P][C];
   for (int p = 0; p < P; ++p)
     for (int c = 0; c < C; ++c) acc[p][c] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc_mem + (p * C + c) * 16);
   for (int64_t k = k0; k < k1; k += 8) {
+    _mm_prefetch(fetch, _MM_HINT_T1);
+    fetch += pace;
     __m512 xv[P];
     for (int p = 0; p < P; ++p) xv[p] = _mm512_loadu_ps(xi + p * stride + 2 * k);
     for (int c = 0; c < C; ++c) {
@@ -130,12 +133,14 @@ void block_products(const float* xi, const float* x, int64_t n, const float* w, 
                     int64_t ldy, float* scratch, Prefetcher* next) {
   const int64_t body = in / 8 * 8, stride = 2 * body;  // stride: the floats of one interleaved pair
   const int64_t subs = rows / 8;                        // the 8-row parts of the weight rows
-  // The tiles this call runs, and the share of `next` to fetch after each.
-  const int64_t runs = std::max<int64_t>(1, (body + kRun - 1) / kRun);
-  int64_t tiles = 0;
+  // The steps of 8 values the tiles take in all, and the bytes of `next` to fetch per step: the
+  // tiles fetch up to a line a step in their loops, any more (few input rows, so few steps) in a
+  // burst after each. Tiles with nothing to fetch prefetch their own accumulators, in L1.
+  int64_t tiles = 0;  // the tiles of one run of one 8-row part, over all the groups
   for (int64_t g = 0; g < n; g += kGroup) tiles += (std::min(kGroup, n - g) + kTileRows - 1) / kTileRows;
-  tiles *= runs * subs;
-  const size_t share = next && tiles > 0 ? (next->bytes() + static_cast<size_t>(tiles) - 1) / static_cast<size_t>(tiles) : 0;
+  const auto steps = static_cast<size_t>(tiles * subs * (body / 8));
+  const size_t per_step = next && steps > 0 ? (next->bytes() + steps - 1) / steps : 0;
+  const size_t pace = std::min<size_t>(per_step, 64), burst = per_step - pace;
   for (int64_t g = 0; g < n; g += kGroup) {
     const int64_t group_end = std::min(n, g + kGroup);
     for (int64_t k0 = 0;; k0 += kRun) {
@@ -147,12 +152,14 @@ void block_products(const float* xi, const float* x, int64_t n, const float* w, 
           const float* pairs = xi + t / 2 * stride;
           const float* wr = w + 8 * s * in;
           const TileOut* last = k1 == body ? &out : nullptr;
+          const auto tile_steps = static_cast<size_t>((k1 - k0) / 8);
+          const char* fetch = pace ? next->take(pace * tile_steps) : reinterpret_cast<const char*>(acc);
           switch ((out.rows + 1) / 2) {
-            case 1: tile<1>(pairs, stride, wr, in, k0, k1, acc, k0 == 0, last); break;
-            case 2: tile<2>(pairs, stride, wr, in, k0, k1, acc, k0 == 0, last); break;
-            default: tile<3>(pairs, stride, wr, in, k0, k1, acc, k0 == 0, last); break;
+            case 1: tile<1>(pairs, stride, wr, in, k0, k1, acc, k0 == 0, last, fetch, pace); break;
+            case 2: tile<2>(pairs, stride, wr, in, k0, k1, acc, k0 == 0, last, fetch, pace); break;
+            default: tile<3>(pairs, stride, wr, in, k0, k1, acc, k0 == 0, last, fetch, pace); break;
           }
-          if (next) next->advance(share);
+          if (burst) next->advance(burst * tile_steps);
         }
       if (k1 == body) break;
     }

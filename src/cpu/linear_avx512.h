@@ -31,8 +31,9 @@ int64_t block_scratch_size(int64_t rows);
 // correct). Tiles of 6 input rows × 8 weight rows; the values go in runs of 512, each run of a
 // block's weight rows (16 KiB for 8 rows) reused from L1 by 48 input rows, the tiles' accumulators
 // kept in `scratch` (block_scratch_size(rows) floats) between runs: f32 in memory, so the bits
-// do not depend on where the runs split. `next` (when not null) is advanced an equal share of its
-// bytes after each tile, so its region is fetched by the time the last tile ends.
+// do not depend on where the runs split. `next` (when not null) is fetched into L2 over the
+// tiles' steps, an equal share at each step of 8 values (up to a line; any more after each tile),
+// so its region is fetched by the time the last tile ends.
 void block_products(const float* xi, const float* x, int64_t n, const float* w, int64_t rows, int64_t in, float* y,
                     int64_t ldy, float* scratch, Prefetcher* next = nullptr);
 

@@ -8,9 +8,11 @@
 // (linear.cpp chooses the region) into the caches line by line, as many as it has consumed: one
 // sequential stream running ahead of the reads. Prefetches never fault and change no result.
 //
-// Prefill widens each block of weight rows to f32 before its tiles, a pass that would read the
-// stored bytes at one core's share of L3 or memory: there the tiles of one block pull the next
-// block's bytes into L2 (only), paced over the tiles, so that the widening reads them from L2.
+// Prefill reads each block of weight rows from L3 or memory once, then reuses it from L2: the
+// widening of a stored block, or the first f32 tile to read each part of it, would wait on
+// those reads at one core's share of L3. There the tiles of one block pull the next block's
+// bytes into L2 (only), a few bytes further at each step of their loops (take), so that the next
+// block finds them in L2 and no burst of fetches holds up the current one.
 #include <algorithm>
 #include <cstddef>
 
@@ -25,6 +27,15 @@ class Prefetcher {
       : base_(reinterpret_cast<const char*>(region)), bytes_(bytes), l2_(into == Into::L2) {}
 
   size_t bytes() const { return bytes_; }
+
+  // The next `bytes` of the region, for a loop to fetch into L2 itself, spread over its steps (a
+  // tile of linear_avx512.cpp): where they start. They count as fetched. (The last may reach a
+  // few bytes past the region's end: prefetches never fault.)
+  const char* take(size_t bytes) {
+    const char* from = base_ + fetched_;
+    fetched_ = goal_ = std::min(bytes_, fetched_ + bytes);
+    return from;
+  }
 
   // The kernel consumed `bytes` more of its own weights: fetch as many more of the region.
   void advance(size_t bytes) {
