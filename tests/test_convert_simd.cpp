@@ -1,5 +1,6 @@
-// The AVX2/F16C paths of cpu::to_f32 (src/cpu/convert_avx2.cpp) against the portable scalar code
-// (cpu::to_f32_scalar), bit for bit: NaN payloads, subnormals and signed zeros included.
+// The AVX2/F16C and AVX-512 paths of cpu::to_f32 (src/cpu/convert_avx2.cpp, convert_avx512.cpp)
+// against the portable scalar code (cpu::to_f32_scalar), bit for bit: NaN payloads, subnormals and
+// signed zeros included. Each kernel the CPU runs is checked on its own, as well as the dispatch.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -9,6 +10,7 @@
 
 #include "core/quant.h"
 #include "cpu/convert_avx2.h"
+#include "cpu/convert_avx512.h"
 #include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
 #include "kvinfer/dtype.h"
@@ -27,22 +29,43 @@ uint32_t bits_of(float f) {
   return b;
 }
 
-// Widens n values of src through to_f32 (dispatched) and to_f32_scalar, into buffers offset by
-// dst_offset floats, and expects the same bytes. Returns whether they matched.
+// Widens n values of src with to_f32 (dispatched), and with each SIMD kernel this CPU runs that
+// takes t (AVX2, AVX-512), into buffers offset by dst_offset floats, and expects to_f32_scalar's
+// bytes from each. Returns whether they all matched.
 bool expect_same(DType t, const std::byte* src, int64_t n, const std::string& what, int dst_offset = 0) {
-  std::vector<float> got(static_cast<size_t>(n + dst_offset), -1.0f), want(static_cast<size_t>(n + dst_offset), -1.0f);
-  to_f32(t, src, got.data() + dst_offset, n);
+  const size_t size = static_cast<size_t>(n + dst_offset);
+  std::vector<float> want(size, -1.0f);
   to_f32_scalar(t, src, want.data() + dst_offset, n);
-  if (std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0) return true;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (bits_of(got[i]) != bits_of(want[i])) {
-      ADD_FAILURE() << dtype_name(t) << " " << what << ": value " << static_cast<int64_t>(i) - dst_offset << " of "
-                    << n << ": simd 0x" << std::hex << bits_of(got[i]) << " (" << got[i] << "), scalar 0x"
-                    << bits_of(want[i]) << " (" << want[i] << ")";
-      break;
+  struct Kernel {
+    const char* name;
+    bool runs;
+    bool (*widen)(DType, const std::byte*, float*, int64_t);
+  };
+  const Kernel kernels[] = {
+      {"to_f32", true, [](DType u, const std::byte* s, float* d, int64_t k) {
+         to_f32(u, s, d, k);
+         return true;
+       }},
+      {"avx2", cpu_has_avx2_fma_f16c(), to_f32_avx2},
+      {"avx512", cpu_has_avx512(), to_f32_avx512},
+  };
+  bool all = true;
+  for (const Kernel& kernel : kernels) {
+    std::vector<float> got(size, -1.0f);
+    if (!kernel.runs || !kernel.widen(t, src, got.data() + dst_offset, n)) continue;
+    if (std::memcmp(got.data(), want.data(), size * sizeof(float)) == 0) continue;
+    all = false;
+    for (size_t i = 0; i < size; ++i) {
+      if (bits_of(got[i]) != bits_of(want[i])) {
+        ADD_FAILURE() << dtype_name(t) << " " << what << " (" << kernel.name << "): value "
+                      << static_cast<int64_t>(i) - dst_offset << " of " << n << ": simd 0x" << std::hex
+                      << bits_of(got[i]) << " (" << got[i] << "), scalar 0x" << bits_of(want[i]) << " (" << want[i]
+                      << ")";
+        break;
+      }
     }
   }
-  return false;
+  return all;
 }
 
 std::vector<std::byte> random_bytes(size_t n, std::mt19937& rng) {

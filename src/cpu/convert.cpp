@@ -3,6 +3,7 @@
 #include "core/convert.h"
 #include "core/quant.h"
 #include "cpu/convert_avx2.h"
+#include "cpu/convert_avx512.h"
 #include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
 #include "kvinfer/error.h"
@@ -26,10 +27,12 @@ void check_whole_blocks(DType t, int64_t n) {
 
 }  // namespace
 
-// Run-time dispatch: the AVX2/F16C kernels (src/cpu/convert_avx2.cpp) where the CPU has them,
-// bit-identical to the scalar code below, which stays the portable fallback and the definition.
+// Run-time dispatch: the AVX-512 kernels (src/cpu/convert_avx512.cpp) for the formats they take,
+// else the AVX2/F16C kernels (src/cpu/convert_avx2.cpp), where the CPU has them; all bit-identical
+// to the scalar code below, which stays the portable fallback and the definition.
 void to_f32(DType t, const std::byte* src, float* dst, int64_t n) {
   check_whole_blocks(t, n);
+  if (cpu_has_avx512() && to_f32_avx512(t, src, dst, n)) return;
   if (cpu_has_avx2_fma_f16c() && to_f32_avx2(t, src, dst, n)) return;
   to_f32_scalar(t, src, dst, n);
 }
