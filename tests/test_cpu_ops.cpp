@@ -131,11 +131,11 @@ TEST_P(LinearTest, EveryElementIsTheDotOfItsRows) {
 
 // Prefill's long rows and many input rows. linear takes the input in slices (of 96 rows for 1024
 // values; the 401 rows of 264 values make one slice); on AVX-512 machines its tiles
-// (linear_avx512.h) take the values in runs of 512 and the input rows in groups of 48, keep their
-// accumulators in memory between runs, and read f32 weight rows in place whatever their
-// alignment: the weights below start at a cache line, then 4 bytes further on. Every element
-// still has dot()'s bits. Elsewhere this checks the AVX2 tiles, or the portable loops, on the
-// same shapes.
+// (linear_avx512.h) take the values in runs of at most 576 and the input rows in groups of 48,
+// keep their accumulators in memory between runs, and read f32 weight rows in place whatever
+// their alignment: the weights below start at a cache line, then 4 bytes further on. Every
+// element still has dot()'s bits. Elsewhere this checks the AVX2 tiles, or the portable loops, on
+// the same shapes.
 TEST_P(LinearTest, LongRowsAndManyInputRowsKeepTheDotsBits) {
   const bool pairs = GetParam() == DType::BF16;
   const int64_t out = 40;  // 2 blocks of 16 rows and one of 8
@@ -143,8 +143,9 @@ TEST_P(LinearTest, LongRowsAndManyInputRowsKeepTheDotsBits) {
     int64_t in;
     std::vector<int64_t> ns;
   };
+  // 1200 values: three AVX-512 runs of unequal length (linear_avx512.h).
   for (const Shape& shape : {Shape{cols_for(GetParam(), 1024), {50, 97}}, Shape{cols_for(GetParam(), 1030), {50, 97}},
-                             Shape{cols_for(GetParam(), 264), {401}}}) {
+                             Shape{cols_for(GetParam(), 1200), {50}}, Shape{cols_for(GetParam(), 264), {401}}}) {
     const int64_t in = shape.in;
     StoredMatrix w(GetParam(), out, in, static_cast<uint32_t>(in));
     cpu::AlignedVector<std::byte> aligned(w.bytes.size() + 4);  // 64-byte aligned

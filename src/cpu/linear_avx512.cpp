@@ -22,7 +22,7 @@ namespace kvinfer::cpu::avx512 {
 namespace {
 
 constexpr int64_t kTileRows = 6;      // input rows of a tile: 3 interleaved pairs
-constexpr int64_t kRun = 512;         // values of a run (linear_avx512.h)
+constexpr int64_t kRun = 576;         // the most values of a run (linear_avx512.h)
 constexpr int64_t kGroup = 48;        // input rows that reuse one run of weight rows
 constexpr int64_t kTileFloats = 384;  // one tile's accumulators in scratch: (3 pairs, 8 weight rows, 16 lanes)
 
@@ -141,10 +141,14 @@ void block_products(const float* xi, const float* x, int64_t n, const float* w, 
   const auto steps = static_cast<size_t>(tiles * subs * (body / 8));
   const size_t per_step = next && steps > 0 ? (next->bytes() + steps - 1) / steps : 0;
   const size_t pace = std::min<size_t>(per_step, 64), burst = per_step - pace;
+  // Runs of equal length (whole 8s, at most kRun): each run costs its tiles a store and a load
+  // of their accumulators, so 576 values go in one run, not 512 and 64.
+  const int64_t runs = std::max<int64_t>(1, (body + kRun - 1) / kRun);
+  const int64_t run = (body / 8 + runs - 1) / runs * 8;
   for (int64_t g = 0; g < n; g += kGroup) {
     const int64_t group_end = std::min(n, g + kGroup);
-    for (int64_t k0 = 0;; k0 += kRun) {
-      const int64_t k1 = std::min(body, k0 + kRun);
+    for (int64_t k0 = 0;; k0 += run) {
+      const int64_t k1 = std::min(body, k0 + run);
       for (int64_t s = 0; s < subs; ++s)
         for (int64_t t = g; t < group_end; t += kTileRows) {
           const TileOut out{y + t * ldy + 8 * s, ldy, std::min(kTileRows, n - t), x + t * in};

@@ -28,10 +28,11 @@ int64_t block_scratch_size(int64_t rows);
 // y[t · ldy + c] = dot(x + t · in, w + c · in, in), with avx2::dot's bits, for t < n and c < rows
 // (a multiple of 8). x (n, in): input rows, xi: the same interleaved (interleave_rows), w (rows,
 // in): f32 weight rows, 32-byte aligned with in a multiple of 8 for full speed (any alignment is
-// correct). Tiles of 6 input rows × 8 weight rows; the values go in runs of 512, each run of a
-// block's weight rows (16 KiB for 8 rows) reused from L1 by 48 input rows, the tiles' accumulators
-// kept in `scratch` (block_scratch_size(rows) floats) between runs: f32 in memory, so the bits
-// do not depend on where the runs split. `next` (when not null) is fetched into L2 over the
+// correct). Tiles of 6 input rows × 8 weight rows; the values go in runs of equal length, at most
+// 576 (512 for in = 1024, 2048, 4096; 576 in one), each run of a block's weight rows (16 to
+// 18 KiB for 8 rows) reused from L1 by 48 input rows, the tiles' accumulators kept in `scratch`
+// (block_scratch_size(rows) floats) between runs: f32 in memory, so the bits do not depend on
+// where the runs split. `next` (when not null) is fetched into L2 over the
 // tiles' steps, an equal share at each step of 8 values (up to a line; any more after each tile),
 // so its region is fetched by the time the last tile ends.
 void block_products(const float* xi, const float* x, int64_t n, const float* w, int64_t rows, int64_t in, float* y,
