@@ -417,18 +417,24 @@ TEST(CpuOps, AttentionMatchesDoubleReferenceWithGqaAndWindow) {
 }
 
 // Attention is, bit for bit, the algorithm in attention.cpp's comments, whichever kernel runs it
-// (the AVX2 loops read K and V rows in the cache's dtype and widen them in registers): scores
-// dot(q, widened K row) · scale, base-2 softmax weights (on AVX2 the vector exp2 and an 8-lane
-// sum), probabilities, then Σ p · V row as products added in position order. Head dims with and
-// without a tail of < 8 values.
+// (the AVX2 loops read K and V rows in the cache's dtype and widen them in registers; an AVX-512
+// prefill takes up to 48 queries at once, in tiles): scores dot(q, widened K row) · scale,
+// base-2 softmax weights (on AVX2 the vector exp2 and an 8-lane sum), probabilities, then
+// Σ p · V row as products added in position order. Head dims with and without a tail of < 8
+// values; a prefill of 70 rows after 80 cached positions: several units of queries, several 64-row
+// chunks of K and V, rows that attend to positions the first rows of their unit do not.
 TEST(CpuOps, AttentionIsDotsThenAWeightedSumOfWidenedRows) {
-  for (int64_t hd : {72, 45}) {
+  struct Shape {
+    int64_t hd, ctx, n;
+  };
+  for (const Shape shape : {Shape{72, 23, 2}, Shape{45, 23, 2}, Shape{72, 150, 70}, Shape{45, 150, 70}}) {
+    const int64_t hd = shape.hd;
     ModelConfig cfg;
     cfg.num_layers = 1;
     cfg.num_heads = 4;
     cfg.num_kv_heads = 2;
     cfg.head_dim = hd;
-    const int64_t ctx = 23, n = 2, start = ctx - n, heads = 4, kvh = 2;
+    const int64_t ctx = shape.ctx, n = shape.n, start = ctx - n, heads = 4, kvh = 2;
     for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
       KvCache kv(cfg, ctx, dtype);
       const auto k = randn(static_cast<size_t>(ctx * kvh * hd), 33), v = randn(k.size(), 34);

@@ -3,12 +3,133 @@
 #include <vector>
 
 #include "core/online_softmax.h"
+#include "cpu/aligned.h"
 #include "cpu/attention_avx2.h"
+#include "cpu/attention_avx512.h"
 #include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
 #include "cpu/elementwise_avx2.h"
+#include "cpu/linear_avx512.h"
 
 namespace kvinfer::cpu {
+
+namespace {
+
+// One query's scores s[first .. pos] become its probabilities, in place: their max, the base-2
+// weights and their sum (8 lanes and a fixed tree on AVX2, in order otherwise), then each weight
+// times the sum's inverse.
+void probabilities(float* s, int64_t first, int64_t pos, bool simd) {
+  float block_max = -INFINITY;
+  if (simd)
+    block_max = avx2::max_of(s + first, pos - first + 1);
+  else
+    for (int64_t j = first; j <= pos; ++j) block_max = std::max(block_max, s[j]);
+  core::OnlineSoftmax softmax;
+  softmax.rescale(block_max);
+  float sum = 0.0f;
+  if (simd) {
+    sum = avx2::softmax_weights(s + first, pos - first + 1, core::softmax_ref(softmax.m));
+  } else {
+    for (int64_t j = first; j <= pos; ++j) {
+      const float w = softmax.weight(s[j]);
+      s[j] = w;
+      sum += w;
+    }
+  }
+  softmax.add(sum);
+  const float inv_sum = softmax.inv_sum();
+  if (simd)
+    avx2::scale(s + first, pos - first + 1, inv_sum);
+  else
+    for (int64_t j = first; j <= pos; ++j) s[j] *= inv_sum;
+}
+
+// A prefill without a sliding window on AVX-512 machines. Computed one (row, head) pair at a
+// time, it read every K and V row once per pair, from L2 or L3: at 1000 positions the default
+// model's attention ran at a quarter of its products' FLOP rate. Here a unit takes the queries of
+// up to 48 (query row, head) pairs at once, the query heads of one KV head for consecutive rows,
+// and reads each K and V row once for all of them:
+// - the scores of the positions every query of the unit attends to, in whole 16s, are the f32
+//   products' tiles (linear_avx512.h), queries as input rows and K rows as weight rows: dot()'s
+//   bits, then times the scale; each query's last few positions go to the AVX2 loop, as before;
+// - each query's softmax is the per-pair code's (probabilities above);
+// - the weighted sums of V rows are register tiles of 6 queries × 64 columns (attention_avx512.h),
+//   over the shared positions, then each query's own last positions, in position order.
+// So every output has the bits the per-pair code gives it, whatever n, start or the thread count.
+// f16 and bf16 K and V rows are widened 64 at a time (exactly, as the AVX2 loop's loads widen).
+constexpr int64_t kUnitQueries = 48;
+constexpr int64_t kChunk = 64;             // K or V rows a unit widens at a time
+constexpr int64_t kUnitScores = 1 << 20;   // at most this many scores a unit (4 MiB; long contexts take fewer rows)
+
+void attention_units(const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start, int64_t heads,
+                     float scale, float* out, [[maybe_unused]] bool parallel) {
+  const int64_t hd = kv.head_dim(), kvh = kv.num_kv_heads(), group = heads / kvh, ctx = start + n;
+  const DType dtype = kv.dtype();
+  const size_t row_bytes = static_cast<size_t>(hd) * dtype_size(dtype);
+  const int64_t unit_rows = std::max<int64_t>(1, std::min(kUnitQueries, kUnitScores / ctx) / group);
+  const int64_t blocks = (n + unit_rows - 1) / unit_rows, units = blocks * kvh, most = unit_rows * group;
+#pragma omp parallel if (parallel)
+  {
+    AlignedVector<float> s(static_cast<size_t>(most * ctx));  // (queries, positions) scores, then probabilities
+    AlignedVector<float> x(static_cast<size_t>(most * hd));   // (queries, hd) the unit's queries
+    AlignedVector<float> xi(static_cast<size_t>(avx512::interleaved_size(most, hd)));  // x interleaved in pairs
+    AlignedVector<float> acc(static_cast<size_t>(avx512::block_scratch_size(16)));  // the score tiles' sums
+    AlignedVector<float> widened(dtype == DType::F32 ? 0 : static_cast<size_t>(kChunk * hd));  // (kChunk, hd)
+    std::vector<const float*> p(static_cast<size_t>(most));  // query i's probabilities, from position j0 on
+    std::vector<float*> o(static_cast<size_t>(most));        // query i's output row
+    // Rows [j0, j1) of K or V (base: the KV head's rows) as f32: in place, or widened.
+    auto f32_rows = [&](const std::byte* base, int64_t j0, int64_t j1) {
+      const std::byte* src = base + static_cast<size_t>(j0) * row_bytes;
+      if (dtype == DType::F32) return reinterpret_cast<const float*>(src);
+      to_f32(dtype, src, widened.data(), (j1 - j0) * hd);
+      return static_cast<const float*>(widened.data());
+    };
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t u = 0; u < units; ++u) {
+      const int64_t b = blocks - 1 - u / kvh, g = u % kvh;  // the longest rows first
+      const int64_t t0 = b * unit_rows, nq = (std::min(n, t0 + unit_rows) - t0) * group;
+      // Query i: row t0 + i / group, head g · group + i % group; it attends to positions 0 .. pos(i).
+      auto pos = [&](int64_t i) { return start + t0 + i / group; };
+      for (int64_t i = 0; i < nq; ++i) {
+        const int64_t row = (t0 + i / group) * heads + g * group + i % group;
+        std::copy_n(q + row * hd, hd, x.data() + i * hd);
+        o[static_cast<size_t>(i)] = out + row * hd;
+      }
+      avx512::interleave_rows(x.data(), nq, hd, xi.data());
+      const std::byte* kh = kv.k(layer, g);
+      const std::byte* vh = kv.v(layer, g);
+      const int64_t shared = pos(0) + 1;       // positions every query attends to
+      const int64_t tiled = shared / 16 * 16;  // those the score tiles take
+      for (int64_t j0 = 0; j0 < tiled; j0 += kChunk) {
+        const int64_t j1 = std::min(tiled, j0 + kChunk);
+        const float* k_rows = f32_rows(kh, j0, j1);  // (j1 − j0, hd)
+        for (int64_t j = j0; j < j1; j += 16)
+          avx512::block_products(xi.data(), x.data(), nq, k_rows + (j - j0) * hd, 16, hd, s.data() + j, ctx,
+                                 acc.data());
+      }
+      for (int64_t i = 0; i < nq; ++i) {
+        float* si = s.data() + i * ctx;
+        avx2::scale(si, tiled, scale);
+        avx2::attention_scores(dtype, x.data() + i * hd, kh, tiled, pos(i), hd, scale, si);
+        probabilities(si, 0, pos(i), true);
+      }
+      for (int64_t j0 = 0; j0 < shared; j0 += kChunk) {  // the shared positions, all the queries
+        const int64_t j1 = std::min(shared, j0 + kChunk);
+        for (int64_t i = 0; i < nq; ++i) p[static_cast<size_t>(i)] = s.data() + i * ctx + j0;
+        avx512::values_tiles(p.data(), o.data(), nq, f32_rows(vh, j0, j1), 0, j1 - j0, hd, j0 == 0);
+      }
+      if (pos(nq - 1) >= shared) {  // then each query's own last positions (fewer than unit_rows)
+        const float* v_rows = f32_rows(vh, shared, pos(nq - 1) + 1);
+        for (int64_t i = 0; i < nq; ++i) {
+          const float* pi = s.data() + i * ctx + shared;
+          avx512::values_tiles(&pi, &o[static_cast<size_t>(i)], 1, v_rows, 0, pos(i) + 1 - shared, hd, false);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
 
 void store_kv(KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v) {
   const int64_t hd = kv.head_dim(), kvh = kv.num_kv_heads();
@@ -44,6 +165,7 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
   const int64_t pairs = n * heads;
   const double macs = static_cast<double>(pairs) * static_cast<double>(start + n) * static_cast<double>(hd);
   [[maybe_unused]] const bool parallel = macs >= static_cast<double>(1 << 16);  // read by the OpenMP pragmas only
+  if (n > 1 && window <= 0 && cpu_has_avx512()) return attention_units(kv, layer, q, n, start, heads, scale, out, parallel);
 #pragma omp parallel if (parallel)
   {
     std::vector<float> scores(static_cast<size_t>(start + n));  // (positions) scores, then probabilities
@@ -69,23 +191,7 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
         avx2::attention_scores(kv.dtype(), qh, kh, first, pos, hd, scale, scores.data());
       else
         for (int64_t j = first; j <= pos; ++j) scores[static_cast<size_t>(j)] = dot(qh, kv_row(kh, j), hd) * scale;
-      float block_max = -INFINITY;
-      for (int64_t j = first; j <= pos; ++j) block_max = std::max(block_max, scores[static_cast<size_t>(j)]);
-      core::OnlineSoftmax softmax;
-      softmax.rescale(block_max);
-      float sum = 0.0f;  // the weights' sum: 8 lanes and a fixed tree on AVX2, in order otherwise
-      if (simd) {
-        sum = avx2::softmax_weights(scores.data() + first, pos - first + 1, core::softmax_ref(softmax.m));
-      } else {
-        for (int64_t j = first; j <= pos; ++j) {
-          float w = softmax.weight(scores[static_cast<size_t>(j)]);
-          scores[static_cast<size_t>(j)] = w;
-          sum += w;
-        }
-      }
-      softmax.add(sum);
-      const float inv_sum = softmax.inv_sum();
-      for (int64_t j = first; j <= pos; ++j) scores[static_cast<size_t>(j)] *= inv_sum;  // the probabilities
+      probabilities(scores.data(), first, pos, simd);
       if (simd) {
         avx2::attention_values(kv.dtype(), scores.data(), vh, first, pos, hd, oh);
       } else {

@@ -21,6 +21,8 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "cpu/avx2_target.h"
@@ -155,6 +157,25 @@ float softmax_weights(float* s, int64_t n, float ref) {
   return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
 }
 
+float max_of(const float* s, int64_t n) {
+  __m256 acc = _mm256_set1_ps(-INFINITY);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) acc = _mm256_max_ps(_mm256_loadu_ps(s + i), acc);  // a NaN in s gives acc back
+  alignas(32) float l[8];
+  _mm256_store_ps(l, acc);
+  float m = l[0];
+  for (int k = 1; k < 8; ++k) m = std::max(m, l[k]);
+  for (; i < n; ++i) m = std::max(m, s[i]);
+  return m;
+}
+
+void scale(float* s, int64_t n, float f) {
+  const __m256 v = _mm256_set1_ps(f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(s + i, _mm256_mul_ps(_mm256_loadu_ps(s + i), v));
+  for (; i < n; ++i) s[i] *= f;
+}
+
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -179,6 +200,8 @@ namespace kvinfer::cpu::avx2 {
 void exp_f32(const float*, float*, int64_t) { std::abort(); }
 void exp2_f32(const float*, float*, int64_t) { std::abort(); }
 float softmax_weights(float*, int64_t, float) { std::abort(); }
+float max_of(const float*, int64_t) { std::abort(); }
+void scale(float*, int64_t, float) { std::abort(); }
 void silu_mul(const float*, const float*, float*, int64_t) { std::abort(); }
 void gelu_tanh(const float*, float*, int64_t) { std::abort(); }
 }  // namespace kvinfer::cpu::avx2

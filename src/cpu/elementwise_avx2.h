@@ -24,6 +24,14 @@ void exp2_f32(const float* x, float* out, int64_t n);
 // ((0 + 4) + (1 + 5)) + ((2 + 6) + (3 + 7)).
 float softmax_weights(float* s, int64_t n, float ref);
 
+// The largest of s[0 .. n) that is not a NaN, or -inf: what m = std::max(m, s[i]) over i from
+// m = -inf gives (a max is exact in any order; only the sign of a zero max may differ, which no
+// softmax weight sees: s − (+0) and s − (−0) are equal, or ±0 whose exp2 is 1 either way).
+float max_of(const float* s, int64_t n);
+
+// s[i] = s[i] · f for i < n (attention's scores and probabilities).
+void scale(float* s, int64_t n, float f);
+
 // out[i] = gate[i] / (1 + e^-gate[i]) · up[i] (out may alias gate or up).
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 
