@@ -165,7 +165,8 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
   const int64_t pairs = n * heads;
   const double macs = static_cast<double>(pairs) * static_cast<double>(start + n) * static_cast<double>(hd);
   [[maybe_unused]] const bool parallel = macs >= static_cast<double>(1 << 16);  // read by the OpenMP pragmas only
-  if (n > 1 && window <= 0 && cpu_has_avx512()) return attention_units(kv, layer, q, n, start, heads, scale, out, parallel);
+  if (n > 1 && window <= 0 && cpu_has_avx512())  // a prefill in units of queries (attention_units above)
+    return attention_units(kv, layer, q, n, start, heads, scale, out, parallel);
 #pragma omp parallel if (parallel)
   {
     std::vector<float> scores(static_cast<size_t>(start + n));  // (positions) scores, then probabilities

@@ -45,8 +45,9 @@ inline void f16x16(const uint16_t* s, float* out) {
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
   __m512 f = _mm512_cvtph_ps(h);
   const __m256i a = _mm256_and_si256(h, _mm256_set1_epi16(0x7fff));
-  const __m256i snan =
-      _mm256_and_si256(_mm256_cmpgt_epi16(a, _mm256_set1_epi16(0x7c00)), _mm256_cmpgt_epi16(_mm256_set1_epi16(0x7e00), a));
+  const __m256i above_inf = _mm256_cmpgt_epi16(a, _mm256_set1_epi16(0x7c00));
+  const __m256i below_quiet = _mm256_cmpgt_epi16(_mm256_set1_epi16(0x7e00), a);
+  const __m256i snan = _mm256_and_si256(above_inf, below_quiet);
   if (!_mm256_testz_si256(snan, snan)) {
     const __m512i clear = _mm512_and_si512(_mm512_cvtepi16_epi32(snan), _mm512_set1_epi32(0x00400000));
     f = _mm512_castsi512_ps(_mm512_andnot_si512(clear, _mm512_castps_si512(f)));
