@@ -29,8 +29,8 @@ class Prefetcher {
   size_t bytes() const { return bytes_; }
 
   // The next `bytes` of the region, for a loop to fetch into L2 itself, spread over its steps (a
-  // tile of linear_avx512.cpp): where they start. They count as fetched. (The last may reach a
-  // few bytes past the region's end: prefetches never fault.)
+  // tile of linear_avx512.cpp): where they start. They count as fetched. (Near the region's end
+  // a loop's stretch may run past it, by less than its own length: prefetches never fault.)
   const char* take(size_t bytes) {
     const char* from = base_ + fetched_;
     fetched_ = goal_ = std::min(bytes_, fetched_ + bytes);
