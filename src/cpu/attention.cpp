@@ -9,6 +9,7 @@
 #include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
 #include "cpu/elementwise_avx2.h"
+#include "cpu/linear_avx2.h"
 #include "cpu/linear_avx512.h"
 
 namespace kvinfer::cpu {
@@ -62,7 +63,7 @@ constexpr int64_t kChunk = 64;             // K or V rows a unit widens at a tim
 constexpr int64_t kUnitScores = 1 << 20;   // at most this many scores a unit (4 MiB; long contexts take fewer rows)
 
 void attention_units(const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start, int64_t heads,
-                     float scale, float* out, [[maybe_unused]] bool parallel) {
+                     float scale, float* out, bool wide, [[maybe_unused]] bool parallel) {
   const int64_t hd = kv.head_dim(), kvh = kv.num_kv_heads(), group = heads / kvh, ctx = start + n;
   const DType dtype = kv.dtype();
   const size_t row_bytes = static_cast<size_t>(hd) * dtype_size(dtype);
@@ -72,8 +73,8 @@ void attention_units(const KvCache& kv, int64_t layer, const float* q, int64_t n
   {
     AlignedVector<float> s(static_cast<size_t>(most * ctx));  // (queries, positions) scores, then probabilities
     AlignedVector<float> x(static_cast<size_t>(most * hd));   // (queries, hd) the unit's queries
-    AlignedVector<float> xi(static_cast<size_t>(avx512::interleaved_size(most, hd)));  // x interleaved in pairs
-    AlignedVector<float> acc(static_cast<size_t>(avx512::block_scratch_size(16)));  // the score tiles' sums
+    AlignedVector<float> xi(wide ? static_cast<size_t>(avx512::interleaved_size(most, hd)) : 0);  // x in pairs
+    AlignedVector<float> acc(wide ? static_cast<size_t>(avx512::block_scratch_size(16)) : 0);  // the tiles' sums
     AlignedVector<float> widened(dtype == DType::F32 ? 0 : static_cast<size_t>(kChunk * hd));  // (kChunk, hd)
     std::vector<const float*> p(static_cast<size_t>(most));  // query i's probabilities, from position j0 on
     std::vector<float*> o(static_cast<size_t>(most));        // query i's output row
@@ -84,6 +85,7 @@ void attention_units(const KvCache& kv, int64_t layer, const float* q, int64_t n
       to_f32(dtype, src, widened.data(), (j1 - j0) * hd);
       return static_cast<const float*>(widened.data());
     };
+    const auto values_tiles = wide ? avx512::values_tiles : avx2::values_tiles;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t u = 0; u < units; ++u) {
       const int64_t b = blocks - 1 - u / kvh, g = u % kvh;  // the longest rows first
@@ -95,7 +97,7 @@ void attention_units(const KvCache& kv, int64_t layer, const float* q, int64_t n
         std::copy_n(q + row * hd, hd, x.data() + i * hd);
         o[static_cast<size_t>(i)] = out + row * hd;
       }
-      avx512::interleave_rows(x.data(), nq, hd, xi.data());
+      if (wide) avx512::interleave_rows(x.data(), nq, hd, xi.data());
       const std::byte* kh = kv.k(layer, g);
       const std::byte* vh = kv.v(layer, g);
       const int64_t shared = pos(0) + 1;       // positions every query attends to
@@ -103,9 +105,15 @@ void attention_units(const KvCache& kv, int64_t layer, const float* q, int64_t n
       for (int64_t j0 = 0; j0 < tiled; j0 += kChunk) {
         const int64_t j1 = std::min(tiled, j0 + kChunk);
         const float* k_rows = f32_rows(kh, j0, j1);  // (j1 − j0, hd)
-        for (int64_t j = j0; j < j1; j += 16)
-          avx512::block_products(xi.data(), x.data(), nq, k_rows + (j - j0) * hd, 16, hd, s.data() + j, ctx,
-                                 acc.data());
+        for (int64_t j = j0; j < j1; j += wide ? 16 : 4) {
+          const float* k_j = k_rows + (j - j0) * hd;
+          if (wide) {
+            avx512::block_products(xi.data(), x.data(), nq, k_j, 16, hd, s.data() + j, ctx, acc.data());
+          } else {
+            for (int64_t i = 0; i < nq; i += 3)
+              avx2::dot_tile(x.data() + i * hd, std::min<int64_t>(3, nq - i), k_j, hd, s.data() + i * ctx + j, ctx);
+          }
+        }
       }
       for (int64_t i = 0; i < nq; ++i) {
         float* si = s.data() + i * ctx;
@@ -116,13 +124,13 @@ void attention_units(const KvCache& kv, int64_t layer, const float* q, int64_t n
       for (int64_t j0 = 0; j0 < shared; j0 += kChunk) {  // the shared positions, all the queries
         const int64_t j1 = std::min(shared, j0 + kChunk);
         for (int64_t i = 0; i < nq; ++i) p[static_cast<size_t>(i)] = s.data() + i * ctx + j0;
-        avx512::values_tiles(p.data(), o.data(), nq, f32_rows(vh, j0, j1), 0, j1 - j0, hd, j0 == 0);
+        values_tiles(p.data(), o.data(), nq, f32_rows(vh, j0, j1), 0, j1 - j0, hd, j0 == 0);
       }
       if (pos(nq - 1) >= shared) {  // then each query's own last positions (fewer than unit_rows)
         const float* v_rows = f32_rows(vh, shared, pos(nq - 1) + 1);
         for (int64_t i = 0; i < nq; ++i) {
           const float* pi = s.data() + i * ctx + shared;
-          avx512::values_tiles(&pi, &o[static_cast<size_t>(i)], 1, v_rows, 0, pos(i) + 1 - shared, hd, false);
+          values_tiles(&pi, &o[static_cast<size_t>(i)], 1, v_rows, 0, pos(i) + 1 - shared, hd, false);
         }
       }
     }
@@ -165,8 +173,8 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
   const int64_t pairs = n * heads;
   const double macs = static_cast<double>(pairs) * static_cast<double>(start + n) * static_cast<double>(hd);
   [[maybe_unused]] const bool parallel = macs >= static_cast<double>(1 << 16);  // read by the OpenMP pragmas only
-  if (n > 1 && window <= 0 && cpu_has_avx512())  // a prefill in units of queries (attention_units above)
-    return attention_units(kv, layer, q, n, start, heads, scale, out, parallel);
+  if (n > 1 && window <= 0 && simd)  // a prefill in units of queries (attention_units above)
+    return attention_units(kv, layer, q, n, start, heads, scale, out, cpu_has_avx512(), parallel);
 #pragma omp parallel if (parallel)
   {
     std::vector<float> scores(static_cast<size_t>(start + n));  // (positions) scores, then probabilities

@@ -5,6 +5,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -15,6 +16,7 @@
 KVINFER_AVX2_BEGIN
 
 #include "cpu/avx2_inline.h"
+#include "cpu/values_tiles_inline.h"
 
 namespace kvinfer::cpu::avx2 {
 
@@ -123,7 +125,24 @@ void values(const float* p, const std::byte* v, int64_t first, int64_t last, int
   }
 }
 
+// 8-lane registers for values_tiles_inline.h: tiles of 4 queries × 16 columns.
+struct Ymm {
+  using Reg = __m256;
+  static constexpr int kLanes = 8, kWide = 2, kQueries = 4;
+  static Reg zero() { return _mm256_setzero_ps(); }
+  static Reg load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, Reg r) { _mm256_storeu_ps(p, r); }
+  static Reg set1(float f) { return _mm256_set1_ps(f); }
+  static Reg add(Reg a, Reg b) { return _mm256_add_ps(a, b); }
+  static Reg mul(Reg a, Reg b) { return _mm256_mul_ps(a, b); }
+};
+
 }  // namespace
+
+void values_tiles(const float* const* p, float* const* o, int64_t nq, const float* v, int64_t j0, int64_t j1,
+                  int64_t hd, bool first) {
+  values_tiles_all<Ymm>(p, o, nq, v, j0, j1, hd, first);
+}
 
 void attention_scores(DType t, const float* q, const std::byte* k, int64_t first, int64_t last, int64_t hd,
                       float scale, float* s) {
@@ -153,6 +172,9 @@ KVINFER_AVX2_END
 namespace kvinfer::cpu::avx2 {
 void attention_scores(DType, const float*, const std::byte*, int64_t, int64_t, int64_t, float, float*) { std::abort(); }
 void attention_values(DType, const float*, const std::byte*, int64_t, int64_t, int64_t, float*) { std::abort(); }
+void values_tiles(const float* const*, float* const*, int64_t, const float*, int64_t, int64_t, int64_t, bool) {
+  std::abort();
+}
 }  // namespace kvinfer::cpu::avx2
 
 #endif
