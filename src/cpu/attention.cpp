@@ -45,17 +45,19 @@ void probabilities(float* s, int64_t first, int64_t pos, bool simd) {
     for (int64_t j = first; j <= pos; ++j) s[j] *= inv_sum;
 }
 
-// A prefill without a sliding window on AVX-512 machines. Computed one (row, head) pair at a
-// time, it read every K and V row once per pair, from L2 or L3: at 1000 positions the default
-// model's attention ran at a quarter of its products' FLOP rate. Here a unit takes the queries of
-// up to 48 (query row, head) pairs at once, the query heads of one KV head for consecutive rows,
-// and reads each K and V row once for all of them:
+// A prefill without a sliding window on AVX2 and AVX-512 machines. Computed one (row, head)
+// pair at a time, it read every K and V row once per pair, from L2 or L3: at 1000 positions the
+// default model's attention ran at a quarter of its products' FLOP rate. Here a unit takes the
+// queries of up to 48 (query row, head) pairs at once, the query heads of one KV head for
+// consecutive rows, and reads each K and V row once for all of them:
 // - the scores of the positions every query of the unit attends to, in whole 16s, are the f32
-//   products' tiles (linear_avx512.h), queries as input rows and K rows as weight rows: dot()'s
-//   bits, then times the scale; each query's last few positions go to the AVX2 loop, as before;
+//   products' tiles (linear_avx512.h; avx2::dot_tile's 3 × 4 without AVX-512), queries as input
+//   rows and K rows as weight rows: dot()'s bits, then times the scale; each query's last few
+//   positions go to the AVX2 loop, as before;
 // - each query's softmax is the per-pair code's (probabilities above);
-// - the weighted sums of V rows are register tiles of 6 queries × 64 columns (attention_avx512.h),
-//   over the shared positions, then each query's own last positions, in position order.
+// - the weighted sums of V rows are register tiles of 6 queries × 64 columns (attention_avx512.h;
+//   4 × 16 on AVX2, values_tiles_inline.h), over the shared positions, then each query's own
+//   last positions, in position order.
 // So every output has the bits the per-pair code gives it, whatever n, start or the thread count.
 // f16 and bf16 K and V rows are widened 64 at a time (exactly, as the AVX2 loop's loads widen).
 constexpr int64_t kUnitQueries = 48;
@@ -124,13 +126,13 @@ void attention_units(const KvCache& kv, int64_t layer, const float* q, int64_t n
       for (int64_t j0 = 0; j0 < shared; j0 += kChunk) {  // the shared positions, all the queries
         const int64_t j1 = std::min(shared, j0 + kChunk);
         for (int64_t i = 0; i < nq; ++i) p[static_cast<size_t>(i)] = s.data() + i * ctx + j0;
-        values_tiles(p.data(), o.data(), nq, f32_rows(vh, j0, j1), 0, j1 - j0, hd, j0 == 0);
+        values_tiles(p.data(), o.data(), nq, f32_rows(vh, j0, j1), j1 - j0, hd, j0 == 0);
       }
       if (pos(nq - 1) >= shared) {  // then each query's own last positions (fewer than unit_rows)
         const float* v_rows = f32_rows(vh, shared, pos(nq - 1) + 1);
         for (int64_t i = 0; i < nq; ++i) {
           const float* pi = s.data() + i * ctx + shared;
-          values_tiles(&pi, &o[static_cast<size_t>(i)], 1, v_rows, 0, pos(i) + 1 - shared, hd, false);
+          values_tiles(&pi, &o[static_cast<size_t>(i)], 1, v_rows, pos(i) + 1 - shared, hd, false);
         }
       }
     }

@@ -139,9 +139,9 @@ struct Ymm {
 
 }  // namespace
 
-void values_tiles(const float* const* p, float* const* o, int64_t nq, const float* v, int64_t j0, int64_t j1,
+void values_tiles(const float* const* p, float* const* o, int64_t nq, const float* v, int64_t count,
                   int64_t hd, bool first) {
-  values_tiles_all<Ymm>(p, o, nq, v, j0, j1, hd, first);
+  values_tiles_all<Ymm>(p, o, nq, v, count, hd, first);
 }
 
 void attention_scores(DType t, const float* q, const std::byte* k, int64_t first, int64_t last, int64_t hd,
@@ -172,7 +172,7 @@ KVINFER_AVX2_END
 namespace kvinfer::cpu::avx2 {
 void attention_scores(DType, const float*, const std::byte*, int64_t, int64_t, int64_t, float, float*) { std::abort(); }
 void attention_values(DType, const float*, const std::byte*, int64_t, int64_t, int64_t, float*) { std::abort(); }
-void values_tiles(const float* const*, float* const*, int64_t, const float*, int64_t, int64_t, int64_t, bool) {
+void values_tiles(const float* const*, float* const*, int64_t, const float*, int64_t, int64_t, bool) {
   std::abort();
 }
 }  // namespace kvinfer::cpu::avx2

@@ -20,9 +20,9 @@ void attention_scores(DType t, const float* q, const std::byte* k, int64_t first
 void attention_values(DType t, const float* p, const std::byte* v, int64_t first, int64_t last, int64_t hd, float* o);
 
 // avx512::values_tiles (attention_avx512.h) with 8-lane registers, the same bits: o[i][d] =
-// o[i][d] + p[i][j] · v[j · hd + d] for j = j0 .. j1 − 1 in order (from 0 when `first`), for
+// o[i][d] + p[i][j] · v[j · hd + d] for j = 0 .. count − 1 in order (from 0 when `first`), for
 // every query i < nq and column d < hd, in tiles of 4 queries × 16 columns.
-void values_tiles(const float* const* p, float* const* o, int64_t nq, const float* v, int64_t j0, int64_t j1,
+void values_tiles(const float* const* p, float* const* o, int64_t nq, const float* v, int64_t count,
                   int64_t hd, bool first);
 
 }  // namespace kvinfer::cpu::avx2

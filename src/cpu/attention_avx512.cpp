@@ -33,9 +33,9 @@ struct Zmm {
 
 }  // namespace
 
-void values_tiles(const float* const* p, float* const* o, int64_t nq, const float* v, int64_t j0, int64_t j1,
+void values_tiles(const float* const* p, float* const* o, int64_t nq, const float* v, int64_t count,
                   int64_t hd, bool first) {
-  values_tiles_all<Zmm>(p, o, nq, v, j0, j1, hd, first);
+  values_tiles_all<Zmm>(p, o, nq, v, count, hd, first);
 }
 
 }  // namespace kvinfer::cpu::avx512
@@ -47,7 +47,7 @@ KVINFER_AVX512_END
 #include <cstdlib>
 
 namespace kvinfer::cpu::avx512 {
-void values_tiles(const float* const*, float* const*, int64_t, const float*, int64_t, int64_t, int64_t, bool) {
+void values_tiles(const float* const*, float* const*, int64_t, const float*, int64_t, int64_t, bool) {
   std::abort();
 }
 }  // namespace kvinfer::cpu::avx512

@@ -12,16 +12,16 @@
 namespace kvinfer::cpu {
 namespace {
 
-// Columns [d0, d0 + kLanes·C) of the R queries' outputs over positions [j0, j1): R·C registers of
+// Columns [d0, d0 + kLanes·C) of the R queries' outputs over positions [0, count): R·C registers of
 // sums, from 0 when `first`, else from o; per position, C loads of the V row and R broadcasts of
 // a probability, then each sum plus the product (rounded, then added: no fused multiply-add).
 template <class V, int R, int C>
-void values_tile(const float* const* p, float* const* o, const float* v, int64_t j0, int64_t j1, int64_t hd,
+void values_tile(const float* const* p, float* const* o, const float* v, int64_t count, int64_t hd,
                  int64_t d0, bool first) {
   typename V::Reg acc[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = first ? V::zero() : V::load(o[r] + d0 + V::kLanes * c);
-  for (int64_t j = j0; j < j1; ++j) {
+  for (int64_t j = 0; j < count; ++j) {
     const float* row = v + j * hd + d0;
     typename V::Reg vv[C];
     for (int c = 0; c < C; ++c) vv[c] = V::load(row + V::kLanes * c);
@@ -37,27 +37,27 @@ void values_tile(const float* const* p, float* const* o, const float* v, int64_t
 // Every column of R queries: wide tiles, then one register at a time, then the last
 // hd mod kLanes columns one at a time, with the same operations.
 template <class V, int R>
-void values_tiles_of(const float* const* p, float* const* o, const float* v, int64_t j0, int64_t j1, int64_t hd,
+void values_tiles_of(const float* const* p, float* const* o, const float* v, int64_t count, int64_t hd,
                      bool first) {
   int64_t d = 0;
   for (; d + V::kLanes * V::kWide <= hd; d += V::kLanes * V::kWide)
-    values_tile<V, R, V::kWide>(p, o, v, j0, j1, hd, d, first);
-  for (; d + V::kLanes <= hd; d += V::kLanes) values_tile<V, R, 1>(p, o, v, j0, j1, hd, d, first);
+    values_tile<V, R, V::kWide>(p, o, v, count, hd, d, first);
+  for (; d + V::kLanes <= hd; d += V::kLanes) values_tile<V, R, 1>(p, o, v, count, hd, d, first);
   for (; d < hd; ++d)
     for (int r = 0; r < R; ++r) {
       float acc = first ? 0.0f : o[r][d];
-      for (int64_t j = j0; j < j1; ++j) acc += p[r][j] * v[j * hd + d];
+      for (int64_t j = 0; j < count; ++j) acc += p[r][j] * v[j * hd + d];
       o[r][d] = acc;
     }
 }
 
 // The nq queries, V::kQueries at a time (the last R of them together).
 template <class V, int R = V::kQueries>
-void values_tiles_all(const float* const* p, float* const* o, int64_t nq, const float* v, int64_t j0, int64_t j1,
+void values_tiles_all(const float* const* p, float* const* o, int64_t nq, const float* v, int64_t count,
                       int64_t hd, bool first) {
   if constexpr (R > 0) {
-    for (; nq >= R; nq -= R, p += R, o += R) values_tiles_of<V, R>(p, o, v, j0, j1, hd, first);
-    values_tiles_all<V, R - 1>(p, o, nq, v, j0, j1, hd, first);
+    for (; nq >= R; nq -= R, p += R, o += R) values_tiles_of<V, R>(p, o, v, count, hd, first);
+    values_tiles_all<V, R - 1>(p, o, nq, v, count, hd, first);
   }
 }
 
