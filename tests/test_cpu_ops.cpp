@@ -129,8 +129,9 @@ TEST_P(LinearTest, EveryElementIsTheDotOfItsRows) {
   }
 }
 
-// Prefill's long rows and many input rows. linear takes the input in slices (of 96 rows for 1024
-// values; the 401 rows of 264 values make one slice); on AVX-512 machines its tiles
+// Prefill's long rows and many input rows. linear takes the input in slices of about equal size
+// (at most 128 rows of 1024 values, so 259 rows go in 87, 87 and 85; quantised types take rows of
+// 512 values, 256 a slice, so 259 and 401 rows go in two); on AVX-512 machines its tiles
 // (linear_avx512.h) take the values in runs of at most 576 and the input rows in groups of 48,
 // keep their accumulators in memory between runs, and read f32 weight rows in place whatever
 // their alignment: the weights below start at a cache line, then 4 bytes further on. Every
@@ -144,7 +145,7 @@ TEST_P(LinearTest, LongRowsAndManyInputRowsKeepTheDotsBits) {
     std::vector<int64_t> ns;
   };
   // 1200 values: three AVX-512 runs of unequal length (linear_avx512.h).
-  for (const Shape& shape : {Shape{cols_for(GetParam(), 1024), {50, 97}}, Shape{cols_for(GetParam(), 1030), {50, 97}},
+  for (const Shape& shape : {Shape{cols_for(GetParam(), 1024), {50, 97, 259}}, Shape{cols_for(GetParam(), 1030), {50, 97}},
                              Shape{cols_for(GetParam(), 1200), {50}}, Shape{cols_for(GetParam(), 264), {401}}}) {
     const int64_t in = shape.in;
     StoredMatrix w(GetParam(), out, in, static_cast<uint32_t>(in));

@@ -33,7 +33,7 @@ constexpr double kParallelMinMacs = 1 << 15;
 // values stay in L2 while the input streams past.
 constexpr int64_t kRowBlock = 16;
 // Input rows a call multiplies together: at most 512 KiB of them (but 48 rows at least), in L2
-// with one block of weight rows; longer inputs go in slices (linears).
+// with one block of weight rows; longer inputs go in slices of about equal size (linears).
 constexpr int64_t kSliceBytes = 512 << 10;
 
 // 8 interleaved partial sums (mul, then add), the tail into lanes 0, 1, ..., a fixed tree.
@@ -225,9 +225,11 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
   if (products.empty()) return;
   const int64_t in = products.front().layer->weight.cols;
   // A long prefill goes in slices of input rows that stay in L2 while every block of weight rows
-  // multiplies them: each element is the same product either way.
-  const int64_t slice = std::max<int64_t>(48, kSliceBytes / std::max<int64_t>(1, in * 4) / 48 * 48);
-  if (n > slice) {
+  // multiplies them: each element is the same product either way. Slices of equal size: each
+  // slice widens every block again, so 64 rows go in one slice, not 48 and 16.
+  const int64_t most = std::max<int64_t>(48, kSliceBytes / std::max<int64_t>(1, in * 4));
+  const int64_t slices = (n + most - 1) / most, slice = (n + slices - 1) / slices;
+  if (slices > 1) {
     std::vector<LinearInto> part(products.begin(), products.end());
     for (int64_t r = 0; r < n; r += slice) {
       for (size_t p = 0; p < part.size(); ++p) part[p].y = products[p].y + r * products[p].layer->weight.rows;
