@@ -25,6 +25,7 @@
 #include "core/quant.h"
 #include "core/rope.h"
 #include "cpu/aligned.h"
+#include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
 #include "kvinfer/kv_cache.h"
 
@@ -203,7 +204,8 @@ void BM_fma_peak(benchmark::State& state, int lanes) {
 }();
 
 // BM_linear_vs_peak/<t>/rows:N: BM_linear's product, each call right after a burst of the widest
-// FMA chains on the same threads (BM_fma_peak's, 0.6 ms). peak_share is the product's FLOP rate
+// FMA chains the prefill tiles use, on the same threads (BM_fma_peak's, 0.6 ms): AVX-512 where
+// cpu_has_avx512(), else AVX2 (so KVINFER_NO_AVX512=1 measures the AVX2 path against its peak). peak_share is the product's FLOP rate
 // over the bursts' rate, both summed over the iterations: the product against the peak the cores
 // gave within milliseconds of it. On a shared machine whose FMA rate varies from second to second,
 // that is steadier than dividing BM_linear by a BM_fma_peak run seconds apart. The reported time
@@ -217,7 +219,7 @@ void BM_linear_vs_peak(benchmark::State& state, DType t) {
   const kvinfer::Linear layer{{t, w.data(), out, in}, {}};
   const auto x = random_floats(n * in, 6);
   std::vector<float> y(static_cast<size_t>(n * out));
-  const int lanes = __builtin_cpu_supports("avx512f") ? 16 : 8;
+  const int lanes = cpu::cpu_has_avx512() ? 16 : 8;  // the width of the prefill tiles (KVINFER_NO_AVX512: 8)
   using Clock = std::chrono::steady_clock;
   double burst_s = 0, product_s = 0, burst_flops = 0;
   for (auto _ : state) {
