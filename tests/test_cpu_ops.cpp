@@ -423,12 +423,14 @@ TEST(CpuOps, AttentionMatchesDoubleReferenceWithGqaAndWindow) {
 // base-2 softmax weights (on AVX2 the vector exp2 and an 8-lane sum), probabilities, then
 // Σ p · V row as products added in position order. Head dims with and without a tail of < 8
 // values; a prefill of 70 rows after 80 cached positions: several units of queries, several 64-row
-// chunks of K and V, rows that attend to positions the first rows of their unit do not.
+// chunks of K and V, rows that attend to positions the first rows of their unit do not; decode
+// steps (one row) at 23 and 150 positions.
 TEST(CpuOps, AttentionIsDotsThenAWeightedSumOfWidenedRows) {
   struct Shape {
     int64_t hd, ctx, n;
   };
-  for (const Shape shape : {Shape{72, 23, 2}, Shape{45, 23, 2}, Shape{72, 150, 70}, Shape{45, 150, 70}}) {
+  for (const Shape shape : {Shape{72, 23, 2}, Shape{45, 23, 2}, Shape{72, 150, 70}, Shape{45, 150, 70},
+                            Shape{72, 23, 1}, Shape{45, 150, 1}, Shape{72, 150, 1}}) {
     const int64_t hd = shape.hd;
     ModelConfig cfg;
     cfg.num_layers = 1;
