@@ -424,20 +424,23 @@ TEST(CpuOps, AttentionMatchesDoubleReferenceWithGqaAndWindow) {
 // Σ p · V row as products added in position order. Head dims with and without a tail of < 8
 // values; a prefill of 70 rows after 80 cached positions: several units of queries, several 64-row
 // chunks of K and V, rows that attend to positions the first rows of their unit do not; decode
-// steps (one row) at 23 and 150 positions.
+// steps (one row) at 23 and 150 positions, whose query heads share K and V rows on AVX-512
+// machines: 2 query heads a KV head, and 7 (tiles of 3, 3 and 1), head dims 72, 48 and 45 (32 +
+// 32 + 8 columns, 32 + 16, none: whose decode stays per pair).
 TEST(CpuOps, AttentionIsDotsThenAWeightedSumOfWidenedRows) {
   struct Shape {
-    int64_t hd, ctx, n;
+    int64_t hd, ctx, n, heads, kvh;
   };
-  for (const Shape shape : {Shape{72, 23, 2}, Shape{45, 23, 2}, Shape{72, 150, 70}, Shape{45, 150, 70},
-                            Shape{72, 23, 1}, Shape{45, 150, 1}, Shape{72, 150, 1}}) {
-    const int64_t hd = shape.hd;
+  for (const Shape shape : {Shape{72, 23, 2, 4, 2}, Shape{45, 23, 2, 4, 2}, Shape{72, 150, 70, 4, 2},
+                            Shape{45, 150, 70, 4, 2}, Shape{72, 23, 1, 4, 2}, Shape{45, 150, 1, 4, 2},
+                            Shape{72, 150, 1, 4, 2}, Shape{72, 150, 1, 7, 1}, Shape{48, 150, 1, 7, 1}}) {
+    const int64_t hd = shape.hd, heads = shape.heads, kvh = shape.kvh;
     ModelConfig cfg;
     cfg.num_layers = 1;
-    cfg.num_heads = 4;
-    cfg.num_kv_heads = 2;
+    cfg.num_heads = heads;
+    cfg.num_kv_heads = kvh;
     cfg.head_dim = hd;
-    const int64_t ctx = shape.ctx, n = shape.n, start = ctx - n, heads = 4, kvh = 2;
+    const int64_t ctx = shape.ctx, n = shape.n, start = ctx - n;
     for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
       KvCache kv(cfg, ctx, dtype);
       const auto k = randn(static_cast<size_t>(ctx * kvh * hd), 33), v = randn(k.size(), 34);

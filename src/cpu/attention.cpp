@@ -139,6 +139,59 @@ void attention_units(const KvCache& kv, int64_t layer, const float* q, int64_t n
   }
 }
 
+// A decode step on AVX-512 machines. The query heads of one KV head attend to the same
+// positions, so they share each K and V row, widened in registers once for all of them. Three
+// passes over the team:
+// - the scores, in units of one KV head × 64 positions (avx512::decode_scores: tiles of up to 3
+//   query heads × 16 K rows; the chunk's last rows mod 16 go to the per-pair kernel);
+// - each head's probabilities (probabilities above);
+// - the weighted sums, in units of one KV head × 32 columns (avx512::decode_values).
+// Every score, weight and sum keeps the per-pair code's bits; only which loads are shared, and
+// which thread computes what, change. Positions go to the threads in chunks and columns in
+// blocks, so that a model with fewer KV heads than threads keeps them all busy.
+constexpr int64_t kDecodeColumns = 32;
+
+void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t start, int64_t heads, int64_t window,
+                      float scale, float* out, [[maybe_unused]] bool parallel) {
+  const int64_t hd = kv.head_dim(), kvh = kv.num_kv_heads(), group = heads / kvh;
+  const DType dtype = kv.dtype();
+  const size_t row_bytes = static_cast<size_t>(hd) * dtype_size(dtype);
+  const int64_t first = window > 0 ? std::max<int64_t>(0, start - window + 1) : 0;  // positions first .. start
+  const int64_t count = start + 1 - first;
+  const size_t skip = static_cast<size_t>(first) * row_bytes;  // the K and V bytes before the first position
+  AlignedVector<float> s(static_cast<size_t>(heads * count));  // (heads, count) scores, then probabilities
+  std::vector<const float*> p(static_cast<size_t>(heads));     // head h's probabilities
+  std::vector<float*> o(static_cast<size_t>(heads));           // head h's output row
+  for (int64_t h = 0; h < heads; ++h) {
+    p[static_cast<size_t>(h)] = s.data() + h * count;
+    o[static_cast<size_t>(h)] = out + h * hd;
+  }
+  const int64_t chunks = (count + kChunk - 1) / kChunk, blocks = (hd + kDecodeColumns - 1) / kDecodeColumns;
+#pragma omp parallel if (parallel)
+  {
+#pragma omp for schedule(static)
+    for (int64_t u = 0; u < chunks * kvh; ++u) {
+      const int64_t g = u % kvh, j0 = u / kvh * kChunk, j1 = std::min(count, j0 + kChunk);
+      const std::byte* kh = kv.k(layer, g) + skip;
+      const float* qg = q + g * group * hd;  // (group, hd) the KV head's queries
+      float* sg = s.data() + g * group * count;
+      avx512::decode_scores(dtype, qg, group, hd, kh + static_cast<size_t>(j0) * row_bytes, j1 - j0, scale, sg + j0,
+                            count);
+      const int64_t rest = j0 + (j1 - j0) / 16 * 16;  // the chunk's last rows mod 16
+      for (int64_t i = 0; rest < j1 && i < group; ++i)
+        avx2::attention_scores(dtype, qg + i * hd, kh, rest, j1 - 1, hd, scale, sg + i * count);
+    }
+#pragma omp for schedule(static)
+    for (int64_t h = 0; h < heads; ++h) probabilities(s.data() + h * count, 0, count - 1, true);
+#pragma omp for schedule(static)
+    for (int64_t u = 0; u < kvh * blocks; ++u) {
+      const int64_t g = u / blocks, d0 = u % blocks * kDecodeColumns;
+      avx512::decode_values(dtype, p.data() + g * group, o.data() + g * group, group, kv.v(layer, g) + skip, count, hd,
+                            d0, std::min(hd, d0 + kDecodeColumns));
+    }
+  }
+}
+
 }  // namespace
 
 void store_kv(KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v) {
@@ -165,18 +218,20 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
   const bool f32 = kv.dtype() == DType::F32;
   const bool simd = cpu_has_avx2_fma_f16c();
   // Every (row, head) pair is computed on its own, in the same order whatever n or the thread
-  // count is. A decode's heads are shared out in contiguous runs (a KV head's query heads
-  // together). A prefill's pairs go to the threads in turn: a causal prefill's later rows attend
-  // to more positions, so contiguous shares would leave the first thread idle, and in turn each
-  // thread keeps to the same heads of every row. One 512-row layer, 16 heads, 2 threads, the
-  // schedules alternated in one process: 28 ms in contiguous shares against 14 ms in turn; in a
-  // slower minute, 31 ms with whole rows in turn against 27 ms. Small calls stay on one thread
-  // (a team costs more).
+  // count is. Without AVX-512 (attention_decode above), a decode's heads are shared out in
+  // contiguous runs (a KV head's query heads together). A prefill's pairs go to the threads in
+  // turn: a causal prefill's later rows attend to more positions, so contiguous shares would
+  // leave the first thread idle, and in turn each thread keeps to the same heads of every row.
+  // One 512-row layer, 16 heads, 2 threads, the schedules alternated in one process: 28 ms in
+  // contiguous shares against 14 ms in turn; in a slower minute, 31 ms with whole rows in turn
+  // against 27 ms. Small calls stay on one thread (a team costs more).
   const int64_t pairs = n * heads;
   const double macs = static_cast<double>(pairs) * static_cast<double>(start + n) * static_cast<double>(hd);
   [[maybe_unused]] const bool parallel = macs >= static_cast<double>(1 << 16);  // read by the OpenMP pragmas only
   if (n > 1 && window <= 0 && simd)  // a prefill in units of queries (attention_units above)
     return attention_units(kv, layer, q, n, start, heads, scale, out, cpu_has_avx512(), parallel);
+  if (n == 1 && hd % 8 == 0 && cpu_has_avx512())  // a decode step, K and V rows shared by a KV head's query heads
+    return attention_decode(kv, layer, q, start, heads, window, scale, out, parallel);
 #pragma omp parallel if (parallel)
   {
     std::vector<float> scores(static_cast<size_t>(start + n));  // (positions) scores, then probabilities

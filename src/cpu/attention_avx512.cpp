@@ -6,12 +6,14 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 #include "cpu/avx512_target.h"
 
 KVINFER_AVX512_BEGIN
 
+#include "cpu/avx512_inline.h"
 #include "cpu/values_tiles_inline.h"
 
 namespace kvinfer::cpu::avx512 {
@@ -31,7 +33,171 @@ struct Zmm {
   static Reg mul(Reg a, Reg b) { return _mm512_mul_ps(a, b); }
 };
 
+// GCC 12's AVX-512 widening and extract intrinsics start from an undefined register they then
+// warn about.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+// The bytes of one value of a K or V row in the cache's dtype.
+template <DType T>
+constexpr size_t kValueBytes = T == DType::F32 ? 4 : 2;
+
+// Values d .. d + 7 of the K rows at a and b, widened as avx2::attention_scores widens them (F16C
+// for f16, a shift for bf16): a's in the low half, b's in the high.
+template <DType T>
+inline __m512 pair8(const std::byte* a, const std::byte* b) {
+  if constexpr (T == DType::F32) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(reinterpret_cast<const float*>(a))),
+                              _mm256_loadu_ps(reinterpret_cast<const float*>(b)), 1);
+  } else {
+    const __m128i ha = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+    const __m128i hb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+    const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(ha), hb, 1);
+    if constexpr (T == DType::BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+  }
+}
+
+// 16 values of a V row at p, widened the same way.
+template <DType T>
+inline __m512 load16(const std::byte* p) {
+  if constexpr (T == DType::F32) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
+  } else {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    if constexpr (T == DType::BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+  }
+}
+
+// Value i of a V row, widened the same way.
+template <DType T>
+inline float load1(const std::byte* p, int64_t i) {
+  if constexpr (T == DType::F32) {
+    return reinterpret_cast<const float*>(p)[i];
+  } else {
+    const uint16_t h = reinterpret_cast<const uint16_t*>(p)[i];
+    if constexpr (T == DType::BF16)
+      return _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128(static_cast<int>(h) << 16)));
+    return _cvtsh_ss(h);
+  }
+}
+
+// s[r · lds + i] = dot(q_r, K row i) · scale for Q queries (q_r at q + r · hd) and the 16 K rows
+// from k: register i of query r holds rows i (low half) and i + 8 (high); per 8 values, Q
+// broadcasts of a query's 8, 8 widened pairs of K rows and 8·Q fused multiply-adds; then
+// finish8's trees, rows 0 .. 7 from the low halves.
+template <DType T, int Q>
+void scores16(const float* q, int64_t hd, const std::byte* k, size_t row_bytes, float scale, float* s, int64_t lds) {
+  __m512 acc[Q][8];
+  for (int r = 0; r < Q; ++r)
+    for (int i = 0; i < 8; ++i) acc[r][i] = _mm512_setzero_ps();
+  for (int64_t d = 0; d < hd; d += 8) {
+    __m512 qv[Q];
+    for (int r = 0; r < Q; ++r) qv[r] = broadcast8(q + r * hd + d);
+    const std::byte* rows = k + static_cast<size_t>(d) * kValueBytes<T>;
+    for (int i = 0; i < 8; ++i) {
+      const std::byte* a = rows + static_cast<size_t>(i) * row_bytes;
+      const __m512 kv = pair8<T>(a, a + 8 * row_bytes);
+      for (int r = 0; r < Q; ++r) acc[r][i] = _mm512_fmadd_ps(qv[r], kv, acc[r][i]);
+    }
+  }
+  for (int r = 0; r < Q; ++r) {
+    __m256 lo[8], hi[8];
+    for (int i = 0; i < 8; ++i) {
+      lo[i] = low8(acc[r][i]);
+      hi[i] = high8(acc[r][i]);
+    }
+    alignas(64) float y[16];
+    finish8(lo, y);
+    finish8(hi, y + 8);
+    _mm512_storeu_ps(s + r * lds, _mm512_mul_ps(_mm512_load_ps(y), _mm512_set1_ps(scale)));
+  }
+}
+
+template <DType T>
+void decode_scores_of(const float* q, int64_t nq, int64_t hd, const std::byte* k, int64_t rows, float scale, float* s,
+                      int64_t lds) {
+  const size_t row_bytes = static_cast<size_t>(hd) * kValueBytes<T>;
+  for (int64_t j = 0; j + 16 <= rows; j += 16) {
+    const std::byte* kj = k + static_cast<size_t>(j) * row_bytes;
+    int64_t r = 0;
+    for (; r + 3 <= nq; r += 3) scores16<T, 3>(q + r * hd, hd, kj, row_bytes, scale, s + r * lds + j, lds);
+    if (nq - r == 2) scores16<T, 2>(q + r * hd, hd, kj, row_bytes, scale, s + r * lds + j, lds);
+    if (nq - r == 1) scores16<T, 1>(q + r * hd, hd, kj, row_bytes, scale, s + r * lds + j, lds);
+  }
+}
+
+// Columns [d0, d0 + 16·C) of R queries' weighted sums over V rows 0 .. count − 1, from 0: per
+// row, C widened loads for all R queries, then each sum plus the product (rounded, then added).
+template <DType T, int R, int C>
+void sums(const float* const* p, float* const* o, const std::byte* v, size_t row_bytes, int64_t count, int64_t d0) {
+  __m512 acc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < count; ++j) {
+    const std::byte* row = v + static_cast<size_t>(j) * row_bytes + static_cast<size_t>(d0) * kValueBytes<T>;
+    __m512 vv[C];
+    for (int c = 0; c < C; ++c) vv[c] = load16<T>(row + 16 * kValueBytes<T> * c);
+    for (int r = 0; r < R; ++r) {
+      const __m512 pj = _mm512_set1_ps(p[r][j]);
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_add_ps(acc[r][c], _mm512_mul_ps(pj, vv[c]));
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(o[r] + d0 + 16 * c, acc[r][c]);
+}
+
+// Columns [d0, d1) of R queries: 32 at a time, then 16, then one at a time (the same operations).
+template <DType T, int R>
+void sums_of(const float* const* p, float* const* o, const std::byte* v, int64_t count, int64_t hd, int64_t d0,
+             int64_t d1) {
+  const size_t row_bytes = static_cast<size_t>(hd) * kValueBytes<T>;
+  int64_t d = d0;
+  for (; d + 32 <= d1; d += 32) sums<T, R, 2>(p, o, v, row_bytes, count, d);
+  for (; d + 16 <= d1; d += 16) sums<T, R, 1>(p, o, v, row_bytes, count, d);
+  for (; d < d1; ++d)
+    for (int r = 0; r < R; ++r) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < count; ++j) acc += p[r][j] * load1<T>(v + static_cast<size_t>(j) * row_bytes, d);
+      o[r][d] = acc;
+    }
+}
+
+template <DType T>
+void decode_values_of(const float* const* p, float* const* o, int64_t nq, const std::byte* v, int64_t count,
+                      int64_t hd, int64_t d0, int64_t d1) {
+  for (; nq >= 3; nq -= 3, p += 3, o += 3) sums_of<T, 3>(p, o, v, count, hd, d0, d1);
+  if (nq == 2) sums_of<T, 2>(p, o, v, count, hd, d0, d1);
+  if (nq == 1) sums_of<T, 1>(p, o, v, count, hd, d0, d1);
+}
+
 }  // namespace
+
+void decode_scores(DType t, const float* q, int64_t nq, int64_t hd, const std::byte* k, int64_t rows, float scale,
+                   float* s, int64_t lds) {
+  switch (t) {
+    case DType::F16: return decode_scores_of<DType::F16>(q, nq, hd, k, rows, scale, s, lds);
+    case DType::BF16: return decode_scores_of<DType::BF16>(q, nq, hd, k, rows, scale, s, lds);
+    default: return decode_scores_of<DType::F32>(q, nq, hd, k, rows, scale, s, lds);
+  }
+}
+
+void decode_values(DType t, const float* const* p, float* const* o, int64_t nq, const std::byte* v, int64_t count,
+                   int64_t hd, int64_t d0, int64_t d1) {
+  switch (t) {
+    case DType::F16: return decode_values_of<DType::F16>(p, o, nq, v, count, hd, d0, d1);
+    case DType::BF16: return decode_values_of<DType::BF16>(p, o, nq, v, count, hd, d0, d1);
+    default: return decode_values_of<DType::F32>(p, o, nq, v, count, hd, d0, d1);
+  }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 void values_tiles(const float* const* p, float* const* o, int64_t nq, const float* v, int64_t count,
                   int64_t hd, bool first) {
@@ -48,6 +214,13 @@ KVINFER_AVX512_END
 
 namespace kvinfer::cpu::avx512 {
 void values_tiles(const float* const*, float* const*, int64_t, const float*, int64_t, int64_t, bool) {
+  std::abort();
+}
+void decode_scores(DType, const float*, int64_t, int64_t, const std::byte*, int64_t, float, float*, int64_t) {
+  std::abort();
+}
+void decode_values(DType, const float* const*, float* const*, int64_t, const std::byte*, int64_t, int64_t, int64_t,
+                   int64_t) {
   std::abort();
 }
 }  // namespace kvinfer::cpu::avx512

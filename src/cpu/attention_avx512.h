@@ -1,7 +1,12 @@
 #pragma once
-// The AVX-512 weighted sums of V rows for a prefill's tiled attention (attention_avx512.cpp),
-// called only when cpu_has_avx512().
+// The AVX-512 loops of CPU attention (attention_avx512.cpp), called only when cpu_has_avx512():
+// a prefill's weighted sums of V rows in tiles, and a decode step's scores and sums for the query
+// heads of one KV head, which share its K and V rows. Each result has the bits of the AVX2
+// per-pair loops (attention_avx2.h).
+#include <cstddef>
 #include <cstdint>
+
+#include "kvinfer/dtype.h"
 
 namespace kvinfer::cpu::avx512 {
 
@@ -14,5 +19,19 @@ namespace kvinfer::cpu::avx512 {
 // keep their sums in registers across the positions, each V row loaded once for the 6.
 void values_tiles(const float* const* p, float* const* o, int64_t nq, const float* v, int64_t count,
                   int64_t hd, bool first);
+
+
+// s[r · lds + j] = dot(q_r, K row j) · scale for r < nq and j < ⌊rows/16⌋·16 (the last rows mod 16
+// are left to the caller): avx2::attention_scores' bits. q (nq, hd) queries, hd a multiple of 8;
+// K row j (hd values of dtype t) at k + j · hd · dtype_size(t), widened in registers once for all
+// the queries. Tiles of up to 3 queries × 16 rows, two rows to a register.
+void decode_scores(DType t, const float* q, int64_t nq, int64_t hd, const std::byte* k, int64_t rows, float scale,
+                   float* s, int64_t lds);
+
+// o[r][d] = Σ p[r][j] · (V row j)[d] over j = 0 .. count − 1 in order, each term rounded then added,
+// for r < nq and the columns [d0, d1): avx2::attention_values' bits, column by column. V row j at
+// v + j · hd · dtype_size(t), widened in registers once for all the queries.
+void decode_values(DType t, const float* const* p, float* const* o, int64_t nq, const std::byte* v, int64_t count,
+                   int64_t hd, int64_t d0, int64_t d1);
 
 }  // namespace kvinfer::cpu::avx512

@@ -16,6 +16,7 @@
 KVINFER_AVX512_BEGIN
 
 #include "cpu/avx2_inline.h"
+#include "cpu/avx512_inline.h"
 
 namespace kvinfer::cpu::avx512 {
 
@@ -25,30 +26,6 @@ constexpr int64_t kTileRows = 6;      // input rows of a tile: 3 interleaved pai
 constexpr int64_t kRun = 576;         // the most values of a run (linear_avx512.h)
 constexpr int64_t kGroup = 48;        // input rows that reuse one run of weight rows
 constexpr int64_t kTileFloats = 384;  // one tile's accumulators in scratch: (3 pairs, 8 weight rows, 16 lanes)
-
-// GCC 12's broadcast and extract intrinsics start from an undefined register they then warn about.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-// 8 floats at p in both halves of a register: one broadcast load (vbroadcastf32x8).
-inline __m512 broadcast8(const float* p) { return _mm512_broadcast_f32x8(_mm256_loadu_ps(p)); }
-// The lower and the upper 8 lanes of v.
-inline __m256 low8(__m512 v) { return _mm512_castps512_ps256(v); }
-inline __m256 high8(__m512 v) { return _mm512_extractf32x8_ps(v, 1); }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
-// y[c] for c < 8: the 8 lanes of a[c] combined by the fixed tree ((0 + 4) + (1 + 5)) + ((2 + 6) +
-// (3 + 7)) of linear_avx2.h, for 8 products at once. s: per 128-bit half, lanes j + (j + 4) of
-// a[c] and of a[c + 4]; each hadd then adds neighbours, (s0 + s1) and (s2 + s3), then their sums.
-inline void finish8(const __m256 a[8], float* y) {
-  __m256 s[4];
-  for (int c = 0; c < 4; ++c)
-    s[c] = _mm256_add_ps(_mm256_permute2f128_ps(a[c], a[c + 4], 0x20), _mm256_permute2f128_ps(a[c], a[c + 4], 0x31));
-  _mm256_storeu_ps(y, _mm256_hadd_ps(_mm256_hadd_ps(s[0], s[1]), _mm256_hadd_ps(s[2], s[3])));
-}
 
 // The end of one product whose 8 lanes `l` took the values before `body`: the tail's fused
 // multiply-adds into lanes 0, 1, ..., then the fixed tree.
