@@ -20,6 +20,8 @@ configs=(
   "gpt2-medium q8_0|-s gpt2-medium --dtype q8_0"
   "gpt2-medium q8_0 --int8-activations|-s gpt2-medium --dtype q8_0 --int8-activations"
   "gpt2-medium q4_1 --int8-activations|-s gpt2-medium --dtype q4_1 --int8-activations"
+  "tinyllama-1.1b q4_1|-s tinyllama-1.1b --dtype q4_1"
+  "tinyllama-1.1b q4_0|-s tinyllama-1.1b --dtype q4_0"
   "tinyllama-1.1b q8_0 --int8-activations|-s tinyllama-1.1b --dtype q8_0 --int8-activations"
   "tinyllama-1.1b q4_0 --int8-activations|-s tinyllama-1.1b --dtype q4_0 --int8-activations"
   "tinyllama-1.1b q4_1 --int8-activations|-s tinyllama-1.1b --dtype q4_1 --int8-activations"

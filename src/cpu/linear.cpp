@@ -16,6 +16,7 @@
 #include "cpu/aligned.h"
 #include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
+#include "cpu/dot_quant_avx512.h"
 #include "cpu/linear_avx2.h"
 #include "cpu/linear_avx512.h"
 #include "cpu/linear_int8.h"
@@ -165,7 +166,8 @@ void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_r
       break;
     }
     case Path::QuantRows:  // decode: each block decoded in registers, read once
-      avx2::dot_quant_rows(w.dtype, x, src, rows, in, y + o0, pf);
+      if (!cpu_has_avx512() || !avx512::dot_quant_rows(w.dtype, x, src, rows, in, y + o0, pf))
+        avx2::dot_quant_rows(w.dtype, x, src, rows, in, y + o0, pf);
       break;
     case Path::Widened: {
       const float* wb = reinterpret_cast<const float*>(src);
