@@ -109,7 +109,8 @@ void rows_of(const float* x, const std::byte* w, int64_t rows, int64_t n, float*
   const size_t row_bytes = dtype_row_bytes(T, n);
   const int64_t whole = rows / 8 * 8;
   for (int64_t r = 0; r < whole; r += 8) rows8<T>(x, w + static_cast<size_t>(r) * row_bytes, row_bytes, n, y + r, pf);
-  if (whole < rows) avx2::dot_quant_rows(T, x, w + static_cast<size_t>(whole) * row_bytes, rows - whole, n, y + whole, pf);
+  if (whole < rows)
+    avx2::dot_quant_rows(T, x, w + static_cast<size_t>(whole) * row_bytes, rows - whole, n, y + whole, pf);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
