@@ -38,11 +38,31 @@ namespace {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
+// Both blocks' f16 scales at offset `at`, each spread over its row's half of a register.
+inline __m512 pair_scales(const std::byte* a, const std::byte* b, size_t at) {
+  uint16_t ha, hb;
+  std::memcpy(&ha, a + at, sizeof ha);
+  std::memcpy(&hb, b + at, sizeof hb);
+  const __m512 dd = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(ha | (hb << 16)))));
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), dd);
+}
+
 // Values 0..31 of the blocks at a and b, 8 at a time: v[i] holds a's values 8i .. 8i + 7 in its
 // low half and b's in its high half, each (f32)q · d (+ m), as core::dequantize_group computes it.
 template <DType T>
 inline void pair_values(const std::byte* a, const std::byte* b, __m512 v[4]) {
   using B = typename core::BlockOf<T>::type;
+  if constexpr (T == DType::Q8_0) {
+    const __m512 d = pair_scales(a, b, offsetof(B, d));
+    for (int h = 0; h < 2; ++h) {  // bytes 16h .. 16h + 15 of both blocks: values 16h .. 16h + 15
+      const __m128i qa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + offsetof(B, qs) + 16 * h));
+      const __m128i qb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, qs) + 16 * h));
+      const __m512i q[2] = {_mm512_cvtepi8_epi32(_mm_unpacklo_epi64(qa, qb)),
+                            _mm512_cvtepi8_epi32(_mm_unpackhi_epi64(qa, qb))};
+      for (int i = 0; i < 2; ++i) v[2 * h + i] = _mm512_mul_ps(_mm512_cvtepi32_ps(q[i]), d);
+    }
+    return;
+  }
   constexpr bool kHasMin = T == DType::Q4_1;
   // The f16 scales (and minima) of both blocks in one conversion: lanes dA, mA, dB, mB (Q4_1) or
   // dA, dB (Q4_0), then each spread over its row's half.
@@ -56,11 +76,7 @@ inline void pair_values(const std::byte* a, const std::byte* b, __m512 v[4]) {
     d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), dm);
     m = _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), dm);
   } else {
-    uint16_t ha, hb;
-    std::memcpy(&ha, a + offsetof(B, d), sizeof ha);
-    std::memcpy(&hb, b + offsetof(B, d), sizeof hb);
-    const __m512 dd = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(ha | (hb << 16)))));
-    d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), dd);
+    d = pair_scales(a, b, offsetof(B, d));
   }
   // Code bytes 0..7 of both blocks, then 8..15, one to a 32-bit lane (a's in the low 8 lanes):
   // byte j holds value j (low nibble) and value j + 16 (high nibble).
@@ -121,6 +137,7 @@ void rows_of(const float* x, const std::byte* w, int64_t rows, int64_t n, float*
 
 bool dot_quant_rows(DType t, const float* x, const std::byte* w, int64_t rows, int64_t n, float* y, Prefetcher& pf) {
   switch (t) {
+    case DType::Q8_0: rows_of<DType::Q8_0>(x, w, rows, n, y, pf); return true;
     case DType::Q4_0: rows_of<DType::Q4_0>(x, w, rows, n, y, pf); return true;
     case DType::Q4_1: rows_of<DType::Q4_1>(x, w, rows, n, y, pf); return true;
     default: return false;
