@@ -16,6 +16,7 @@
 KVINFER_AVX2_BEGIN
 
 #include "cpu/avx2_inline.h"
+#include "cpu/kv_value_inline.h"
 #include "cpu/values_tiles_inline.h"
 
 namespace kvinfer::cpu::avx2 {
@@ -34,24 +35,12 @@ inline __m256 load8(const std::byte* p) {
   }
 }
 
-// Value i of a row, widened.
-template <DType T>
-inline float load1(const std::byte* p, int64_t i) {
-  if constexpr (T == DType::F32) {
-    return reinterpret_cast<const float*>(p)[i];
-  } else {
-    const uint16_t h = reinterpret_cast<const uint16_t*>(p)[i];
-    if constexpr (T == DType::BF16) return _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128(static_cast<int>(h) << 16)));
-    return _cvtsh_ss(h);
-  }
-}
-
 // dot()'s finish: the tail's fused multiply-adds into lanes 0, 1, ..., then the fixed tree.
 template <DType T>
 inline float finish(__m256 acc, const float* q, const std::byte* row, int64_t body, int64_t hd) {
   alignas(32) float l[8];
   _mm256_store_ps(l, acc);
-  for (int64_t k = body, i = 0; k < hd; ++k, ++i) l[i] = std::fma(q[k], load1<T>(row, k), l[i]);
+  for (int64_t k = body, i = 0; k < hd; ++k, ++i) l[i] = std::fma(q[k], kv_value<T>(row, k), l[i]);
   return lanes_tree(l);
 }
 
@@ -120,7 +109,7 @@ void values(const float* p, const std::byte* v, int64_t first, int64_t last, int
   for (; d + 8 <= hd; d += 8) values_of<T, 1>(p, v, row_bytes, first, last, d, o);
   for (; d < hd; ++d) {  // the last hd % 8 columns, one at a time, the same operations
     float acc = 0.0f;
-    for (int64_t j = first; j <= last; ++j) acc += p[j] * load1<T>(v + static_cast<size_t>(j) * row_bytes, d);
+    for (int64_t j = first; j <= last; ++j) acc += p[j] * kv_value<T>(v + static_cast<size_t>(j) * row_bytes, d);
     o[d] = acc;
   }
 }

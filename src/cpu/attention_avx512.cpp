@@ -14,6 +14,7 @@
 KVINFER_AVX512_BEGIN
 
 #include "cpu/avx512_inline.h"
+#include "cpu/kv_value_inline.h"
 #include "cpu/values_tiles_inline.h"
 
 namespace kvinfer::cpu::avx512 {
@@ -70,19 +71,6 @@ inline __m512 load16(const std::byte* p) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     if constexpr (T == DType::BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     return _mm512_cvtph_ps(h);
-  }
-}
-
-// Value i of a V row, widened the same way.
-template <DType T>
-inline float load1(const std::byte* p, int64_t i) {
-  if constexpr (T == DType::F32) {
-    return reinterpret_cast<const float*>(p)[i];
-  } else {
-    const uint16_t h = reinterpret_cast<const uint16_t*>(p)[i];
-    if constexpr (T == DType::BF16)
-      return _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128(static_cast<int>(h) << 16)));
-    return _cvtsh_ss(h);
   }
 }
 
@@ -162,7 +150,7 @@ void sums_of(const float* const* p, float* const* o, const std::byte* v, int64_t
   for (; d < d1; ++d)
     for (int r = 0; r < R; ++r) {
       float acc = 0.0f;
-      for (int64_t j = 0; j < count; ++j) acc += p[r][j] * load1<T>(v + static_cast<size_t>(j) * row_bytes, d);
+      for (int64_t j = 0; j < count; ++j) acc += p[r][j] * kv_value<T>(v + static_cast<size_t>(j) * row_bytes, d);
       o[r][d] = acc;
     }
 }
