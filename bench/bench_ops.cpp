@@ -207,12 +207,13 @@ void BM_fma_peak(benchmark::State& state, int lanes) {
 // FMA chains the prefill tiles use, on the same threads (BM_fma_peak's, 0.6 ms): AVX-512 where
 // cpu_has_avx512(), else AVX2 (so KVINFER_NO_AVX512=1 measures the AVX2 path against its peak).
 // peak_share is the product's FLOP rate over the bursts' rate, both summed over the iterations:
-// the product against the peak the cores gave within milliseconds of it. On a shared machine whose FMA rate varies from second to second,
-// that is steadier than dividing BM_linear by a BM_fma_peak run seconds apart. The reported time
-// and FLOP/s are the product's alone (manual time). With --benchmark_repetitions, a "max"
-// aggregate joins the mean and median: a neighbour's load only ever slows the product (its
-// loads, more than the bursts' register-only chains), so the best repetition is the nearest to
-// what the code reaches on a quiet machine; docs/benchmarks.md quotes it beside the median.
+// the product against the peak the cores gave within milliseconds of it. On a shared machine
+// whose FMA rate varies from second to second, that is steadier than dividing BM_linear by a
+// BM_fma_peak run seconds apart. The reported time and FLOP/s are the product's alone (manual
+// time). With --benchmark_repetitions, a "max" aggregate joins the mean and median: a
+// neighbour's load only ever slows the product (its loads, more than the bursts' register-only
+// chains), so the best repetition is the nearest to what the code reaches on a quiet machine;
+// docs/benchmarks.md quotes it beside the median.
 void BM_linear_vs_peak(benchmark::State& state, DType t) {
   const int64_t n = state.range(0), in = 2048, out = 2048;
   const auto w = random_values(t, out * in, 5);
