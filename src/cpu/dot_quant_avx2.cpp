@@ -58,9 +58,30 @@ inline __m256i byte_lanes() {
   return _mm256_setr_epi32(c(0), c(1), c(2), c(3), c(4), c(5), c(6), c(7));
 }
 
-// Values 32g .. 32g + 31 of the block at b, as core::dequantize_group<T> computes them.
+// A Q4_K or Q5_K superblock's 8 group scales d·sc and minima −dmin·mn (each one f32 product, as
+// core::dequantize_group computes them), decoded once for its 8 groups.
+struct KScales {
+  float d1[8], neg_m1[8];
+};
+
 template <DType T>
-inline void group_values(const std::byte* b, int g, __m256 v[4]) {
+inline KScales k_scales(const std::byte* b) {
+  using B = typename core::BlockOf<T>::type;
+  KScales k;
+  const float d = half_at(b + offsetof(B, d)), dmin = half_at(b + offsetof(B, dmin));
+  for (int g = 0; g < 8; ++g) {
+    int sc, mn;
+    core::k_scale_min(b + offsetof(B, scales), g, sc, mn);
+    k.d1[g] = d * static_cast<float>(sc);
+    k.neg_m1[g] = -(dmin * static_cast<float>(mn));
+  }
+  return k;
+}
+
+// Values 32g .. 32g + 31 of the block at b, as core::dequantize_group<T> computes them (the
+// K-quants' scales from `ks`, their superblock's k_scales).
+template <DType T>
+inline void group_values(const std::byte* b, int g, [[maybe_unused]] const KScales& ks, __m256 v[4]) {
   using B = typename core::BlockOf<T>::type;
   if constexpr (T == DType::Q8_0) {
     const __m256 d = _mm256_set1_ps(half_at(b + offsetof(B, d)));
@@ -112,10 +133,7 @@ inline void group_values(const std::byte* b, int g, __m256 v[4]) {
       for (int i = 0; i < 4; ++i) v[i] = _mm256_mul_ps(v[i], d);
     }
   } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
-    int sc, mn;
-    core::k_scale_min(b + offsetof(B, scales), g, sc, mn);
-    const __m256 d1 = _mm256_set1_ps(half_at(b + offsetof(B, d)) * static_cast<float>(sc));
-    const __m256 neg_m1 = _mm256_set1_ps(-(half_at(b + offsetof(B, dmin)) * static_cast<float>(mn)));
+    const __m256 d1 = _mm256_set1_ps(ks.d1[g]), neg_m1 = _mm256_set1_ps(ks.neg_m1[g]);
     const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + offsetof(B, qs) + 32 * (g / 2)));
     __m256i q = _mm256_and_si256(g % 2 ? _mm256_srli_epi16(qs, 4) : qs, _mm256_set1_epi8(0x0F));
     if constexpr (T == DType::Q5_K) {
@@ -150,7 +168,12 @@ void rows_product(const float* x, const std::byte* w, size_t row_bytes, int64_t 
   constexpr int kGroups = static_cast<int>(kElems) / core::kQuantGroup;
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  constexpr bool kScales = T == DType::Q4_K || T == DType::Q5_K;
   for (int64_t blk = 0; blk < n / kElems; ++blk) {
+    KScales scales[kScales ? R : 1];  // each row's superblock scales
+    if constexpr (kScales)
+      for (int r = 0; r < R; ++r)
+        scales[r] = k_scales<T>(w + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(blk * kBytes));
     for (int g = 0; g < kGroups; ++g) {
       pf.advance(R * kBytes / kGroups);
       const float* xg = x + blk * kElems + core::kQuantGroup * g;
@@ -159,7 +182,8 @@ void rows_product(const float* x, const std::byte* w, size_t row_bytes, int64_t 
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {  // unrolled: the accumulators stay in registers
         __m256 v[4];
-        group_values<T>(w + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(blk * kBytes), g, v);
+        group_values<T>(w + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(blk * kBytes), g,
+                        scales[kScales ? r : 0], v);
         for (int i = 0; i < 4; ++i) acc[r] = _mm256_fmadd_ps(xv[i], v[i], acc[r]);
       }
     }
