@@ -1,4 +1,4 @@
-// Q4_0 and Q4_1 decode products on AVX-512 (dot_quant_avx512.h). Compiled for AVX-512 function by
+// Q8_0, Q4_0 and Q4_1 decode products on AVX-512 (dot_quant_avx512.h). Compiled for AVX-512 function by
 // function (avx512_target.h), like linear_avx512.cpp.
 //
 // A decode step reads each weight once and is bound, on one core, by the instructions that decode

@@ -1,6 +1,6 @@
 #pragma once
-// Decode products with Q4_0 and Q4_1 weights on AVX-512 (dot_quant_avx512.cpp), called only when
-// cpu_has_avx512(): avx2::dot_quant_rows (linear_avx2.h) two weight rows a 512-bit register.
+// Decode products with Q8_0, Q4_0 and Q4_1 weights on AVX-512 (dot_quant_avx512.cpp), called only
+// when cpu_has_avx512(): avx2::dot_quant_rows (linear_avx2.h) two weight rows a 512-bit register.
 #include <cstddef>
 #include <cstdint>
 
@@ -9,8 +9,8 @@
 
 namespace kvinfer::cpu::avx512 {
 
-// y[c] = dot(x, row c of w widened to f32) for `rows` consecutive Q4_0 or Q4_1 rows of n values,
-// with avx2::dot_quant_rows' bits: each 32-value block decoded in registers as
+// y[c] = dot(x, row c of w widened to f32) for `rows` consecutive Q8_0, Q4_0 or Q4_1 rows of n
+// values, with avx2::dot_quant_rows' bits: each 32-value block decoded in registers as
 // core::dequantize_group computes it, then dot()'s order. Rows go 8 at a time, a register holding
 // the 8-lane accumulators of two rows against x's 8 values broadcast to both halves; the last
 // rows mod 8 go to avx2::dot_quant_rows. Returns false, doing nothing, for any other type.
