@@ -14,8 +14,13 @@
 #endif
 
 #include "core/convert.h"
+#include "cpu/aligned.h"
+#include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
+#include "cpu/int8_prepared.h"
+#include "cpu/linear_avx2.h"
 #include "cpu/linear_int8.h"
+#include "cpu/linear_int8_avx512.h"
 #include "cpu_test_util.h"
 
 namespace kvinfer {
@@ -176,6 +181,63 @@ TEST_P(Int8LinearTest, IsTheDocumentedArithmeticCloseToExactAndBatchInvariant) {
   omp_set_num_threads(threads);
   EXPECT_EQ(0, std::memcmp(yb[0].data(), yb[1].data(), yb[0].size() * sizeof(float)));
 #endif
+}
+
+// Prefill's tiles (cpu/int8_prepared.h), each kernel this CPU can run (AVX-512 VNNI; AVX2 for
+// Q4_0 and Q4_1): a prepared block of every size that matters (1 row; a part of a group, a pair
+// or a half; 16 rows), against any number of input rows (every tile size and a shorter last
+// tile), on random code bytes (Q8_0's −128 included) and an input block holding a NaN, the
+// documented arithmetic bit for bit; the columns past the block's rows untouched.
+TEST_P(Int8LinearTest, PreparedTilesAreTheDocumentedArithmetic) {
+  const DType t = GetParam();
+  struct Kernel {
+    const char* name;
+    void (*prepare)(DType, const std::byte*, int64_t, int64_t, std::byte*);
+    void (*products)(DType, const std::byte*, int64_t, int64_t, const cpu::Int8Block*, const int8_t*, int64_t, float*,
+                     int64_t);
+  };
+  std::vector<Kernel> kernels;
+  if (cpu::cpu_has_avx512_vnni())
+    kernels.push_back({"AVX-512 VNNI", cpu::avx512::int8_prepare, cpu::avx512::int8_prepared_products});
+  if (cpu::cpu_has_avx2_fma_f16c() && t != DType::Q8_0)
+    kernels.push_back({"AVX2", cpu::avx2::int8_prepare_q4, cpu::avx2::int8_prepared_q4_products});
+  if (kernels.empty()) GTEST_SKIP() << "no tile kernel for " << dtype_name(t) << " runs on this CPU";
+
+  const int64_t in = 1024, n = 11, ldy = 19;
+  auto x = randn(static_cast<size_t>(n * in), 71, 2.0f);
+  x[static_cast<size_t>(5 * in + 100)] = std::nanf("");  // row 5, block 3
+  std::vector<cpu::Int8Block> xb(static_cast<size_t>(n * in / 32));
+  std::vector<int8_t> xq(static_cast<size_t>(n * in));
+  cpu::quantize_int8(x.data(), n * in, xb.data(), xq.data());
+  const size_t row_bytes = dtype_row_bytes(t, in);
+  cpu::AlignedVector<std::byte> prepared(cpu::int8_prepared_bytes(t, in));
+  for (const Kernel& k : kernels)
+    for (int64_t rows : {1, 3, 6, 9, 13, 16}) {
+      const auto w = test::random_blocks(t, rows, in, 72 + static_cast<uint32_t>(rows));
+      k.prepare(t, w.data(), rows, in, prepared.data());
+      for (int64_t count : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{7}, n}) {
+        std::vector<float> y(static_cast<size_t>(count * ldy), -1.0f);
+        k.products(t, prepared.data(), rows, in, xb.data(), xq.data(), count, y.data(), ldy);
+        for (int64_t r = 0; r < count; ++r)
+          for (int64_t c = 0; c < ldy; ++c) {
+            const float got = y[static_cast<size_t>(r * ldy + c)];
+            const std::string at = std::string(k.name) + ", " + std::to_string(rows) + " rows, " +
+                                   std::to_string(count) + " input rows: row " + std::to_string(r) + ", column " +
+                                   std::to_string(c);
+            if (c >= rows) {
+              ASSERT_EQ(got, -1.0f) << at << " was written";
+              continue;
+            }
+            const float want = int8_reference(t, xb.data() + r * in / 32, xq.data() + r * in,
+                                              w.data() + static_cast<size_t>(c) * row_bytes, in);
+            if (std::isnan(want)) {
+              ASSERT_TRUE(std::isnan(got)) << at;
+            } else {
+              ASSERT_EQ(core::f32_to_bits(got), core::f32_to_bits(want)) << at;
+            }
+          }
+      }
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, Int8LinearTest, ::testing::Values(DType::Q8_0, DType::Q4_0, DType::Q4_1),

@@ -256,6 +256,15 @@ TEST(RandomModel, QuantisedModelsRunWithFiniteLogits) {
                                                               .device = Device::CPU});
   const std::vector<int32_t> prompt = {5, 17, 250, 3, 99};
   test::expect_cache_on_equals_off(m, prompt, 6);
+  // With 8-bit activations too: prefill's tiles (cpu/int8_prepared.h) and decode's one-row
+  // kernels give every row the same bits.
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1}) {
+    SCOPED_TRACE(std::string(dtype_name(t)) + ", 8-bit activations");
+    auto m8 = random_model(tiny_quantised(Architecture::Llama),
+                           {.weight_dtype = t, .seed = 4, .device = Device::CPU, .int8_activations = true});
+    ASSERT_TRUE(m8->int8_activations());
+    test::expect_cache_on_equals_off(m8, prompt, 6);
+  }
 }
 
 // A quantised matrix needs whole 32-value blocks per row: the error names the matrix.

@@ -53,6 +53,18 @@ bool detect_avx512() {
 #endif
 }
 
+// CPUID leaf 7: AVX512_VNNI (ECX bit 11).
+bool detect_avx512_vnni() {
+  if (!cpu_has_avx512()) return false;
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return c & (1u << 11);
+#else
+  return false;
+#endif
+}
+
 }  // namespace
 
 bool cpu_has_avx2_fma_f16c() {
@@ -62,6 +74,11 @@ bool cpu_has_avx2_fma_f16c() {
 
 bool cpu_has_avx512() {
   static const bool has = detect_avx512();
+  return has;
+}
+
+bool cpu_has_avx512_vnni() {
+  static const bool has = detect_avx512_vnni();
   return has;
 }
 

@@ -25,4 +25,8 @@ bool cpu_has_avx2_fma_f16c();
 // changes speed, never results.
 bool cpu_has_avx512();
 
+// True when cpu_has_avx512() is and the CPU also has AVX-512 VNNI (vpdpbusd). Prefill's 8-bit
+// activation products use it (linear_int8_avx512.h), with the bits of the other paths.
+bool cpu_has_avx512_vnni();
+
 }  // namespace kvinfer::cpu

@@ -20,6 +20,8 @@
 #include "cpu/linear_avx2.h"
 #include "cpu/linear_avx512.h"
 #include "cpu/linear_int8.h"
+#include "cpu/int8_prepared.h"
+#include "cpu/linear_int8_avx512.h"
 #include "cpu/prefetch.h"
 #include "kvinfer/error.h"
 
@@ -33,6 +35,9 @@ constexpr double kParallelMinMacs = 1 << 15;
 // Weight rows widened to f32 together, then multiplied by every input row: 16 rows of up to 16k
 // values stay in L2 while the input streams past.
 constexpr int64_t kRowBlock = 16;
+static_assert(kRowBlock == kInt8PreparedRows &&
+              int8_prepared_bytes(DType::Q8_0, 1024) <= kRowBlock * 1024 * sizeof(float) &&
+              int8_prepared_bytes(DType::Q4_1, 1024) <= kRowBlock * 1024 * sizeof(float));  // the 8-bit tiles' scratch
 // Input rows a call multiplies together: at most 512 KiB of them (but 48 rows at least), in L2
 // with one block of weight rows; longer inputs go in slices of about equal size (linears).
 constexpr int64_t kSliceBytes = 512 << 10;
@@ -49,7 +54,8 @@ float dot_portable(const float* a, const float* b, int64_t n) {
 
 // A thread's scratch for block products.
 struct Scratch {
-  float* widened;  // (16, in) the block's weight rows in f32, when its product widens them
+  float* widened;  // (16, in) the block's weight rows in f32, when its product widens them; or
+                   // the block unpacked for the 8-bit tiles (int8_prepared_bytes: at most 48 · in)
   float* acc;      // (avx512::block_scratch_size(16)) the AVX-512 tiles' accumulators
 };
 
@@ -123,6 +129,21 @@ Path path_of(DType t, int64_t n, bool simd, bool int8_activations) {
   return Path::Widened;
 }
 
+// How an 8-bit product of n input rows meets its weights: prefill unpacks each block of weight
+// rows once, into the thread's scratch (int8_prepared.h), for tiles that take every input row.
+enum class Int8Tiles {
+  None,    // one input row at a time (decode; or Q8_0 without AVX-512 VNNI, where unpacking saves nothing)
+  Avx512,  // AVX-512 VNNI tiles (linear_int8_avx512.h)
+  Avx2,    // AVX2 tiles for Q4_0 and Q4_1 (linear_avx2.h)
+};
+
+Int8Tiles int8_tiles(DType t, int64_t n) {
+  if (n < 2) return Int8Tiles::None;
+  if (cpu_has_avx512_vnni()) return Int8Tiles::Avx512;
+  if (cpu_has_avx2_fma_f16c() && t != DType::Q8_0) return Int8Tiles::Avx2;
+  return Int8Tiles::None;
+}
+
 // The quantised input rows of an 8-bit product.
 struct Int8Input {
   const Int8Block* blocks;  // (n, in / 32)
@@ -154,6 +175,17 @@ void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_r
   Prefetcher pf = ahead_of(w, n, o0, rows, row_bytes);
   switch (path) {
     case Path::Int8:
+      if (const Int8Tiles tiles = int8_tiles(w.dtype, n); tiles != Int8Tiles::None) {
+        auto* prepared = reinterpret_cast<std::byte*>(widened);  // (int8_prepared_bytes(dtype, in))
+        if (tiles == Int8Tiles::Avx512) {
+          avx512::int8_prepare(w.dtype, src, rows, in, prepared);
+          avx512::int8_prepared_products(w.dtype, prepared, rows, in, x8.blocks, x8.q, n, y + o0, out);
+        } else {
+          avx2::int8_prepare_q4(w.dtype, src, rows, in, prepared);
+          avx2::int8_prepared_q4_products(w.dtype, prepared, rows, in, x8.blocks, x8.q, n, y + o0, out);
+        }
+        break;
+      }
       for (int64_t t = 0; t < n; ++t)
         int8_rows_product(w.dtype, x8.blocks + t * (in / 32), x8.q + t * in, src, rows, in, y + t * out + o0, pf);
       break;
@@ -260,6 +292,7 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
     widens = widens || (path == Path::Widened && w.dtype != DType::BF16);
     widens_bf16 = widens_bf16 || (path == Path::Widened && w.dtype == DType::BF16);
     if (path == Path::Widened && w.dtype != DType::F32) widen_rows = kRowBlock;
+    if (path == Path::Int8 && int8_tiles(w.dtype, n) != Int8Tiles::None) widen_rows = kRowBlock;  // ≥ 48 · in bytes
     split = split || w.dtype == DType::BF16;
   }
   // Small products stay on one thread: waking (and spinning) a team costs more than they do.
