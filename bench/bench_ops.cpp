@@ -213,8 +213,9 @@ void BM_fma_peak(benchmark::State& state, int lanes) {
 // time). With --benchmark_repetitions, a "max" aggregate joins the mean and median: a
 // neighbour's load only ever slows the product (its loads, more than the bursts' register-only
 // chains), so the best repetition is the nearest to what the code reaches on a quiet machine;
-// docs/benchmarks.md quotes it beside the median.
-void BM_linear_vs_peak(benchmark::State& state, DType t) {
+// docs/benchmarks.md quotes it beside the median. BM_linear_int8_vs_peak: the same for the
+// 8-bit activation products (--int8-activations), against the same FP32 peak.
+void run_linear_vs_peak(benchmark::State& state, DType t, bool int8_activations) {
   const int64_t n = state.range(0), in = 2048, out = 2048;
   const auto w = random_values(t, out * in, 5);
   const kvinfer::Linear layer{{t, w.data(), out, in}, {}};
@@ -227,7 +228,7 @@ void BM_linear_vs_peak(benchmark::State& state, DType t) {
     const auto t0 = Clock::now();
     burst_flops += static_cast<double>(fma_burst(lanes, team_size()));
     const auto t1 = Clock::now();
-    cpu::linear(layer, x.data(), n, y.data());
+    cpu::linear(layer, x.data(), n, y.data(), int8_activations);
     benchmark::DoNotOptimize(y.data());
     const auto t2 = Clock::now();
     burst_s += std::chrono::duration<double>(t1 - t0).count();
@@ -240,14 +241,18 @@ void BM_linear_vs_peak(benchmark::State& state, DType t) {
   state.counters["peak_share"] =
       benchmark::Counter(burst_flops > 0 && product_s > 0 ? (product_flops / product_s) / (burst_flops / burst_s) : 0.0);
 }
+void BM_linear_vs_peak(benchmark::State& state, DType t) { run_linear_vs_peak(state, t, false); }
+void BM_linear_int8_vs_peak(benchmark::State& state, DType t) { run_linear_vs_peak(state, t, true); }
+void vs_peak_args(benchmark::internal::Benchmark* b) {
+  b->UseManualTime()->ArgName("rows")->Arg(64)->Arg(512);
+  b->ComputeStatistics("max", [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); });
+}
 constexpr DType kSharedPeakTypes[] = {DType::F32, DType::BF16, DType::Q8_0, DType::Q4_1};
-[[maybe_unused]] const bool kLinearVsPeak = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                                            per_dtype("BM_linear_vs_peak", BM_linear_vs_peak, kSharedPeakTypes, [](auto* b) {
-                                              b->UseManualTime()->ArgName("rows")->Arg(64)->Arg(512);
-                                              b->ComputeStatistics("max", [](const std::vector<double>& v) {
-                                                return *std::max_element(v.begin(), v.end());
-                                              });
-                                            });
+constexpr DType kInt8PeakTypes[] = {DType::Q8_0, DType::Q4_1};
+[[maybe_unused]] const bool kLinearVsPeak =
+    __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+    per_dtype("BM_linear_vs_peak", BM_linear_vs_peak, kSharedPeakTypes, vs_peak_args) &&
+    per_dtype("BM_linear_int8_vs_peak", BM_linear_int8_vs_peak, kInt8PeakTypes, vs_peak_args);
 #endif
 
 // ---- Reductions ------------------------------------------------------------------------------
@@ -330,7 +335,7 @@ void BM_linear(benchmark::State& state, DType t) { run_linear(state, t, false); 
 void BM_linear_int8(benchmark::State& state, DType t) { run_linear(state, t, true); }
 constexpr DType kInt8Types[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1};
 [[maybe_unused]] const bool kLinearInt8 = per_dtype("BM_linear_int8", BM_linear_int8, kInt8Types, [](auto* b) {
-  b->UseRealTime()->ArgName("rows")->Arg(1)->Arg(64);
+  b->UseRealTime()->ArgName("rows")->Arg(1)->Arg(64)->Arg(512);
 });
 
 #if defined(KVINFER_BENCH_OPENBLAS)

@@ -30,13 +30,13 @@ using test::randn;
 using test::rel_error;
 using test::StoredMatrix;
 
-// The documented arithmetic, spelled out: codes of weight row c and input row t, exact integer
-// partial sums (Q8_0: groups of 4; Q4: 4 and the 4 sharing their bytes), scaled, then the fixed
+// The documented arithmetic, spelled out: codes of weight row c and input row t, 4 exact integer
+// partial sums (partial m: values 4m..4m + 3 and 16 + 4m..16 + 4m + 3), scaled, then the fixed
 // tree (and the Q4 offset term: Q4_1's m_w, Q4_0's −8 · d_w).
 float int8_reference(DType t, const cpu::Int8Block* xb, const int8_t* xq, const std::byte* row, int64_t in) {
   const size_t block_bytes = dtype_block(t).bytes;
   const bool q4 = t != DType::Q8_0;
-  float acc[8] = {}, off = 0.0f;
+  float acc[4] = {}, off = 0.0f;
   for (int64_t b = 0; b < in / 32; ++b) {
     const std::byte* block = row + static_cast<size_t>(b) * block_bytes;
     const auto byte = [&](size_t i) { return static_cast<uint8_t>(block[i]); };
@@ -52,26 +52,21 @@ float int8_reference(DType t, const cpu::Int8Block* xb, const int8_t* xq, const 
     }
     const float d = half(0);
     const float p = d * xb[b].d;
-    // Q8_0: partial l sums values 4l..4l + 3; Q4: partial m sums 4m..4m + 3 and
-    // 16 + 4m..16 + 4m + 3 (acc[4..7] stay 0).
-    for (int l = 0; l < 8; ++l) {
+    for (int m = 0; m < 4; ++m) {
       int32_t partial = 0;
-      if (!q4) {
-        for (int j = 4 * l; j < 4 * l + 4; ++j) partial += w[j] * xq[32 * b + j];
-      } else if (l < 4) {
-        for (int j = 4 * l; j < 4 * l + 4; ++j) partial += w[j] * xq[32 * b + j] + w[j + 16] * xq[32 * b + j + 16];
-      }
+      for (int j = 4 * m; j < 4 * m + 4; ++j) partial += w[j] * xq[32 * b + j] + w[j + 16] * xq[32 * b + j + 16];
       const float term = p * static_cast<float>(partial);
-      acc[l] = acc[l] + term;
+      acc[m] = acc[m] + term;
     }
     if (q4) {
       const float term = (t == DType::Q4_1 ? half(2) : d) * xb[b].ds;
       off = off + term;
     }
   }
-  if (t == DType::Q4_1) return ((acc[0] + acc[2]) + (acc[1] + acc[3])) + off;
-  if (t == DType::Q4_0) return ((acc[0] + acc[2]) + (acc[1] + acc[3])) - 8.0f * off;
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  const float tree = (acc[0] + acc[2]) + (acc[1] + acc[3]);
+  if (t == DType::Q4_1) return tree + off;
+  if (t == DType::Q4_0) return tree - 8.0f * off;
+  return tree;
 }
 
 class Int8LinearTest : public ::testing::TestWithParam<DType> {};
@@ -183,8 +178,8 @@ TEST_P(Int8LinearTest, IsTheDocumentedArithmeticCloseToExactAndBatchInvariant) {
 #endif
 }
 
-// Prefill's tiles (cpu/int8_prepared.h), each kernel this CPU can run (AVX-512 VNNI; AVX2 for
-// Q4_0 and Q4_1): a prepared block of every size that matters (1 row; a part of a group, a pair
+// Prefill's tiles (cpu/int8_prepared.h), each kernel this CPU can run (AVX-512 VNNI, AVX2): a
+// prepared block of every size that matters (1 row; a part of a group, a pair
 // or a half; 16 rows), against any number of input rows (every tile size and a shorter last
 // tile), on random code bytes (Q8_0's −128 included) and an input block holding a NaN, the
 // documented arithmetic bit for bit; the columns past the block's rows untouched.
@@ -199,9 +194,9 @@ TEST_P(Int8LinearTest, PreparedTilesAreTheDocumentedArithmetic) {
   std::vector<Kernel> kernels;
   if (cpu::cpu_has_avx512_vnni())
     kernels.push_back({"AVX-512 VNNI", cpu::avx512::int8_prepare, cpu::avx512::int8_prepared_products});
-  if (cpu::cpu_has_avx2_fma_f16c() && t != DType::Q8_0)
-    kernels.push_back({"AVX2", cpu::avx2::int8_prepare_q4, cpu::avx2::int8_prepared_q4_products});
-  if (kernels.empty()) GTEST_SKIP() << "no tile kernel for " << dtype_name(t) << " runs on this CPU";
+  if (cpu::cpu_has_avx2_fma_f16c())
+    kernels.push_back({"AVX2", cpu::avx2::int8_prepare, cpu::avx2::int8_prepared_products});
+  if (kernels.empty()) GTEST_SKIP() << "no tile kernel runs on this CPU (no AVX2): linear takes the portable loops";
 
   const int64_t in = 1024, n = 11, ldy = 19;
   auto x = randn(static_cast<size_t>(n * in), 71, 2.0f);

@@ -31,6 +31,12 @@ inline float lanes_sum(__m256 acc) {
   return lanes_tree(l);
 }
 
+// Signed bytes w times signed bytes q, summed by fours into 8 exact 32-bit lanes: |w| · (±q)
+// (vpmaddubsw takes one unsigned operand; a pair reaches 2 · 128 · 127 < 2¹⁵), then vpmaddwd.
+inline __m256i signed_dot4(__m256i w, __m256i q) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(q, w)), _mm256_set1_epi16(1));
+}
+
 // The largest of 8 lanes (none NaN): exact, in any order.
 inline float lanes_max(__m256 v) {
   const __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

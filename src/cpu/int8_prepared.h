@@ -1,7 +1,9 @@
 #pragma once
 // Weight rows unpacked once for prefill's 8-bit activation tiles (linear_int8_avx512.h, and the
-// AVX2 tiles of linear_avx2.h for Q4_0 and Q4_1): the layout both kernels read, 64-byte aligned.
-// Each 32-value block of up to 16 weight rows becomes one record; rows past the last are zeros.
+// AVX2 tiles of linear_avx2.h): the layout both kernels read, 64-byte aligned. Each 32-value
+// block of up to 16 weight rows becomes one record; rows past the last are zeros. A 512-bit
+// register holds a group's 4 rows × their 4 partial sums I_m (linear_int8.h), a 256-bit one 2
+// rows × 4.
 #include <cstddef>
 #include <cstdint>
 
@@ -19,23 +21,24 @@ struct Q4Prepared {
 };
 static_assert(sizeof(Q4Prepared) == 832);
 
-// One 32-value block of 8 Q8_0 weight rows (a half of the 16): pair p is rows 2p and 2p + 1, one
-// to a 256-bit half. The 16 rows' records go half 0's blocks, then half 1's.
+// One 32-value block of 16 Q8_0 weight rows, in the same groups. negc is for the AVX-512 VNNI
+// tiles, whose vpdpbusd takes the input's codes shifted by 128 as unsigned bytes: starting the
+// sum from it, (q + 128) · w − 128 · w = q · w. The AVX2 tiles leave it unwritten.
 struct Q8Prepared {
-  int8_t w[4][64];      // pair p: row 2p's 32 codes, then row 2p + 1's
-  int32_t negc[4][16];  // pair p, lane 8h + l: −128 · (w_4l + w_4l+1 + w_4l+2 + w_4l+3) of row 2p + h
-  float d[4][16];       // pair p: row 2p's d_w in lanes 0..7, row 2p + 1's in lanes 8..15
+  int8_t lo[4][64];     // group g: row 4g + i's codes of values 0..15 at bytes 16i ..
+  int8_t hi[4][64];     // ... and of values 16..31
+  int32_t negc[4][16];  // group g, lane 4i + m: −128 · (the sum of row 4g + i's codes in partial m)
+  float d[4][16];       // group g: row 4g + i's d_w in lanes 4i .. 4i + 3
 };
-static_assert(sizeof(Q8Prepared) == 768);
+static_assert(sizeof(Q8Prepared) == 1024);
 
 // The most weight rows one prepared block holds.
 inline constexpr int64_t kInt8PreparedRows = 16;
 
 // The bytes of the records of 16 rows of `in` values (a multiple of 32) of type t (Q8_0, Q4_0 or
-// Q4_1): 48 · in for Q8_0, 26 · in for Q4.
+// Q4_1): 32 · in for Q8_0, 26 · in for Q4.
 constexpr size_t int8_prepared_bytes(DType t, int64_t in) {
-  const auto blocks = static_cast<size_t>(in / 32);
-  return t == DType::Q8_0 ? 2 * blocks * sizeof(Q8Prepared) : blocks * sizeof(Q4Prepared);
+  return static_cast<size_t>(in / 32) * (t == DType::Q8_0 ? sizeof(Q8Prepared) : sizeof(Q4Prepared));
 }
 
 }  // namespace kvinfer::cpu

@@ -55,7 +55,7 @@ float dot_portable(const float* a, const float* b, int64_t n) {
 // A thread's scratch for block products.
 struct Scratch {
   float* widened;  // (16, in) the block's weight rows in f32, when its product widens them; or
-                   // the block unpacked for the 8-bit tiles (int8_prepared_bytes: at most 48 · in)
+                   // the block unpacked for the 8-bit tiles (int8_prepared_bytes: at most 32 · in)
   float* acc;      // (avx512::block_scratch_size(16)) the AVX-512 tiles' accumulators
 };
 
@@ -132,15 +132,15 @@ Path path_of(DType t, int64_t n, bool simd, bool int8_activations) {
 // How an 8-bit product of n input rows meets its weights: prefill unpacks each block of weight
 // rows once, into the thread's scratch (int8_prepared.h), for tiles that take every input row.
 enum class Int8Tiles {
-  None,    // one input row at a time (decode; or Q8_0 without AVX-512 VNNI, where unpacking saves nothing)
+  None,    // one input row at a time (decode, and the portable loops)
   Avx512,  // AVX-512 VNNI tiles (linear_int8_avx512.h)
-  Avx2,    // AVX2 tiles for Q4_0 and Q4_1 (linear_avx2.h)
+  Avx2,    // AVX2 tiles (linear_avx2.h)
 };
 
-Int8Tiles int8_tiles(DType t, int64_t n) {
+Int8Tiles int8_tiles(int64_t n) {
   if (n < 2) return Int8Tiles::None;
   if (cpu_has_avx512_vnni()) return Int8Tiles::Avx512;
-  if (cpu_has_avx2_fma_f16c() && t != DType::Q8_0) return Int8Tiles::Avx2;
+  if (cpu_has_avx2_fma_f16c()) return Int8Tiles::Avx2;
   return Int8Tiles::None;
 }
 
@@ -175,14 +175,14 @@ void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_r
   Prefetcher pf = ahead_of(w, n, o0, rows, row_bytes);
   switch (path) {
     case Path::Int8:
-      if (const Int8Tiles tiles = int8_tiles(w.dtype, n); tiles != Int8Tiles::None) {
+      if (const Int8Tiles tiles = int8_tiles(n); tiles != Int8Tiles::None) {
         auto* prepared = reinterpret_cast<std::byte*>(widened);  // (int8_prepared_bytes(dtype, in))
         if (tiles == Int8Tiles::Avx512) {
           avx512::int8_prepare(w.dtype, src, rows, in, prepared);
           avx512::int8_prepared_products(w.dtype, prepared, rows, in, x8.blocks, x8.q, n, y + o0, out);
         } else {
-          avx2::int8_prepare_q4(w.dtype, src, rows, in, prepared);
-          avx2::int8_prepared_q4_products(w.dtype, prepared, rows, in, x8.blocks, x8.q, n, y + o0, out);
+          avx2::int8_prepare(w.dtype, src, rows, in, prepared);
+          avx2::int8_prepared_products(w.dtype, prepared, rows, in, x8.blocks, x8.q, n, y + o0, out);
         }
         break;
       }
@@ -292,7 +292,7 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
     widens = widens || (path == Path::Widened && w.dtype != DType::BF16);
     widens_bf16 = widens_bf16 || (path == Path::Widened && w.dtype == DType::BF16);
     if (path == Path::Widened && w.dtype != DType::F32) widen_rows = kRowBlock;
-    if (path == Path::Int8 && int8_tiles(w.dtype, n) != Int8Tiles::None) widen_rows = kRowBlock;  // ≥ 48 · in bytes
+    if (path == Path::Int8 && int8_tiles(n) != Int8Tiles::None) widen_rows = kRowBlock;  // ≥ 32 · in bytes
     split = split || w.dtype == DType::BF16;
   }
   // Small products stay on one thread: waking (and spinning) a team costs more than they do.

@@ -45,14 +45,14 @@ bool dot_quant_rows(DType t, const float* x, const std::byte* w, int64_t rows, i
 void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows, int64_t n,
                        float* y, Prefetcher& pf);
 
-// Prefill's 8-bit products for Q4_0 and Q4_1 (t), where the CPU has no AVX-512 VNNI
-// (linear_int8_prepared_avx2.cpp): int8_prepare_q4 unpacks `rows` (1 to 16) weight rows at w into
-// prep (int8_prepared.h: int8_prepared_bytes(t, in), 64-byte aligned); int8_prepared_q4_products
+// Prefill's 8-bit products (t is Q8_0, Q4_0 or Q4_1), where the CPU has no AVX-512 VNNI
+// (linear_int8_prepared_avx2.cpp): int8_prepare unpacks `rows` (1 to 16) weight rows at w into
+// prep (int8_prepared.h: int8_prepared_bytes(t, in), 64-byte aligned); int8_prepared_products
 // then gives y[r · ldy + c] = int8_rows_product's row c for input row r (blocks (n, in / 32),
 // codes q (n, in)), for r < n and c < rows, bit for bit.
-void int8_prepare_q4(DType t, const std::byte* w, int64_t rows, int64_t in, std::byte* prep);
-void int8_prepared_q4_products(DType t, const std::byte* prep, int64_t rows, int64_t in, const Int8Block* blocks,
-                               const int8_t* q, int64_t n, float* y, int64_t ldy);
+void int8_prepare(DType t, const std::byte* w, int64_t rows, int64_t in, std::byte* prep);
+void int8_prepared_products(DType t, const std::byte* prep, int64_t rows, int64_t in, const Int8Block* blocks,
+                            const int8_t* q, int64_t n, float* y, int64_t ldy);
 
 // quantize_int8 of linear_int8.h, bit for bit.
 void quantize_int8(const float* x, int64_t n, Int8Block* blocks, int8_t* q);

@@ -30,24 +30,23 @@ void weight_codes(const std::byte* block, int32_t out[32]) {
   }
 }
 
-// Value j of a block is in partial sum j / 4 (Q8_0: 8 partials) or (j mod 16) / 4 (Q4_0, Q4_1: 4
-// partials, each of values 4m..4m + 3 and 16 + 4m..16 + 4m + 3).
+// Value j of a block is in partial sum (j mod 16) / 4: each of the 4 partials sums values
+// 4m..4m + 3 and 16 + 4m..16 + 4m + 3.
 template <DType T>
 float row_product(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t n) {
   using B = typename core::BlockOf<T>::type;
-  constexpr int kPartials = T == DType::Q8_0 ? 8 : 4;
-  float acc[kPartials] = {}, off = 0.0f;
+  float acc[4] = {}, off = 0.0f;
   for (int64_t b = 0; b < n / 32; ++b) {
     const std::byte* block = w + b * static_cast<int64_t>(sizeof(B));
     int32_t codes[32];
     weight_codes<T>(block, codes);
     const float d = core::q_half(block, offsetof(B, d));
     const float p = d * blocks[b].d;
-    int32_t partial[kPartials] = {};
-    for (int j = 0; j < 32; ++j) partial[(j % (4 * kPartials)) / 4] += codes[j] * q[32 * b + j];
-    for (int l = 0; l < kPartials; ++l) {
-      const float term = p * static_cast<float>(partial[l]);
-      acc[l] = acc[l] + term;
+    int32_t partial[4] = {};
+    for (int j = 0; j < 32; ++j) partial[(j % 16) / 4] += codes[j] * q[32 * b + j];
+    for (int m = 0; m < 4; ++m) {
+      const float term = p * static_cast<float>(partial[m]);
+      acc[m] = acc[m] + term;
     }
     if constexpr (T != DType::Q8_0) {
       float factor = d;  // Q4_0: d_w (its offset is −8 · d_w); Q4_1: m_w
@@ -56,8 +55,8 @@ float row_product(const Int8Block* blocks, const int8_t* q, const std::byte* w, 
       off = off + term;
     }
   }
-  if constexpr (T == DType::Q8_0) return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
   const float tree = (acc[0] + acc[2]) + (acc[1] + acc[3]);
+  if constexpr (T == DType::Q8_0) return tree;
   if constexpr (T == DType::Q4_1) return tree + off;
   return tree - 8.0f * off;
 }

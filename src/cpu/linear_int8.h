@@ -26,15 +26,14 @@ struct Int8Block {
 
 // The arithmetic, the same on every path (AVX2 and portable give the same bits). For weight row
 // c and input block b, with weight codes w (Q8_0: the signed bytes; Q4_0 and Q4_1: the nibbles,
-// 0..15), exact integer partial sums
-//   Q8_0:       I_l = Σ_{j = 4l}^{4l+3} w_j · q_j                                 (l = 0..7)
-//   Q4_0, Q4_1: I_m = Σ_{j = 4m}^{4m+3} w_j · q_j + Σ_{j = 16+4m}^{16+4m+3} w_j · q_j  (m = 0..3)
-// (a Q4 byte packs values j and j + 16, so the AVX2 kernel takes two rows a vector and sums a
-// byte's two values in one partial), then
-//   p = d_w · d_x (f32);  acc_l = acc_l + p · I_l  (a product, then a sum: no fused multiply-add)
+// 0..15), 4 exact integer partial sums
+//   I_m = Σ_{j = 4m}^{4m+3} w_j · q_j + Σ_{j = 16+4m}^{16+4m+3} w_j · q_j  (m = 0..3)
+// (a Q4 byte packs values j and j + 16, so the kernels sum a byte's two values in one partial;
+// Q8_0 takes the same partials, so that its rows pair up in the same registers), then
+//   p = d_w · d_x (f32);  acc_m = acc_m + p · I_m  (a product, then a sum: no fused multiply-add)
 //   Q4_1 also: off = off + m_w · ds;  Q4_0 also: off = off + d_w · ds
 // over the blocks in order, and
-//   Q8_0: y[c] = ((acc_0 + acc_4) + (acc_1 + acc_5)) + ((acc_2 + acc_6) + (acc_3 + acc_7))
+//   Q8_0: y[c] = (acc_0 + acc_2) + (acc_1 + acc_3)
 //   Q4_1: y[c] = ((acc_0 + acc_2) + (acc_1 + acc_3)) + off
 //   Q4_0: y[c] = ((acc_0 + acc_2) + (acc_1 + acc_3)) − 8 · off
 // (Q4_0's value is d_w · (w − 8): its offset, −8 · d_w per block, is taken out of the sum and

@@ -1,6 +1,6 @@
 // AVX2 products with 8-bit activations (linear_int8.h gives the arithmetic, which the portable
-// code in linear_int8.cpp spells out): a weight block times an input block is one vpmaddubsw and
-// one vpmaddwd, exact in integers (no pair sum exceeds 2 · 128 · 127 < 2¹⁵), then one scale.
+// code in linear_int8.cpp spells out): two weight rows a vector, a weight block times an input
+// block vpmaddubsw and vpmaddwd, exact in integers, then one scale.
 #include "cpu/linear_avx2.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -24,18 +24,6 @@ namespace kvinfer::cpu::avx2 {
 
 namespace {
 
-// The 8 partial sums I_l of a Q8_0 weight block times the input codes xq.
-inline __m256i q8_0_partials(const std::byte* block, __m256i xq) {
-  const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + offsetof(core::BlockQ8_0, qs)));
-  const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq));  // |w| · (±x) = w · x
-  return _mm256_madd_epi16(prod, _mm256_set1_epi16(1));
-}
-
-// Weight block b of row r (each row `row_bytes` long).
-inline const std::byte* block_at(const std::byte* w, size_t row_bytes, int r, int64_t b, size_t block_bytes) {
-  return w + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(b) * block_bytes;
-}
-
 template <typename V>
 inline V load_as(const std::byte* p) {
   V v;
@@ -43,63 +31,40 @@ inline V load_as(const std::byte* p) {
   return v;
 }
 
-// One Q8_0 row: the arithmetic of linear_int8.h, scale by scale.
-float q8_0_row(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t n, Prefetcher& pf) {
-  using B = core::BlockQ8_0;
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n / 32; ++b) {
-    pf.advance(sizeof(B));
-    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b));
-    const std::byte* block = w + static_cast<size_t>(b) * sizeof(B);
-    const __m256 partials = _mm256_cvtepi32_ps(q8_0_partials(block, xq));
-    const __m256 p = _mm256_set1_ps(half_at(block + offsetof(B, d)) * blocks[b].d);
-    acc = _mm256_add_ps(acc, _mm256_mul_ps(p, partials));
-  }
-  return lanes_sum(acc);
+// Every type takes two weight rows a vector. Q4_0 and Q4_1: their 16 bytes of codes side by side,
+// masked, are values 0..15 of each row; shifted by 4 and masked, values 16..31. Against the input
+// codes 0..15 and 16..31, each in both halves, two vpmaddubsw and a sum (|pairs| ≤ 2 · 2 · 15 · 127
+// < 2¹⁵) and one vpmaddwd give lane 4h + m = I_m of row h: the 4 partial sums of linear_int8.h.
+// Q8_0: codes 0..15 of both rows side by side, then 16..31, each signed_dot4 apart (a pair of Q8_0
+// products reaches 2 · 128 · 127, two of them would not fit 16 bits), then summed.
+// 16 bytes from a and from b, a's in the low half.
+inline __m256i both_rows(const std::byte* a, const std::byte* b) {
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
 }
 
-// Four Q8_0 rows at once: the same arithmetic.
-void q8_0_rows4(const Int8Block* blocks, const int8_t* q, const std::byte* w, size_t row_bytes, int64_t n, float* y,
-                Prefetcher& pf) {
-  using B = core::BlockQ8_0;
-  __m256 acc[4];
-  for (auto& a : acc) a = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n / 32; ++b) {
-    pf.advance(4 * sizeof(B));
-    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b));
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) {  // unrolled: the accumulators stay in registers
-      const std::byte* block = block_at(w, row_bytes, r, b, sizeof(B));
-      const __m256 partials = _mm256_cvtepi32_ps(q8_0_partials(block, xq));
-      const __m256 p = _mm256_set1_ps(half_at(block + offsetof(B, d)) * blocks[b].d);
-      acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(p, partials));
-    }
-  }
-  for (int r = 0; r < 4; ++r) y[r] = lanes_sum(acc[r]);
-}
-
-// Q4_0 and Q4_1 take two weight rows a vector. Their 16 bytes of codes side by side, masked, are
-// values 0..15 of each row; shifted by 4 and masked, values 16..31. Against the input codes 0..15
-// and 16..31, each in both halves, two vpmaddubsw and a sum (|pairs| ≤ 2 · 2 · 15 · 127 < 2¹⁵)
-// and one vpmaddwd give lane 4h + m = I_m of row h: the 4 partial sums of linear_int8.h.
 template <DType T>
-inline __m256i q4_pair_partials(const std::byte* row0_block, const std::byte* row1_block, __m256i x_lo, __m256i x_hi) {
+inline __m256i pair_partials(const std::byte* row0_block, const std::byte* row1_block, __m256i x_lo, __m256i x_hi) {
   using B = typename core::BlockOf<T>::type;
-  const __m256i qs = _mm256_inserti128_si256(
-      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row0_block + offsetof(B, qs)))),
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(row1_block + offsetof(B, qs))), 1);
-  const __m256i nibble = _mm256_set1_epi8(0x0F);
-  const __m256i lo = _mm256_and_si256(qs, nibble), hi = _mm256_and_si256(_mm256_srli_epi16(qs, 4), nibble);
-  const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x_lo), _mm256_maddubs_epi16(hi, x_hi));
-  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+  const std::byte *qs0 = row0_block + offsetof(B, qs), *qs1 = row1_block + offsetof(B, qs);
+  if constexpr (T == DType::Q8_0) {
+    return _mm256_add_epi32(signed_dot4(both_rows(qs0, qs1), x_lo), signed_dot4(both_rows(qs0 + 16, qs1 + 16), x_hi));
+  } else {
+    const __m256i qs = both_rows(qs0, qs1);
+    const __m256i nibble = _mm256_set1_epi8(0x0F);
+    const __m256i lo = _mm256_and_si256(qs, nibble), hi = _mm256_and_si256(_mm256_srli_epi16(qs, 4), nibble);
+    const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x_lo), _mm256_maddubs_epi16(hi, x_hi));
+    return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+  }
 }
 
 // The blocks' scales and offset factors as f16 pairs, lane r (of 4; unused lanes 0) for block r:
-// Q4_1's (d, m); Q4_0's (d, d), its offset −8 · d applied once at the end (linear_int8.h).
+// Q4_1's (d, m); Q4_0's (d, d), its offset −8 · d applied once at the end (linear_int8.h); Q8_0's
+// (d, d), the second unused.
 template <DType T, int Blocks>
 inline __m128i scale_pairs(const std::byte* const* block) {
   static_assert(offsetof(core::BlockQ4_0, d) == 0 && offsetof(core::BlockQ4_1, d) == 0 &&
-                offsetof(core::BlockQ4_1, m) == 2);
+                offsetof(core::BlockQ4_1, m) == 2 && offsetof(core::BlockQ8_0, d) == 0);
   if constexpr (T == DType::Q4_1) {
     int32_t dm[4] = {};
     for (int r = 0; r < Blocks; ++r) dm[r] = load_as<int32_t>(block[r]);
@@ -115,12 +80,12 @@ inline __m128i scale_pairs(const std::byte* const* block) {
   }
 }
 
-// `Pairs` (1 or 2) pairs of Q4_0 or Q4_1 rows, row[2i] and row[2i + 1] (a pointer may repeat: a
-// lone row is paired with itself). Lane 2r of `scales` is row r's p = d_w · d_x and lane 2r + 1
-// its offset term (m_w or d_w) · ds_x, four rows' f16 pairs converted and multiplied in one
-// vector; each p is spread over its row's half by a permutation.
+// `Pairs` (1 or 2) pairs of rows, row[2i] and row[2i + 1] (a pointer may repeat: a lone row is
+// paired with itself). Lane 2r of `scales` is row r's p = d_w · d_x and lane 2r + 1 its Q4 offset
+// term (m_w or d_w) · ds_x, four rows' f16 pairs converted and multiplied in one vector; each p is
+// spread over its row's half by a permutation.
 template <DType T, int Pairs>
-void q4_rows(const Int8Block* blocks, const int8_t* q, const std::byte* const* row, int64_t n, float* y, int count,
+void pair_rows(const Int8Block* blocks, const int8_t* q, const std::byte* const* row, int64_t n, float* y, int count,
              Prefetcher& pf) {
   using B = typename core::BlockOf<T>::type;
   __m256 acc[Pairs];  // lane 4h + m: acc_m of row 2i + h
@@ -137,10 +102,10 @@ void q4_rows(const Int8Block* blocks, const int8_t* q, const std::byte* const* r
     const __m128i dms = scale_pairs<T, 2 * Pairs>(block);
     const __m256 x_scales = _mm256_castpd_ps(_mm256_broadcast_sd(reinterpret_cast<const double*>(blocks + b)));
     const __m256 scales = _mm256_mul_ps(_mm256_cvtph_ps(dms), x_scales);
-    off = _mm256_add_ps(off, scales);  // even lanes unused
+    if constexpr (T != DType::Q8_0) off = _mm256_add_ps(off, scales);  // even lanes unused
 #pragma GCC unroll 2
     for (int i = 0; i < Pairs; ++i) {
-      const __m256 partials = _mm256_cvtepi32_ps(q4_pair_partials<T>(block[2 * i], block[2 * i + 1], x_lo, x_hi));
+      const __m256 partials = _mm256_cvtepi32_ps(pair_partials<T>(block[2 * i], block[2 * i + 1], x_lo, x_hi));
       const __m256 p = _mm256_permutevar8x32_ps(scales, spread[i]);
       acc[i] = _mm256_add_ps(acc[i], _mm256_mul_ps(p, partials));
     }
@@ -152,34 +117,26 @@ void q4_rows(const Int8Block* blocks, const int8_t* q, const std::byte* const* r
     for (int h = 0; h < 2 && 2 * i + h < count; ++h) {
       const float* a = lanes + 4 * h;
       const float tree = (a[0] + a[2]) + (a[1] + a[3]), o = offsets[2 * (2 * i + h) + 1];
-      y[2 * i + h] = T == DType::Q4_1 ? tree + o : tree - 8.0f * o;
+      y[2 * i + h] = T == DType::Q8_0 ? tree : T == DType::Q4_1 ? tree + o : tree - 8.0f * o;
     }
   }
 }
 
 template <DType T>
-void q4_rows_of(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t count, int64_t n, float* y,
+void rows_of(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t count, int64_t n, float* y,
                 Prefetcher& pf) {
   const size_t row_bytes = dtype_row_bytes(T, n);
   const auto at = [&](int64_t c) { return w + static_cast<size_t>(c) * row_bytes; };
   int64_t c = 0;
   for (; c + 4 <= count; c += 4) {
     const std::byte* row[4] = {at(c), at(c + 1), at(c + 2), at(c + 3)};
-    q4_rows<T, 2>(blocks, q, row, n, y + c, 4, pf);
+    pair_rows<T, 2>(blocks, q, row, n, y + c, 4, pf);
   }
   for (; c < count; c += 2) {
     const int left = static_cast<int>(std::min<int64_t>(2, count - c));
     const std::byte* row[2] = {at(c), at(c + left - 1)};
-    q4_rows<T, 1>(blocks, q, row, n, y + c, left, pf);
+    pair_rows<T, 1>(blocks, q, row, n, y + c, left, pf);
   }
-}
-
-void q8_0_rows_of(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t count, int64_t n, float* y,
-                  Prefetcher& pf) {
-  const size_t row_bytes = dtype_row_bytes(DType::Q8_0, n);
-  int64_t c = 0;
-  for (; c + 4 <= count; c += 4) q8_0_rows4(blocks, q, w + static_cast<size_t>(c) * row_bytes, row_bytes, n, y + c, pf);
-  for (; c < count; ++c) y[c] = q8_0_row(blocks, q, w + static_cast<size_t>(c) * row_bytes, n, pf);
 }
 
 }  // namespace
@@ -224,9 +181,9 @@ void quantize_int8(const float* x, int64_t n, Int8Block* blocks, int8_t* q) {
 void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows, int64_t n,
                        float* y, Prefetcher& pf) {
   switch (t) {
-    case DType::Q8_0: return q8_0_rows_of(blocks, q, w, rows, n, y, pf);
-    case DType::Q4_0: return q4_rows_of<DType::Q4_0>(blocks, q, w, rows, n, y, pf);
-    default: return q4_rows_of<DType::Q4_1>(blocks, q, w, rows, n, y, pf);
+    case DType::Q8_0: return rows_of<DType::Q8_0>(blocks, q, w, rows, n, y, pf);
+    case DType::Q4_0: return rows_of<DType::Q4_0>(blocks, q, w, rows, n, y, pf);
+    default: return rows_of<DType::Q4_1>(blocks, q, w, rows, n, y, pf);
   }
 }
 

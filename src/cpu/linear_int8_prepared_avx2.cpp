@@ -1,11 +1,12 @@
-// Prefill's 8-bit activation products for Q4_0 and Q4_1 on AVX2 (linear_avx2.h): each block of
-// weight rows unpacked once (int8_prepared.h), then every input row against it. The one-row
-// kernels of linear_int8_avx2.cpp spend 5 of their 13 instructions a pair of rows unpacking the
-// weights; these spend 8 on the pair, the arithmetic of linear_int8.h with the same bits.
+// Prefill's 8-bit activation products on AVX2 (linear_avx2.h): each block of weight rows unpacked
+// once (int8_prepared.h), then every input row against it, with the arithmetic (and the bits) of
+// linear_int8_avx2.cpp's one-row kernels, less their unpacking: a Q4 pair of rows takes 8
+// instructions a block instead of 13.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "core/quant.h"
 #include "cpu/int8_prepared.h"
@@ -18,24 +19,33 @@
 
 KVINFER_AVX2_BEGIN
 
+#include "cpu/avx2_inline.h"
+
 namespace kvinfer::cpu::avx2 {
 
 namespace {
 
+// Q8_0's record or Q4's.
 template <DType T>
-void prepare_q4(const std::byte* w, int64_t rows, int64_t in, Q4Prepared* out) {
+using Prepared = std::conditional_t<T == DType::Q8_0, Q8Prepared, Q4Prepared>;
+
+// Q8_0's negc is left unwritten: these tiles take the codes' signs instead (vpsignb).
+template <DType T>
+void prepare(const std::byte* w, int64_t rows, int64_t in, Prepared<T>* out) {
   using B = typename core::BlockOf<T>::type;
   const size_t row_bytes = dtype_row_bytes(T, in);
   const __m128i low4 = _mm_set1_epi8(0x0F);
   for (int64_t b = 0; b < in / 32; ++b) {
-    Q4Prepared& o = out[b];
+    Prepared<T>& o = out[b];
     const std::byte* first = w + static_cast<size_t>(b) * sizeof(B);
     alignas(32) uint16_t dh[16] = {}, fh[16] = {};  // the rows' d_w and offset factors, f16
     for (int64_t r = 0; r < 16; ++r) {
       const std::byte* block = first + static_cast<size_t>(r) * row_bytes;
-      __m128i qs = _mm_setzero_si128();
+      __m128i qs = _mm_setzero_si128(), qs_hi = _mm_setzero_si128();  // Q8_0: codes 0..15, 16..31
       if (r < rows) {
         qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + offsetof(B, qs)));
+        if constexpr (T == DType::Q8_0)
+          qs_hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + offsetof(B, qs) + 16));
         std::memcpy(&dh[r], block + offsetof(B, d), sizeof dh[r]);
         if constexpr (T == DType::Q4_1) {
           std::memcpy(&fh[r], block + offsetof(core::BlockQ4_1, m), sizeof fh[r]);
@@ -43,13 +53,19 @@ void prepare_q4(const std::byte* w, int64_t rows, int64_t in, Q4Prepared* out) {
           fh[r] = dh[r];
         }
       }
-      _mm_store_si128(reinterpret_cast<__m128i*>(o.lo[r / 4] + 16 * (r % 4)), _mm_and_si128(qs, low4));
-      _mm_store_si128(reinterpret_cast<__m128i*>(o.hi[r / 4] + 16 * (r % 4)),
-                      _mm_and_si128(_mm_srli_epi16(qs, 4), low4));
+      if constexpr (T == DType::Q8_0) {
+        _mm_store_si128(reinterpret_cast<__m128i*>(o.lo[r / 4] + 16 * (r % 4)), qs);
+        _mm_store_si128(reinterpret_cast<__m128i*>(o.hi[r / 4] + 16 * (r % 4)), qs_hi);
+      } else {
+        _mm_store_si128(reinterpret_cast<__m128i*>(o.lo[r / 4] + 16 * (r % 4)), _mm_and_si128(qs, low4));
+        _mm_store_si128(reinterpret_cast<__m128i*>(o.hi[r / 4] + 16 * (r % 4)),
+                        _mm_and_si128(_mm_srli_epi16(qs, 4), low4));
+      }
     }
     for (int h = 0; h < 2; ++h) {
       const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dh + 8 * h)));
-      _mm256_store_ps(o.f + 8 * h, _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(fh + 8 * h))));
+      if constexpr (T != DType::Q8_0)
+        _mm256_store_ps(o.f + 8 * h, _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(fh + 8 * h))));
       alignas(32) float ds[8];
       _mm256_store_ps(ds, d);
       for (int i = 0; i < 8; ++i) _mm_store_ps(o.d[2 * h + i / 4] + 4 * (i % 4), _mm_set1_ps(ds[i]));
@@ -58,16 +74,16 @@ void prepare_q4(const std::byte* w, int64_t rows, int64_t in, Q4Prepared* out) {
 }
 
 // One input row × the 8 weight rows 8h .. 8h + 7 (those below `rows`): 4 pairs of rows, each
-// pair's 4 partial sums a 128-bit lane, as linear_int8_avx2.cpp's q4_rows computes them.
+// pair's 4 partial sums a 128-bit lane, as linear_int8_avx2.cpp's pair_rows computes them.
 template <DType T>
-void q4_half(const Q4Prepared* wb, int64_t nb, int h, const Int8Block* blocks, const int8_t* q, int64_t rows,
+void half(const Prepared<T>* wb, int64_t nb, int h, const Int8Block* blocks, const int8_t* q, int64_t rows,
              float* y) {
   __m256 acc[4];  // acc[j], lane 4i + m: acc_m of weight row 8h + 2j + i
   for (auto& a : acc) a = _mm256_setzero_ps();
   __m256 off = _mm256_setzero_ps();  // lane i: row 8h + i's offset sum
   const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t b = 0; b < nb; ++b) {
-    const Q4Prepared& o = wb[b];
+    const Prepared<T>& o = wb[b];
     const __m256i x_lo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32 * b)));
     const __m256i x_hi =
         _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32 * b + 16)));
@@ -76,13 +92,19 @@ void q4_half(const Q4Prepared* wb, int64_t nb, int h, const Int8Block* blocks, c
       const int g = 2 * h + j / 2, at = 32 * (j % 2);
       const __m256i lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(o.lo[g] + at));
       const __m256i hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(o.hi[g] + at));
-      // |pairs| ≤ 2 · 2 · 15 · 127 < 2¹⁵: exact in 16 bits
-      const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x_lo), _mm256_maddubs_epi16(hi, x_hi));
-      const __m256 partials = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
+      __m256i sums;
+      if constexpr (T == DType::Q8_0) {  // each half apart: two pairs of products would not fit 16 bits
+        sums = _mm256_add_epi32(signed_dot4(lo, x_lo), signed_dot4(hi, x_hi));
+      } else {  // |pairs| ≤ 2 · 2 · 15 · 127 < 2¹⁵: exact in 16 bits
+        const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x_lo), _mm256_maddubs_epi16(hi, x_hi));
+        sums = _mm256_madd_epi16(pairs, ones);
+      }
+      const __m256 partials = _mm256_cvtepi32_ps(sums);
       const __m256 p = _mm256_mul_ps(_mm256_load_ps(o.d[g] + at / 4), dx);
       acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(p, partials));
     }
-    off = _mm256_add_ps(off, _mm256_mul_ps(_mm256_load_ps(o.f + 8 * h), _mm256_set1_ps(blocks[b].ds)));
+    if constexpr (T != DType::Q8_0)
+      off = _mm256_add_ps(off, _mm256_mul_ps(_mm256_load_ps(o.f + 8 * h), _mm256_set1_ps(blocks[b].ds)));
   }
   alignas(32) float lanes[4][8], offsets[8];
   for (int j = 0; j < 4; ++j) _mm256_store_ps(lanes[j], acc[j]);
@@ -90,31 +112,38 @@ void q4_half(const Q4Prepared* wb, int64_t nb, int h, const Int8Block* blocks, c
   for (int64_t c = 0; c < rows; ++c) {
     const float* a = lanes[c / 2] + 4 * (c % 2);
     const float tree = (a[0] + a[2]) + (a[1] + a[3]);
-    y[c] = T == DType::Q4_1 ? tree + offsets[c] : tree - 8.0f * offsets[c];
+    y[c] = T == DType::Q8_0 ? tree : T == DType::Q4_1 ? tree + offsets[c] : tree - 8.0f * offsets[c];
   }
 }
 
 template <DType T>
-void q4_products(const Q4Prepared* wb, int64_t rows, int64_t in, const Int8Block* blocks, const int8_t* q, int64_t n,
+void products(const Prepared<T>* wb, int64_t rows, int64_t in, const Int8Block* blocks, const int8_t* q, int64_t n,
                  float* y, int64_t ldy) {
   const int64_t nb = in / 32;
   for (int h = 0; h < 2 && 8 * h < rows; ++h)  // each half's records stay in L1 for every input row
     for (int64_t t = 0; t < n; ++t)
-      q4_half<T>(wb, nb, h, blocks + t * nb, q + t * in, std::min<int64_t>(8, rows - 8 * h), y + t * ldy + 8 * h);
+      half<T>(wb, nb, h, blocks + t * nb, q + t * in, std::min<int64_t>(8, rows - 8 * h), y + t * ldy + 8 * h);
 }
 
 }  // namespace
 
-void int8_prepare_q4(DType t, const std::byte* w, int64_t rows, int64_t in, std::byte* prep) {
-  if (t == DType::Q4_0) return prepare_q4<DType::Q4_0>(w, rows, in, reinterpret_cast<Q4Prepared*>(prep));
-  prepare_q4<DType::Q4_1>(w, rows, in, reinterpret_cast<Q4Prepared*>(prep));
+void int8_prepare(DType t, const std::byte* w, int64_t rows, int64_t in, std::byte* prep) {
+  switch (t) {
+    case DType::Q8_0: return prepare<DType::Q8_0>(w, rows, in, reinterpret_cast<Q8Prepared*>(prep));
+    case DType::Q4_0: return prepare<DType::Q4_0>(w, rows, in, reinterpret_cast<Q4Prepared*>(prep));
+    default: return prepare<DType::Q4_1>(w, rows, in, reinterpret_cast<Q4Prepared*>(prep));
+  }
 }
 
-void int8_prepared_q4_products(DType t, const std::byte* prep, int64_t rows, int64_t in, const Int8Block* blocks,
-                               const int8_t* q, int64_t n, float* y, int64_t ldy) {
-  const auto* wb = reinterpret_cast<const Q4Prepared*>(prep);
-  if (t == DType::Q4_0) return q4_products<DType::Q4_0>(wb, rows, in, blocks, q, n, y, ldy);
-  q4_products<DType::Q4_1>(wb, rows, in, blocks, q, n, y, ldy);
+void int8_prepared_products(DType t, const std::byte* prep, int64_t rows, int64_t in, const Int8Block* blocks,
+                            const int8_t* q, int64_t n, float* y, int64_t ldy) {
+  switch (t) {
+    case DType::Q8_0:
+      return products<DType::Q8_0>(reinterpret_cast<const Q8Prepared*>(prep), rows, in, blocks, q, n, y, ldy);
+    case DType::Q4_0:
+      return products<DType::Q4_0>(reinterpret_cast<const Q4Prepared*>(prep), rows, in, blocks, q, n, y, ldy);
+    default: return products<DType::Q4_1>(reinterpret_cast<const Q4Prepared*>(prep), rows, in, blocks, q, n, y, ldy);
+  }
 }
 
 }  // namespace kvinfer::cpu::avx2
@@ -126,9 +155,9 @@ KVINFER_AVX2_END
 #include <cstdlib>
 
 namespace kvinfer::cpu::avx2 {
-void int8_prepare_q4(DType, const std::byte*, int64_t, int64_t, std::byte*) { std::abort(); }
-void int8_prepared_q4_products(DType, const std::byte*, int64_t, int64_t, const Int8Block*, const int8_t*, int64_t,
-                               float*, int64_t) {
+void int8_prepare(DType, const std::byte*, int64_t, int64_t, std::byte*) { std::abort(); }
+void int8_prepared_products(DType, const std::byte*, int64_t, int64_t, const Int8Block*, const int8_t*, int64_t, float*,
+                            int64_t) {
   std::abort();
 }
 }  // namespace kvinfer::cpu::avx2
