@@ -235,6 +235,50 @@ TEST_P(Int8LinearTest, PreparedTilesAreTheDocumentedArithmetic) {
     }
 }
 
+// Decode's one-row kernels, each this CPU can run (AVX-512 VNNI, AVX2, and whichever
+// int8_rows_product dispatches to, the portable loops under KVINFER_NO_AVX2=1): every row count
+// up to 16 and past it, random code bytes and an input block holding a NaN, the documented
+// arithmetic bit for bit.
+TEST_P(Int8LinearTest, RowKernelsAreTheDocumentedArithmetic) {
+  const DType t = GetParam();
+  using RowKernel = void (*)(DType, const cpu::Int8Block*, const int8_t*, const std::byte*, int64_t, int64_t, float*,
+                             cpu::Prefetcher&);
+  std::vector<std::pair<const char*, RowKernel>> kernels = {{"dispatched", cpu::int8_rows_product}};
+  if (cpu::cpu_has_avx512_vnni()) kernels.emplace_back("AVX-512 VNNI", cpu::avx512::int8_rows_product);
+  if (cpu::cpu_has_avx2_fma_f16c()) kernels.emplace_back("AVX2", cpu::avx2::int8_rows_product);
+  const int64_t in = 1024;
+  auto x = randn(static_cast<size_t>(2 * in), 81, 2.0f);
+  x[static_cast<size_t>(in + 300)] = std::nanf("");  // input row 1, block 9
+  std::vector<cpu::Int8Block> blocks(static_cast<size_t>(2 * in / 32));
+  std::vector<int8_t> codes(static_cast<size_t>(2 * in));
+  cpu::quantize_int8(x.data(), 2 * in, blocks.data(), codes.data());
+  const size_t row_bytes = dtype_row_bytes(t, in);
+  for (int64_t rows : {1, 2, 3, 5, 8, 13, 16, 21, 37})
+    for (int64_t input = 0; input < 2; ++input) {
+      const cpu::Int8Block* xb = blocks.data() + input * in / 32;
+      const int8_t* xq = codes.data() + input * in;
+      const auto w = test::random_blocks(t, rows, in, 82 + static_cast<uint32_t>(rows));
+      for (const auto& [name, kernel] : kernels) {
+        std::vector<float> y(static_cast<size_t>(rows) + 1, -1.0f);
+        cpu::Prefetcher none;
+        kernel(t, xb, xq, w.data(), rows, in, y.data(), none);
+        const std::string at =
+            std::string(name) + ", " + std::to_string(rows) + " rows, input " + std::to_string(input);
+        ASSERT_EQ(y.back(), -1.0f) << at << ": wrote past the last row";
+        for (int64_t c = 0; c < rows; ++c) {
+          const float want = int8_reference(t, xb, xq, w.data() + static_cast<size_t>(c) * row_bytes, in);
+          const float got = y[static_cast<size_t>(c)];
+          ASSERT_EQ(std::isnan(want), input == 1) << at;  // the NaN block poisons input 1's products only
+          if (std::isnan(want)) {
+            ASSERT_TRUE(std::isnan(got)) << at << ": row " << c;
+          } else {
+            ASSERT_EQ(core::f32_to_bits(got), core::f32_to_bits(want)) << at << ": row " << c;
+          }
+        }
+      }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, Int8LinearTest, ::testing::Values(DType::Q8_0, DType::Q4_0, DType::Q4_1),
                          [](const auto& p) { return std::string(dtype_name(p.param)); });
 

@@ -20,8 +20,9 @@ namespace kvinfer::cpu {
 bool cpu_has_avx2_fma_f16c();
 
 // True when cpu_has_avx2_fma_f16c() is and the CPU also has AVX-512F and AVX-512DQ with the OS
-// saving the ZMM registers, and KVINFER_NO_AVX512 (read like KVINFER_NO_AVX2) is unset. Only the
-// f32 tiles of prefill use it (linear_avx512.h), and they give the bits the AVX2 tiles give: it
+// saving the ZMM registers, and KVINFER_NO_AVX512 (read like KVINFER_NO_AVX2) is unset. The
+// AVX-512 kernels (prefill's f32 tiles, linear_avx512.h; quantised decode products,
+// dot_quant_avx512.h; attention's, attention_avx512.h) give the bits the AVX2 ones give: it
 // changes speed, never results.
 bool cpu_has_avx512();
 

@@ -1,5 +1,6 @@
 // 8-bit activation products (linear_int8.h): the quantiser, the portable products and the
-// dispatch to the AVX2 kernels (linear_int8_avx2.cpp), which give the same bits.
+// dispatch to the AVX-512 VNNI and AVX2 kernels (linear_int8_avx512.cpp, linear_int8_avx2.cpp),
+// which give the same bits.
 #include "cpu/linear_int8.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include "core/quant.h"
 #include "cpu/cpu_features.h"
 #include "cpu/linear_avx2.h"
+#include "cpu/linear_int8_avx512.h"
 
 namespace kvinfer::cpu {
 
@@ -99,6 +101,7 @@ void quantize_int8(const float* x, int64_t n, Int8Block* blocks, int8_t* q) {
 
 void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows, int64_t n,
                        float* y, Prefetcher& pf) {
+  if (cpu_has_avx512_vnni()) return avx512::int8_rows_product(t, blocks, q, w, rows, n, y, pf);
   if (cpu_has_avx2_fma_f16c()) return avx2::int8_rows_product(t, blocks, q, w, rows, n, y, pf);
   switch (t) {
     case DType::Q8_0: return rows_portable<DType::Q8_0>(blocks, q, w, rows, n, y);

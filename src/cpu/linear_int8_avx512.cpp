@@ -7,9 +7,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "core/quant.h"
+#include "cpu/linear_avx2.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -195,6 +197,73 @@ void products(const Prepared<T>* wb, int64_t rows, int64_t in, const Int8Block* 
   }
 }
 
+// Decode: up to 16 weight rows against one input row, each block unpacked in registers as it
+// is read (no records: a decode reads each weight once), with the tiles' arithmetic. The rows'
+// scales come in by one gather a block; Q8_0 takes the weights' codes + 128 as the unsigned
+// operand and starts from −128 · the input's codes' sums, computed once a block for all rows.
+template <DType T>
+void rows16(const Int8Block* blocks, const int8_t* q, const std::byte* w, size_t row_bytes, int64_t rows, int64_t n,
+            float* y, Prefetcher& pf) {
+  using B = typename core::BlockOf<T>::type;
+  constexpr bool kQ8 = T == DType::Q8_0;
+  static_assert(offsetof(B, d) == 0 && (T != DType::Q4_1 || offsetof(core::BlockQ4_1, m) == 2));
+  __m512 acc[4], off = _mm512_setzero_ps();  // acc[g], lane 4i + m: acc_m of row 4g + i; off, lane c: row c's (Q4)
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  const int groups = static_cast<int>((rows + 3) / 4);
+  const __mmask16 live = static_cast<__mmask16>((1u << rows) - 1);
+  // Each row's first 4 bytes of a block (its f16 d, then m or codes), rows row_bytes apart.
+  const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                        _mm512_set1_epi32(static_cast<int>(row_bytes)));
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < n / 32; ++b) {
+    pf.advance(static_cast<size_t>(rows) * sizeof(B));
+    const std::byte* first = w + static_cast<size_t>(b) * sizeof(B);
+    const __m512i heads = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, at, first, 1);
+    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(heads));  // the rows' d_w
+    const __m512 p = _mm512_mul_ps(d, _mm512_set1_ps(blocks[b].d));
+    const __m512i x_lo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32 * b)));
+    const __m512i x_hi = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32 * b + 16)));
+    __m512i start = _mm512_setzero_si512();  // Q8_0: −128 · the input's codes' sum in each partial
+    if constexpr (kQ8)
+      start = _mm512_sub_epi32(start, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, bias, x_lo), bias, x_hi));
+    for (int g = 0; g < groups; ++g) {
+      __m512i partials;
+      if constexpr (kQ8) {
+        const __m512i lo = _mm512_xor_si512(group_codes<T>(first, row_bytes, rows, g, 0), bias);
+        const __m512i hi = _mm512_xor_si512(group_codes<T>(first, row_bytes, rows, g, 16), bias);
+        partials = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, lo, x_lo), hi, x_hi);
+      } else {
+        const __m512i qs = group_codes<T>(first, row_bytes, rows, g, 0);
+        const __m512i lo = _mm512_and_si512(qs, low4), hi = _mm512_and_si512(_mm512_srli_epi32(qs, 4), low4);
+        partials = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, x_lo), hi, x_hi);
+      }
+      acc[g] = _mm512_add_ps(acc[g], _mm512_mul_ps(spread4(p, g), _mm512_cvtepi32_ps(partials)));
+    }
+    if constexpr (!kQ8) {
+      const __m512i factors = T == DType::Q4_1 ? _mm512_srli_epi32(heads, 16) : heads;  // m_w or d_w
+      const __m512 f = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(factors));
+      off = _mm512_add_ps(off, _mm512_mul_ps(f, _mm512_set1_ps(blocks[b].ds)));
+    }
+  }
+  alignas(64) float lanes[4][16], offsets[16];
+  for (int g = 0; g < 4; ++g) _mm512_store_ps(lanes[g], acc[g]);
+  _mm512_store_ps(offsets, off);
+  for (int64_t c = 0; c < rows; ++c) {
+    const float* a = lanes[c / 4] + 4 * (c % 4);
+    const float tree = (a[0] + a[2]) + (a[1] + a[3]);
+    y[c] = kQ8 ? tree : T == DType::Q4_1 ? tree + offsets[c] : tree - 8.0f * offsets[c];
+  }
+}
+
+template <DType T>
+void rows_of(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows, int64_t n, float* y,
+             Prefetcher& pf) {
+  const size_t row_bytes = dtype_row_bytes(T, n);
+  for (int64_t c = 0; c < rows; c += 16)
+    rows16<T>(blocks, q, w + static_cast<size_t>(c) * row_bytes, row_bytes, std::min<int64_t>(16, rows - c), n, y + c,
+              pf);
+}
+
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -220,6 +289,18 @@ void int8_prepared_products(DType t, const std::byte* prep, int64_t rows, int64_
   }
 }
 
+void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows, int64_t n,
+                       float* y, Prefetcher& pf) {
+  // The gather's offsets, 15 rows apart at most, are 32-bit.
+  if (dtype_row_bytes(t, n) > static_cast<size_t>(std::numeric_limits<int32_t>::max() / 16))
+    return avx2::int8_rows_product(t, blocks, q, w, rows, n, y, pf);
+  switch (t) {
+    case DType::Q8_0: return rows_of<DType::Q8_0>(blocks, q, w, rows, n, y, pf);
+    case DType::Q4_0: return rows_of<DType::Q4_0>(blocks, q, w, rows, n, y, pf);
+    default: return rows_of<DType::Q4_1>(blocks, q, w, rows, n, y, pf);
+  }
+}
+
 }  // namespace kvinfer::cpu::avx512
 
 KVINFER_AVX512_VNNI_END
@@ -232,6 +313,10 @@ namespace kvinfer::cpu::avx512 {
 void int8_prepare(DType, const std::byte*, int64_t, int64_t, std::byte*) { std::abort(); }
 void int8_prepared_products(DType, const std::byte*, int64_t, int64_t, const Int8Block*, const int8_t*, int64_t, float*,
                             int64_t) {
+  std::abort();
+}
+void int8_rows_product(DType, const Int8Block*, const int8_t*, const std::byte*, int64_t, int64_t, float*,
+                       Prefetcher&) {
   std::abort();
 }
 }  // namespace kvinfer::cpu::avx512

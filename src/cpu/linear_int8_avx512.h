@@ -19,6 +19,7 @@
 
 #include "cpu/int8_prepared.h"
 #include "cpu/linear_int8.h"
+#include "cpu/prefetch.h"
 #include "kvinfer/dtype.h"
 
 namespace kvinfer::cpu::avx512 {
@@ -31,5 +32,10 @@ void int8_prepare(DType t, const std::byte* w, int64_t rows, int64_t in, std::by
 // rows' quantised blocks (n, in / 32) and codes q (n, in), against the prepared weight rows.
 void int8_prepared_products(DType t, const std::byte* prep, int64_t rows, int64_t in, const Int8Block* blocks,
                             const int8_t* q, int64_t n, float* y, int64_t ldy);
+
+// Decode's products: int8_rows_product of linear_int8.h, bit for bit, each weight block unpacked
+// in registers as it is read, 16 rows at a time.
+void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows, int64_t n,
+                       float* y, Prefetcher& pf);
 
 }  // namespace kvinfer::cpu::avx512
