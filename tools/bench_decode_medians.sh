@@ -3,7 +3,7 @@
 # that a noisy minute hits every configuration alike: the median, then the range, of the step time
 # and of the share of the same run's probe. The "medians of five runs" tables of docs/benchmarks.md.
 # The TinyLlama-1.1B shape is a Llama-family Q4/Q8 model larger than a 300 MiB L3.
-#   tools/bench_decode_medians.sh [threads]     ROUNDS=n, BUILD=dir (default build/)
+#   tools/bench_decode_medians.sh [threads]     ROUNDS=n, BUILD=dir (default build/), ONLY=regex (labels)
 # BUILDS="dirA dirB" compares builds (e.g. two commits) side by side: within each round every
 # configuration runs on each build in turn, and the table gets one column pair per build.
 set -euo pipefail
@@ -27,6 +27,11 @@ configs=(
   "tinyllama-1.1b q4_1 --int8-activations|-s tinyllama-1.1b --dtype q4_1 --int8-activations"
 )
 [[ -f "$MODEL" ]] && configs+=("SmolLM2-135M Q4_1|-m $MODEL" "SmolLM2-135M Q4_1 --int8-activations|-m $MODEL --int8-activations")
+if [[ -n "${ONLY:-}" ]]; then  # ONLY=REGEX keeps the configurations whose label matches
+  kept=()
+  for c in "${configs[@]}"; do [[ "${c%%|*}" =~ $ONLY ]] && kept+=("$c"); done
+  configs=("${kept[@]}")
+fi
 
 results="$(mktemp)"
 trap 'rm -f "$results"' EXIT

@@ -27,7 +27,8 @@ struct LoadOptions {
   LoadProgress on_progress = {};
   // CPU only, Q8_0/Q4_0/Q4_1 weights only: quantise each 32-value block of a product's input to
   // 8 bits and multiply in integers, as llama.cpp does. Faster decode (measured 1.1× with Q8_0,
-  // about 2× with Q4_1 weights) but not exact: logits move by about 1e-2 (docs/benchmarks.md). Off: every product is exact in f32
+  // about 2× with Q4_1 weights; a prefill as fast as the exact one or faster with AVX-512 VNNI)
+  // but not exact: logits move by about 1e-2 (docs/benchmarks.md). Off: every product is exact in f32
   // and matches HF on the dequantised weights. Cache-on == cache-off and thread-count
   // independence hold either way.
   bool int8_activations = false;
