@@ -1,6 +1,6 @@
-// Prefill's 8-bit activation products on AVX-512 VNNI (linear_int8_avx512.h): weight blocks
-// unpacked once, then tiles of input rows against them. Compiled for AVX-512 VNNI function by
-// function (avx512_target.h), like the other AVX-512 files.
+// 8-bit activation products on AVX-512 VNNI (linear_int8_avx512.h): prefill's weight blocks
+// unpacked once, then tiles of input rows against them; decode's unpacked in registers. Compiled
+// for AVX-512 VNNI function by function (avx512_target.h), like the other AVX-512 files.
 #include "cpu/linear_int8_avx512.h"
 
 #include <algorithm>

@@ -1,19 +1,22 @@
 #pragma once
-// Prefill's 8-bit activation products on AVX-512 VNNI machines (linear_int8_avx512.cpp), called
-// only when cpu_has_avx512_vnni(): the arithmetic of linear_int8.h, bit for bit, for many input
-// rows against one block of up to 16 weight rows.
+// 8-bit activation products on AVX-512 VNNI machines (linear_int8_avx512.cpp), called only when
+// cpu_has_avx512_vnni(): the arithmetic of linear_int8.h, bit for bit. A 512-bit register holds 4
+// weight rows × their 4 partial sums I_m, one row to a 128-bit lane; the input's codes 0..15 and
+// 16..31 are broadcast to every lane, and a block is two vpdpbusd (unsigned bytes × signed bytes,
+// summed by fours), which give the exact I_m:
+// - Q4_0, Q4_1: the rows' low nibbles against codes 0..15, their high nibbles against 16..31.
+// - Q8_0: both operands are signed and vpdpbusd takes one unsigned, so one side goes in shifted by
+//   128 (as unsigned bytes) and the sum starts from −128 · the other side's sum in each partial:
+//   (a + 128) · b − 128 · b = a · b.
+// Each integer partial is then scaled and added as linear_int8.h spells out (a product, then a
+// sum), so every output has the bits the other paths give it.
 //
-// The one-row kernels (linear_int8_avx2.cpp) unpack each weight block for every input row. Here
-// a block of weight rows is unpacked once (int8_prepare), into the registers' layout, and every
-// input row then takes it straight from L1:
-// - Q4_0, Q4_1: a 512-bit register holds 4 rows × their 4 partial sums I_m. The rows' low and high
-//   nibbles, split once, against the input's codes 0..15 and 16..31 broadcast to each 128-bit lane
-//   are two vpdpbusd (unsigned nibbles × signed codes, summed by fours: the exact I_m).
-// - Q8_0: a register holds 2 rows × 8 partial sums I_l. vpdpbusd takes one unsigned operand, so
-//   the input's codes go in shifted by 128 (as unsigned bytes) and the sum starts from
-//   −128 · Σ w over each 4 weight codes, stored with the rows: (q + 128) · w − 128 · w = q · w.
-// Each integer partial is then scaled and added exactly as linear_int8.h spells out (a product,
-// then a sum), so every output has the bits the other paths give it.
+// Prefill (int8_prepare, int8_prepared_products): a block of up to 16 weight rows is unpacked once
+// into records in the registers' layout (int8_prepared.h: nibbles split, scales spread; for Q8_0,
+// the input's codes are shifted and the records hold −128 · Σ w), and every input row then takes
+// them straight from L1, in tiles of 3 input rows. Decode (int8_rows_product): 16 rows against the
+// one input row, each block unpacked in registers as it is read (the weights' codes shifted, the
+// sum starting from −128 · Σ q).
 #include <cstddef>
 #include <cstdint>
 
@@ -33,8 +36,7 @@ void int8_prepare(DType t, const std::byte* w, int64_t rows, int64_t in, std::by
 void int8_prepared_products(DType t, const std::byte* prep, int64_t rows, int64_t in, const Int8Block* blocks,
                             const int8_t* q, int64_t n, float* y, int64_t ldy);
 
-// Decode's products: int8_rows_product of linear_int8.h, bit for bit, each weight block unpacked
-// in registers as it is read, 16 rows at a time.
+// Decode's products: int8_rows_product of linear_int8.h, bit for bit, 16 rows at a time.
 void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows, int64_t n,
                        float* y, Prefetcher& pf);
 
