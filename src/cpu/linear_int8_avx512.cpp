@@ -54,6 +54,25 @@ inline __m512 halves(const uint16_t h[16]) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h)));
 }
 
+// y[c] for c < rows (at most 16): row c's tree (acc_0 + acc_2) + (acc_1 + acc_3) from lanes
+// 4i .. 4i + 3 of acc[g] (c = 4g + i), then Q4_1's + off or Q4_0's − 8 · off (lane c of off), as
+// linear_int8.h spells them out, 16 rows in a few instructions.
+template <DType T>
+inline void finish_rows(const __m512 acc[4], __m512 off, int64_t rows, float* y) {
+  __m512 tree[4];  // lane 4i: row 4g + i's tree
+  for (int g = 0; g < 4; ++g) {
+    const __m512 s = _mm512_add_ps(acc[g], _mm512_permute_ps(acc[g], _MM_SHUFFLE(1, 0, 3, 2)));  // a0+a2, a1+a3, ..
+    tree[g] = _mm512_add_ps(s, _mm512_permute_ps(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  }
+  const __m512i firsts = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+  const __m512 rows01 = _mm512_permutex2var_ps(tree[0], firsts, tree[1]);  // lanes 0..7: rows 0..7
+  const __m512 rows23 = _mm512_permutex2var_ps(tree[2], firsts, tree[3]);  // lanes 0..7: rows 8..15
+  __m512 out = _mm512_shuffle_f32x4(rows01, rows23, _MM_SHUFFLE(1, 0, 1, 0));
+  if constexpr (T == DType::Q4_1) out = _mm512_add_ps(out, off);
+  if constexpr (T == DType::Q4_0) out = _mm512_sub_ps(out, _mm512_mul_ps(_mm512_set1_ps(8.0f), off));
+  _mm512_mask_storeu_ps(y, static_cast<__mmask16>((1u << rows) - 1), out);
+}
+
 // Q8_0's record or Q4's.
 template <DType T>
 using Prepared = std::conditional_t<T == DType::Q8_0, Q8Prepared, Q4Prepared>;
@@ -164,16 +183,7 @@ void tile(const Prepared<T>* wb, int64_t nb, const InputRow* x, int64_t rows, fl
       for (int r = 0; r < R; ++r) off[r] = _mm512_add_ps(off[r], _mm512_mul_ps(f, _mm512_set1_ps(x[r].blocks[b].ds)));
     }
   }
-  for (int r = 0; r < R; ++r) {
-    alignas(64) float lanes[4][16], offsets[16];
-    for (int g = 0; g < 4; ++g) _mm512_store_ps(lanes[g], acc[r][g]);
-    _mm512_store_ps(offsets, off[r]);
-    for (int64_t c = 0; c < rows; ++c) {
-      const float* a = lanes[c / 4] + 4 * (c % 4);
-      const float tree = (a[0] + a[2]) + (a[1] + a[3]);
-      y[r * ldy + c] = kQ8 ? tree : T == DType::Q4_1 ? tree + offsets[c] : tree - 8.0f * offsets[c];
-    }
-  }
+  for (int r = 0; r < R; ++r) finish_rows<T>(acc[r], off[r], rows, y + r * ldy);
 }
 
 // Input rows t .. t + count − 1 (count = min(most, n − t)) into x; returns count.
@@ -245,14 +255,7 @@ void rows16(const Int8Block* blocks, const int8_t* q, const std::byte* w, size_t
       off = _mm512_add_ps(off, _mm512_mul_ps(f, _mm512_set1_ps(blocks[b].ds)));
     }
   }
-  alignas(64) float lanes[4][16], offsets[16];
-  for (int g = 0; g < 4; ++g) _mm512_store_ps(lanes[g], acc[g]);
-  _mm512_store_ps(offsets, off);
-  for (int64_t c = 0; c < rows; ++c) {
-    const float* a = lanes[c / 4] + 4 * (c % 4);
-    const float tree = (a[0] + a[2]) + (a[1] + a[3]);
-    y[c] = kQ8 ? tree : T == DType::Q4_1 ? tree + offsets[c] : tree - 8.0f * offsets[c];
-  }
+  finish_rows<T>(acc, off, rows, y);
 }
 
 template <DType T>
