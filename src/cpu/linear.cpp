@@ -16,6 +16,7 @@
 #include "cpu/aligned.h"
 #include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
+#include "cpu/dot_bf16_avx512.h"
 #include "cpu/dot_quant_avx512.h"
 #include "cpu/linear_avx2.h"
 #include "cpu/linear_avx512.h"
@@ -193,7 +194,9 @@ void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_r
       break;
     case Path::HalfRows: {  // decode: 2 bytes a weight, read once, widened in registers
       const auto* h = reinterpret_cast<const uint16_t*>(src);
-      if (w.dtype == DType::BF16)
+      if (w.dtype == DType::BF16 && cpu_has_avx512())
+        avx512::dot_bf16_rows(in_rows.split, h, rows, in, y + o0, pf);
+      else if (w.dtype == DType::BF16)
         avx2::dot_bf16_rows(in_rows.split, h, rows, in, y + o0, pf);
       else
         avx2::dot_f16_rows(x, h, rows, in, y + o0, pf);
