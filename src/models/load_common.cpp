@@ -39,7 +39,7 @@ Vector HostStorage::add(const std::vector<float>& values) {
 }
 
 std::byte* HostStorage::allocate(size_t bytes) {
-  matrices.emplace_back(bytes);  // uninitialised: AlignedVector leaves new elements unset
+  matrices.emplace_back(bytes);  // uninitialised
   return matrices.back().data();
 }
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "core/large_buffer.h"
 #include "core/memory.h"
-#include "cpu/aligned.h"
 #include "kvinfer/config.h"
 #include "kvinfer/model.h"
 #include "models/weights.h"
@@ -30,8 +30,10 @@ struct HostStorage {
   std::vector<std::unique_ptr<float[]>> vectors;
   // Made at load (transposed, or random), each starting at a cache line: the AVX-512 prefill tiles
   // read 32 bytes of an f32 row at a time, and rows 16 bytes off (malloc's large blocks) split
-  // every other read across two lines, 12-16 % slower (docs/benchmarks.md).
-  std::vector<cpu::AlignedVector<std::byte>> matrices;
+  // every other read across two lines, 12-16 % slower (docs/benchmarks.md). Those of 2 MiB and
+  // more start at a 2 MiB boundary, on transparent huge pages where the kernel allows
+  // (core/large_buffer.h).
+  std::vector<LargeBuffer> matrices;
   // Work that fills allocated matrices (GPT-2's transposes), run by finish_load once the memory
   // check has passed: until then an allocation is address space whose pages were never touched.
   std::vector<std::function<void()>> fills;
