@@ -1,6 +1,7 @@
 #pragma once
 // The machine's memory read bandwidth, measured: the best of several timed passes of a float sum
-// over a buffer much larger than the last-level cache, split across the OpenMP threads.
+// over a buffer much larger than the last-level cache (on transparent huge pages where the kernel
+// allows, as the matrices a model makes at load: core/large_buffer.h), split across the OpenMP threads.
 #include <cstdint>
 
 namespace bench {

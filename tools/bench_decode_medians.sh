@@ -2,7 +2,7 @@
 # Decode against the bandwidth probe, each configuration run ROUNDS times in turn (default 5) so
 # that a noisy minute hits every configuration alike: the median, then the range, of the step time
 # and of the share of the same run's probe. The "medians of five runs" tables of docs/benchmarks.md.
-# The TinyLlama-1.1B shape is a Llama-family Q4/Q8 model larger than a 300 MiB L3.
+# The TinyLlama-1.1B shape is a Llama-family Q4/Q8 model larger than a 480 MiB L3 (0.6-1.2 GB).
 #   tools/bench_decode_medians.sh [threads]     ROUNDS=n, BUILD=dir (default build/), ONLY=regex (labels)
 # BUILDS="dirA dirB" compares builds (e.g. two commits) side by side: within each round every
 # configuration runs on each build in turn, and the table gets one column pair per build.
@@ -22,6 +22,7 @@ configs=(
   "gpt2-medium q4_1 --int8-activations|-s gpt2-medium --dtype q4_1 --int8-activations"
   "tinyllama-1.1b q4_1|-s tinyllama-1.1b --dtype q4_1"
   "tinyllama-1.1b q4_0|-s tinyllama-1.1b --dtype q4_0"
+  "tinyllama-1.1b q8_0|-s tinyllama-1.1b --dtype q8_0"
   "tinyllama-1.1b q8_0 --int8-activations|-s tinyllama-1.1b --dtype q8_0 --int8-activations"
   "tinyllama-1.1b q4_0 --int8-activations|-s tinyllama-1.1b --dtype q4_0 --int8-activations"
   "tinyllama-1.1b q4_1 --int8-activations|-s tinyllama-1.1b --dtype q4_1 --int8-activations"
