@@ -36,6 +36,7 @@ struct Args {
   int threads = 0;
   bool list_shapes = false, no_probe = false, prompt_tokens_given = false, dtype_given = false;
   bool int8_activations = false;
+  bool weights_in_place = false;
 };
 
 std::string shapes_text() {
@@ -148,6 +149,7 @@ std::shared_ptr<const kvinfer::Model> make_model(const Args& a, bool tty, bench:
     if (a.prompt_text.empty() && fs::is_directory(a.model) && fs::exists(config_json))
       check_positions(kvinfer::load_config(config_json), a.prompt_tokens, a.tokens);
     kvinfer::LoadOptions o{device, {}, a.int8_activations};
+    o.weights_in_place = a.weights_in_place;
     if (tty) o.on_progress = [](uint64_t d, uint64_t t) { draw_progress("loading weights", d, t); };
     model = kvinfer::Model::load(a.model, o);
     info.model = a.model;
@@ -324,6 +326,9 @@ int main(int argc, char** argv) {
   app.add_flag("--int8-activations", a.int8_activations,
                "CPU, Q8_0/Q4_0/Q4_1 weights: 8-bit activations and integer products (llama.cpp's way; "
                "faster, not exact); default: off");
+  app.add_flag("--weights-in-place", a.weights_in_place,
+               "-m: use the weights in place from the file mapping (4 KiB pages) instead of copying them onto "
+               "huge pages at load; default: off, copied");
   app.footer("Synthetic shapes (-s):\n" + shapes_text() +
              "\nCache on: step 1 prefills the P prompt tokens (time to first token), step i > 1 decodes token i-1.\n"
              "Cache off: step i clears the cache and prefills all P + i - 1 tokens, as HF's use_cache=False.\n"

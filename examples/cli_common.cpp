@@ -35,6 +35,9 @@ void add_model_options(CLI::App& app, ModelOptions& o, const char* ctx_help) {
   app.add_flag("--int8-activations", o.int8_activations,
                "CPU, Q8_0/Q4_0/Q4_1 weights: 8-bit activations and integer products, as llama.cpp does "
                "(faster, not exact: logits move by about 1 %); default: off, exact products");
+  app.add_flag("--weights-in-place", o.weights_in_place,
+               "CPU: use the weights in place from the file mapping (4 KiB pages, shared with other processes) "
+               "instead of copying them onto huge pages at load (faster decode); default: off, copied");
   app.add_option("--kv-dtype", o.kv_dtype,
                  "KV cache element type: auto (the weights' dtype; f16 for quantised weights), f32, f16, bf16")
       ->capture_default_str();
@@ -120,6 +123,7 @@ std::shared_ptr<const kvinfer::Model> load_model(const ModelOptions& o) {
                               : o.device == "cuda" ? kvinfer::Device::CUDA
                                                    : kvinfer::Device::Auto;
   kvinfer::LoadOptions options{.device = dev, .on_progress = {}, .int8_activations = o.int8_activations};
+  options.weights_in_place = o.weights_in_place;
   // A cache of --ctx tokens is planned: weights and cache are checked against the memory
   // available before any weight is read.
   options.kv_tokens = o.ctx;

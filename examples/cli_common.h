@@ -21,6 +21,7 @@ struct ModelOptions {
   int64_t ctx = 0;
   int threads = 0;  // CPU threads; 0: one per core
   bool int8_activations = false;  // LoadOptions::int8_activations
+  bool weights_in_place = false;  // LoadOptions::weights_in_place
 };
 
 struct SamplingOptions {

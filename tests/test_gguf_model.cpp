@@ -130,8 +130,10 @@ class GgufModel : public ::testing::TestWithParam<GgufFixture> {
   size_t vocab_ = 0;
 };
 
-// Loaded in its stored type and in place: what the model holds is exactly the file's tensor bytes.
-TEST_P(GgufModel, LoadsInPlaceWithTheHfFixturesConfig) {
+// Loaded in its stored type: what the model holds is exactly the file's tensor bytes. By default
+// on the CPU every matrix is a copy in the model's own memory (LoadOptions::weights_in_place: on
+// huge pages); with weights_in_place, each points into the loader's own mapping of the file.
+TEST_P(GgufModel, LoadsTheFilesBytesWithTheHfFixturesConfig) {
   expect_config_of_hf_fixture(model_->config(), load_config(test::model_dir(GetParam().hf) / "config.json"));
   EXPECT_EQ(model_->weight_dtype(), GetParam().dtype);
   EXPECT_FALSE(model_->has_tokenizer());
@@ -140,38 +142,56 @@ TEST_P(GgufModel, LoadsInPlaceWithTheHfFixturesConfig) {
   for (const GgufTensorInfo& t : file.tensors())
     if (t.name != "rope_freqs.weight") bytes += t.bytes;
   EXPECT_EQ(model_->weight_bytes(), bytes);
-  uint64_t done = 0, total = 0;  // read once up front, as HF checkpoints are
-  Model::load(kGgufDir / GetParam().file,
-              {.device = Device::CPU, .on_progress = [&](uint64_t d, uint64_t t) { done = d, total = t; }});
-  EXPECT_EQ(done, total);
-  EXPECT_GE(total, bytes);
-  // Every matrix points into the loader's own mapping of the file, in the stored type.
-  const auto& storage = *static_cast<const HostStorage*>(model_->weights().storage.get());
-  const auto& mapped = *static_cast<const GgufFile*>(storage.checkpoint.get());
-  auto expect_in_place = [&](const Matrix& m, const std::string& name) {
-    EXPECT_EQ(m.data, mapped.tensor(name).data) << name;
-    EXPECT_EQ(m.bytes(), mapped.tensor(name).bytes) << name;
-  };
-  const ModelWeights& w = model_->weights();
-  expect_in_place(w.embed, "token_embd.weight");
-  expect_in_place(w.lm_head.weight, model_->config().tie_word_embeddings ? "token_embd.weight" : "output.weight");
-  if (model_->config().is_gpt2()) expect_in_place(w.pos_embed, "position_embd.weight");
-  for (size_t l = 0; l < w.layers.size(); ++l) {
-    const LayerWeights& L = w.layers[l];
-    const std::string p = fmt::format("blk.{}.", l);
-    if (model_->config().is_gpt2()) {  // q, k, v: the three row blocks of the fused attn_qkv
-      const GgufTensorInfo& qkv = mapped.tensor(p + "attn_qkv.weight");
-      EXPECT_EQ(L.q.weight.data, qkv.data);
-      EXPECT_EQ(L.k.weight.data, qkv.data + L.q.weight.bytes());
-      EXPECT_EQ(L.v.weight.data, qkv.data + 2 * L.q.weight.bytes());
-      EXPECT_EQ(3 * L.q.weight.bytes(), qkv.bytes);
-      for (auto [m, name] : {std::pair{&L.o, "attn_output"}, {&L.up, "ffn_up"}, {&L.down, "ffn_down"}})
-        expect_in_place(m->weight, p + name + ".weight");
-      continue;
+  for (const bool in_place : {false, true}) {
+    uint64_t done = 0, total = 0;  // read (or copied) once up front, as HF checkpoints are
+    const auto model = Model::load(kGgufDir / GetParam().file,
+                                   {.device = Device::CPU,
+                                    .on_progress = [&](uint64_t d, uint64_t t) { done = d, total = t; },
+                                    .weights_in_place = in_place});
+    EXPECT_EQ(done, total);
+    EXPECT_GE(total, bytes);
+    const auto& storage = *static_cast<const HostStorage*>(model->weights().storage.get());
+    const auto& mapped = *static_cast<const GgufFile*>(storage.checkpoint.get());
+    const std::span<const std::byte> map = mapped.mapped();
+    // The matrix m holds the bytes at `at` in the file: in place, or a copy outside the mapping.
+    auto expect_bytes = [&](const Matrix& m, const std::byte* at, uint64_t size, const std::string& name) {
+      EXPECT_EQ(m.bytes(), size) << name;
+      if (in_place) {
+        EXPECT_EQ(m.data, at) << name;
+        return;
+      }
+      EXPECT_TRUE(m.data < map.data() || m.data >= map.data() + map.size()) << name << ": not copied";
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(m.data) % 64, 0u) << name;
+      EXPECT_EQ(std::memcmp(m.data, at, size), 0) << name << ": the copy differs from the file";
+    };
+    auto expect_tensor = [&](const Matrix& m, const std::string& name) {
+      expect_bytes(m, mapped.tensor(name).data, mapped.tensor(name).bytes, name);
+    };
+    const ModelWeights& w = model->weights();
+    expect_tensor(w.embed, "token_embd.weight");
+    expect_tensor(w.lm_head.weight, model->config().tie_word_embeddings ? "token_embd.weight" : "output.weight");
+    if (model->config().tie_word_embeddings) {
+      EXPECT_EQ(w.lm_head.weight.data, w.embed.data) << "one copy, shared";
     }
-    for (auto [m, name] : {std::pair{&L.q, "attn_q"}, {&L.k, "attn_k"}, {&L.v, "attn_v"}, {&L.o, "attn_output"},
-                           {&L.gate, "ffn_gate"}, {&L.up, "ffn_up"}, {&L.down, "ffn_down"}})
-      expect_in_place(m->weight, p + name + ".weight");
+    if (model->config().is_gpt2()) expect_tensor(w.pos_embed, "position_embd.weight");
+    for (size_t l = 0; l < w.layers.size(); ++l) {
+      const LayerWeights& L = w.layers[l];
+      const std::string p = fmt::format("blk.{}.", l);
+      if (model->config().is_gpt2()) {  // q, k, v: the three row blocks of the fused attn_qkv
+        const GgufTensorInfo& qkv = mapped.tensor(p + "attn_qkv.weight");
+        const uint64_t third = qkv.bytes / 3;
+        expect_bytes(L.q.weight, qkv.data, third, p + "attn_qkv q");
+        expect_bytes(L.k.weight, qkv.data + third, third, p + "attn_qkv k");
+        expect_bytes(L.v.weight, qkv.data + 2 * third, third, p + "attn_qkv v");
+        EXPECT_EQ(3 * third, qkv.bytes);
+        for (auto [m, name] : {std::pair{&L.o, "attn_output"}, {&L.up, "ffn_up"}, {&L.down, "ffn_down"}})
+          expect_tensor(m->weight, p + name + ".weight");
+        continue;
+      }
+      for (auto [m, name] : {std::pair{&L.q, "attn_q"}, {&L.k, "attn_k"}, {&L.v, "attn_v"}, {&L.o, "attn_output"},
+                             {&L.gate, "ffn_gate"}, {&L.up, "ffn_up"}, {&L.down, "ffn_down"}})
+        expect_tensor(m->weight, p + name + ".weight");
+    }
   }
 }
 

@@ -51,6 +51,15 @@ struct LoadOptions {
   // no result. $KVINFER_CHECK_FINITE=1 turns it on too. Without it the logits are still always
   // checked: non-finite logits throw, suggesting this option.
   bool check_finite = false;
+
+  // CPU only. Off (the default): the weight matrices are copied out of the file mapping, their
+  // stored bytes unchanged, into memory on transparent huge pages where the kernel allows, and
+  // the mapping's pages under them are given back: decode reads every matrix once a token,
+  // and 4 KiB pages cost it page walks (whole decode steps 5-25 % faster, docs/benchmarks.md).
+  // The copy takes about as long as the read of every page that loading does anyway. On: every
+  // weight is used in place from the mapping (4 KiB pages, shared with other processes that map
+  // the same file, llama.cpp's default).
+  bool weights_in_place = false;
 };
 
 class Model {
@@ -60,7 +69,8 @@ class Model {
   // of llama.cpp's "llama" or "qwen2" architecture (known by its "GGUF" magic, whatever its name;
   // its tokenizer from the tokenizer.ggml.* metadata when present). Weights are memory-mapped,
   // used in their stored dtype (GGUF's quantised types included, never dequantised up front), and
-  // read once up front (so the first token does not pay for page faults), reporting progress.
+  // read once up front (so the first token does not pay for page faults), reporting progress; on
+  // the CPU the large matrices are copied onto huge pages then (LoadOptions::weights_in_place).
   static std::shared_ptr<const Model> load(const std::filesystem::path& path, const LoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }

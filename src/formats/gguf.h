@@ -69,6 +69,7 @@ class GgufFile {
   uint64_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }  // file offset of the data section
   const std::filesystem::path& path() const { return map_.path(); }
+  std::span<const std::byte> mapped() const { return map_.bytes(); }  // the whole file, mapped
 
   const std::map<std::string, GgufValue, std::less<>>& metadata() const { return metadata_; }
   const GgufValue* find(std::string_view key) const;  // nullptr when absent

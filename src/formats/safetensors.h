@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@ class SafetensorsFile {
   const TensorView* find(const std::string& name) const;
   const TensorView& get(const std::string& name) const;  // throws naming the missing tensor
   const std::filesystem::path& path() const { return map_.path(); }
+  std::span<const std::byte> mapped() const { return map_.bytes(); }  // the whole file, mapped
 
  private:
   MappedFile map_;

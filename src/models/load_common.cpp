@@ -142,8 +142,10 @@ std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<M
   storage.fills.clear();
   if (device == Device::CUDA)
     w = cuda_backend::upload(*w, options.on_progress);  // the mapped checkpoint is released
-  else
+  else if (options.weights_in_place)
     read_weights(*w, options.on_progress);
+  else
+    place_weights(*w, storage, options.on_progress);
   return std::make_shared<const Model>(c, std::move(w), device, std::move(tokenizer), path, options.int8_activations,
                                        std::make_shared<MemoryAccount>(budget, weights),
                                        options.check_finite || check_finite_from_env());

@@ -122,6 +122,7 @@ std::shared_ptr<const Model> load_gguf(const std::filesystem::path& path, const 
   const ModelConfig c = gguf_config(*file);
   auto storage = std::make_shared<HostStorage>();
   storage->checkpoint = file;
+  storage->mapped = {file->mapped()};
   const GgufSource source(*file);
   std::unique_ptr<ModelWeights> w;
   if (c.is_gpt2()) {
