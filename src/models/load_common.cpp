@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <new>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -145,7 +146,13 @@ std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<M
   else if (options.weights_in_place)
     read_weights(*w, options.on_progress);
   else
-    place_weights(*w, storage, options.on_progress);
+    try {
+      place_weights(*w, storage, options.on_progress);
+    } catch (const std::bad_alloc&) {
+      throw Error(fmt::format("{}: cannot allocate the CPU copy of the weights ({}); "
+                              "LoadOptions::weights_in_place (--weights-in-place) uses them from the file mapping",
+                              path, bytes_text(weights)));
+    }
   return std::make_shared<const Model>(c, std::move(w), device, std::move(tokenizer), path, options.int8_activations,
                                        std::make_shared<MemoryAccount>(budget, weights),
                                        options.check_finite || check_finite_from_env());
