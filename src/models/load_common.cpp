@@ -141,18 +141,17 @@ std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<M
 
   for (const auto& fill : storage.fills) fill();
   storage.fills.clear();
-  if (device == Device::CUDA)
+  if (device == Device::CUDA) {
     w = cuda_backend::upload(*w, options.on_progress);  // the mapped checkpoint is released
-  else if (options.weights_in_place)
-    read_weights(*w, options.on_progress);
-  else
+  } else {
     try {
-      place_weights(*w, storage, options.on_progress);
+      place_weights(*w, storage, !options.weights_in_place, options.on_progress);
     } catch (const std::bad_alloc&) {
       throw Error(fmt::format("{}: cannot allocate the CPU copy of the weights ({}); "
                               "LoadOptions::weights_in_place (--weights-in-place) uses them from the file mapping",
                               path, bytes_text(weights)));
     }
+  }
   return std::make_shared<const Model>(c, std::move(w), device, std::move(tokenizer), path, options.int8_activations,
                                        std::make_shared<MemoryAccount>(budget, weights),
                                        options.check_finite || check_finite_from_env());

@@ -92,21 +92,23 @@ std::vector<float> rope_inv_freq(const ModelConfig& c);
 // the device's available memory), taken before the loader allocates anything.
 MemoryBudget load_budget(Device device, const LoadOptions& options);
 
-// CPU weights, before the first forward pass: every matrix that lies in a mapped checkpoint file
-// (storage.mapped) is copied, its stored bytes unchanged, into one buffer of the storage's own
-// (LargeBuffer: 2 MiB pages where the kernel allows; each matrix on a cache line), and the model
-// points at the copy; this process's pages of the mapping under it are given back (the file's page
-// cache keeps them). Every other tensor is read once in place, as read_weights does. Reports bytes
-// done of all the bytes.
+// CPU weights, before the first forward pass. With `copy`, every matrix that lies in a mapped
+// checkpoint file (storage.mapped) is copied, its stored bytes unchanged, into one buffer of the
+// storage's own (LargeBuffer: 2 MiB pages where the kernel allows; each matrix on a cache line),
+// and the model points at the copy; this process's pages of the mapping under it are given back
+// (the file's page cache keeps them). Every other tensor (all of them without `copy`) is read once
+// in place, a byte a page, which moves the page faults from the first forward pass to load time.
+// A tensor two views share (a tied LM head is the embedding) is placed once. Reports bytes done of
+// all the bytes.
 // Decode streams every matrix once a token: on a 2-core Xeon VM, from 4 KiB pages it read at
 // 22-24 GB/s where 2 MiB pages gave 34-36 (docs/benchmarks.md).
-void place_weights(ModelWeights& w, HostStorage& storage, const std::function<void(uint64_t, uint64_t)>& progress);
+void place_weights(ModelWeights& w, HostStorage& storage, bool copy,
+                   const std::function<void(uint64_t, uint64_t)>& progress);
 
 // The weights (and the KV cache LoadOptions::kv_tokens plans) are checked against `budget`,
 // throwing naming `path`, the bytes needed and available; then the storage's fills run, host
-// weights are placed (place_weights), or read once in place with LoadOptions::weights_in_place
-// (either moves the page faults to load time), or uploaded to the device, reporting progress;
-// then the Model is built.
+// weights are placed (place_weights: copied, or read in place with LoadOptions::weights_in_place)
+// or uploaded to the device, reporting progress; then the Model is built.
 std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<ModelWeights> w, Device device,
                                          std::shared_ptr<const Tokenizer> tokenizer,
                                          const std::filesystem::path& path, const LoadOptions& options,

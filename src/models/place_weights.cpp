@@ -1,6 +1,8 @@
-// place_weights (load_common.h): CPU weights copied out of the file mapping onto huge pages.
+// place_weights (load_common.h): CPU weights copied out of the file mapping onto huge pages, or
+// read once in place.
 #include <cstring>
 #include <map>
+#include <set>
 #include <type_traits>
 
 #if defined(__linux__)
@@ -37,44 +39,47 @@ void release_mapped(const std::byte* p, uint64_t bytes) {
 
 }  // namespace
 
-void place_weights(ModelWeights& w, HostStorage& storage, const std::function<void(uint64_t, uint64_t)>& progress) {
-  constexpr uint64_t kAlign = 64;  // each matrix starts on a cache line of the arena (load_common.h)
-  // Each tensor's data once (a tied LM head is the embedding), and where its copy goes in the
-  // arena, for the matrices in the mapping.
+void place_weights(ModelWeights& w, HostStorage& storage, bool copy,
+                   const std::function<void(uint64_t, uint64_t)>& progress) {
+  constexpr uint64_t kAlign = 64;  // each copy starts on a cache line of the buffer
+  constexpr uint64_t kInPlace = ~uint64_t{0};
+  // Each tensor's data once, and where its copy goes in the buffer (kInPlace: nowhere).
   std::map<const void*, uint64_t> offsets;
-  const uint64_t kNone = ~uint64_t{0};
-  uint64_t total = 0, arena = 0;
+  uint64_t total = 0, buffer = 0;
   for_each_tensor(w, [&](const auto& t) {
     if (!t.data || offsets.count(t.data)) return;
     total += t.bytes();
-    uint64_t at = kNone;
+    uint64_t at = kInPlace;
     if constexpr (std::is_same_v<std::decay_t<decltype(t)>, Matrix>) {
-      if (in_mapping(storage.mapped, t.data, t.bytes())) {
-        at = arena;
-        arena += (t.bytes() + kAlign - 1) / kAlign * kAlign;
+      if (copy && in_mapping(storage.mapped, t.data, t.bytes())) {
+        at = buffer;
+        buffer += (t.bytes() + kAlign - 1) / kAlign * kAlign;
       }
     }
     offsets.emplace(t.data, at);
   });
-  std::byte* copies = arena ? storage.allocate(arena) : nullptr;  // (arena bytes) every mapped matrix
+  std::byte* copies = buffer ? storage.allocate(buffer) : nullptr;  // (buffer bytes) the copied matrices
+  std::set<const void*> done_data;  // placed already
   uint64_t done = 0;
   unsigned sum = 0;
   if (progress) progress(0, total);
-  std::map<const void*, bool> visited;
   for_each_tensor(w, [&](auto& t) {
     if (!t.data) return;
-    const uint64_t at = offsets.at(t.data);
-    const bool first = visited.emplace(t.data, true).second;
-    if (at == kNone) {  // in place, or made at load: read every page once, as read_weights does
-      if (!first) return;
-      const auto* p = reinterpret_cast<const volatile unsigned char*>(t.data);
+    const void* source = t.data;
+    const uint64_t at = offsets.at(source);
+    const bool first = done_data.insert(source).second;
+    if constexpr (std::is_same_v<std::decay_t<decltype(t)>, Matrix>) {
+      if (at != kInPlace) {
+        t.data = copies + at;  // every view of these bytes points at the one copy
+        if (!first) return;
+        std::memcpy(copies + at, source, t.bytes());
+        release_mapped(static_cast<const std::byte*>(source), t.bytes());
+      }
+    }
+    if (!first) return;
+    if (at == kInPlace) {
+      const auto* p = static_cast<const volatile unsigned char*>(source);
       for (uint64_t i = 0; i < t.bytes(); i += 4096) sum += p[i];
-    } else if constexpr (std::is_same_v<std::decay_t<decltype(t)>, Matrix>) {
-      const std::byte* source = t.data;
-      t.data = copies + at;  // every use of these bytes, the tied LM head too, points at the copy
-      if (!first) return;
-      std::memcpy(copies + at, source, t.bytes());
-      release_mapped(source, t.bytes());
     }
     done += t.bytes();
     if (progress) progress(done, total);

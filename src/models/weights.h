@@ -93,8 +93,4 @@ void for_each_tensor(W& w, F&& f) {
 // Model::weight_bytes() reports, and what load checks against the memory available.
 uint64_t model_weight_bytes(const ModelWeights& w, bool tied);
 
-// Reads every page of the weights once (host weights are memory-mapped: this moves the page
-// faults from the first forward pass to load time), reporting bytes done of total.
-void read_weights(const ModelWeights& w, const std::function<void(uint64_t, uint64_t)>& progress);
-
 }  // namespace kvinfer
