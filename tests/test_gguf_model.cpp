@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cpu/cpu_ops.h"
+#include "cpu/packed_rows.h"
 #include "formats/gguf.h"
 #include "kvinfer/kvinfer.h"
 #include "models/load_common.h"
@@ -143,6 +144,7 @@ TEST_P(GgufModel, LoadsTheFilesBytesWithTheHfFixturesConfig) {
     if (t.name != "rope_freqs.weight") bytes += t.bytes;
   EXPECT_EQ(model_->weight_bytes(), bytes);
   for (const bool in_place : {false, true}) {
+    int packed = 0;  // matrices copied with at least one packed block
     uint64_t done = 0, total = 0;  // read (or copied) once up front, as HF checkpoints are
     const auto model = Model::load(kGgufDir / GetParam().file,
                                    {.device = Device::CPU,
@@ -153,16 +155,22 @@ TEST_P(GgufModel, LoadsTheFilesBytesWithTheHfFixturesConfig) {
     const auto& storage = *static_cast<const HostStorage*>(model->weights().storage.get());
     const auto& mapped = *static_cast<const GgufFile*>(storage.checkpoint.get());
     const std::span<const std::byte> map = mapped.mapped();
-    // The matrix m holds the bytes at `at` in the file: in place, or a copy outside the mapping.
+    // The matrix m holds the bytes at `at` in the file: in place, or a copy outside the mapping,
+    // packed for decode where this CPU's kernels read the type so (cpu/packed_rows.h).
     auto expect_bytes = [&](const Matrix& m, const std::byte* at, uint64_t size, const std::string& name) {
       EXPECT_EQ(m.bytes(), size) << name;
       if (in_place) {
         EXPECT_EQ(m.data, at) << name;
+        EXPECT_FALSE(m.packed) << name;
         return;
       }
       EXPECT_TRUE(m.data < map.data() || m.data >= map.data() + map.size()) << name << ": not copied";
       EXPECT_EQ(reinterpret_cast<uintptr_t>(m.data) % 64, 0u) << name;
-      EXPECT_EQ(std::memcmp(m.data, at, size), 0) << name << ": the copy differs from the file";
+      EXPECT_EQ(m.packed, cpu::packs_rows(m.dtype, m.cols)) << name;
+      std::vector<std::byte> rows(size);  // (rows, row_bytes) the copy row-major
+      cpu::unpack_rows(m, 0, m.rows, rows.data());
+      EXPECT_EQ(std::memcmp(rows.data(), at, size), 0) << name << ": the copy differs from the file";
+      if (m.packed && m.rows >= cpu::kPackedRows) ++packed;
     };
     auto expect_tensor = [&](const Matrix& m, const std::string& name) {
       expect_bytes(m, mapped.tensor(name).data, mapped.tensor(name).bytes, name);
@@ -192,6 +200,9 @@ TEST_P(GgufModel, LoadsTheFilesBytesWithTheHfFixturesConfig) {
                              {&L.gate, "ffn_gate"}, {&L.up, "ffn_up"}, {&L.down, "ffn_down"}})
         expect_tensor(m->weight, p + name + ".weight");
     }
+    // On a CPU whose kernels read the type packed, the fixtures' decode takes the packed kernels.
+    const bool packs = cpu::packs_rows(GetParam().dtype, model_->config().hidden_size);
+    EXPECT_EQ(packed > 0, packs && !in_place) << packed;
   }
 }
 

@@ -14,6 +14,7 @@
 
 #include "cache_invariance.h"
 #include "cpu/cpu_ops.h"
+#include "cpu/packed_rows.h"
 #include "kvinfer/kvinfer.h"
 #include "models/weights.h"
 #include "test_files.h"
@@ -37,9 +38,12 @@ ModelConfig tiny(Architecture arch) {
   return c;
 }
 
+// m's values, row-major, whichever order a CPU model stores its rows in (cpu/packed_rows.h).
 std::vector<float> widen(const Matrix& m) {
+  std::vector<std::byte> rows(m.bytes());
+  cpu::unpack_rows(m, 0, m.rows, rows.data());
   std::vector<float> v(static_cast<size_t>(m.rows * m.cols));
-  cpu::to_f32(m.dtype, m.data, v.data(), m.rows * m.cols);
+  cpu::to_f32(m.dtype, rows.data(), v.data(), m.rows * m.cols);
   return v;
 }
 

@@ -9,11 +9,14 @@
 // linear_avx2.cpp. Fewer instructions a byte let more of the stream be in flight: the
 // gpt2-medium bf16 decode step 4-5 % faster. (The same pairing for f16, one conversion for both
 // rows' 8 values, did not change the f16 step, so f16 keeps the AVX2 kernel.)
+// Row-major rows go 8 a pass; a packed block (packed_rows.h) 16, each pair's chunk one 64-byte
+// line; prefill widens packed blocks with the same shift and mask (widen_bf16_packed).
 #include "cpu/dot_bf16_avx512.h"
 
 #include <cstdint>
 
 #include "cpu/linear_avx2.h"
+#include "cpu/packed_rows.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -40,28 +43,61 @@ inline __m512i pair32(const uint16_t* a, const uint16_t* b) {
                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)), 1);
 }
 
-// Rows 0..7 of w (8, n), n a multiple of 16, against xs in the pair order: per 16 values, each
-// pair of rows' 32 bytes read as 32-bit lanes give the values at even places (shifted up by 16
-// bits) and at odd places (masked), each exactly its f32, as in avx2's dot_bf16_block.
-void bf16_rows8(const float* xs, const uint16_t* w, int64_t n, float* y, Prefetcher& pf) {
-  __m512 acc[4];  // rows 2p (low half) and 2p + 1 (high half)
-  for (int p = 0; p < 4; ++p) acc[p] = _mm512_setzero_ps();
+// Rows 0..R-1 (R = 8 or 16) of w against xs in the pair order, n a multiple of 16: chunk j
+// (values 16j .. 16j + 15) of row r at w + r · row_step + j · chunk_step, so that one kernel
+// reads row-major rows (row_step n, chunk_step 16) and packed blocks (packed_rows.h: row_step 16,
+// chunk_step 256). Per chunk, each pair of rows' 32 bytes read as 32-bit lanes give the values at
+// even places (shifted up by 16 bits) and at odd places (masked), each exactly its f32, as in
+// avx2's dot_bf16_block.
+template <int R>
+void bf16_rows(const float* xs, const uint16_t* w, size_t row_step, size_t chunk_step, int64_t n, float* y,
+               Prefetcher& pf_out) {
+  Prefetcher pf = pf_out;  // a local copy: its counters in registers (prefetch.h)
+  __m512 acc[R / 2];  // rows 2p (low half) and 2p + 1 (high half)
+  for (auto& a : acc) a = _mm512_setzero_ps();
   const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-  for (int64_t k = 0; k < n; k += 16) {
-    pf.advance(32 * 8);
+  const uint16_t* chunk = w;
+  for (int64_t k = 0; k < n; k += 16, chunk += chunk_step) {
+    pf.advance(32 * R);
     const __m512 even = broadcast8(xs + k), odd = broadcast8(xs + k + 8);
-    for (int p = 0; p < 4; ++p) {
-      const __m512i v = pair32(w + 2 * p * n + k, w + (2 * p + 1) * n + k);
+    for (int p = 0; p < R / 2; ++p) {
+      const uint16_t* a = chunk + 2 * p * row_step;
+      const __m512i v = pair32(a, a + row_step);
       acc[p] = _mm512_fmadd_ps(even, _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), acc[p]);
       acc[p] = _mm512_fmadd_ps(odd, _mm512_castsi512_ps(_mm512_and_si512(v, high)), acc[p]);
     }
   }
-  __m256 lanes[8];  // rows 0..7: the low and high halves of the 4 registers, in turn
-  for (int p = 0; p < 4; ++p) {
-    lanes[2 * p] = low8(acc[p]);
-    lanes[2 * p + 1] = high8(acc[p]);
+  for (int e = 0; e < R / 8; ++e) {  // rows 8e .. 8e + 7: the low and high halves of 4 registers
+    __m256 lanes[8];
+    for (int p = 0; p < 4; ++p) {
+      lanes[2 * p] = low8(acc[4 * e + p]);
+      lanes[2 * p + 1] = high8(acc[4 * e + p]);
+    }
+    finish8(lanes, y + 8 * e);
   }
-  finish8(lanes, y);
+  pf_out = pf;
+}
+
+// A packed block's 16 rows (packed_rows.h), n values each, widened into dst (16, n) in the pair
+// order (split_pairs): prefill's widening of a block. Each 64 bytes are a chunk of rows 2p and
+// 2p + 1: the shift and the mask give both rows' values at even and at odd places, which go to
+// each row's 8 + 8 places of the chunk, exactly as widen_bf16_pairs writes them.
+void widen_packed(const uint16_t* w, int64_t n, float* dst) {
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  for (int p = 0; p < kPackedRows / 2; ++p) {  // rows 2p and 2p + 1, chunk by chunk
+    float* a = dst + 2 * p * n;
+    float* b = a + n;
+    const uint16_t* chunk = w + 32 * p;
+    for (int64_t k = 0; k < n; k += 16, chunk += 16 * kPackedRows) {
+      const __m512i v = _mm512_loadu_si512(chunk);
+      const __m512 even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+      const __m512 odd = _mm512_castsi512_ps(_mm512_and_si512(v, high));
+      _mm256_storeu_ps(a + k, low8(even));
+      _mm256_storeu_ps(a + k + 8, low8(odd));
+      _mm256_storeu_ps(b + k, high8(even));
+      _mm256_storeu_ps(b + k + 8, high8(odd));
+    }
+  }
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -72,9 +108,16 @@ void bf16_rows8(const float* xs, const uint16_t* w, int64_t n, float* y, Prefetc
 
 void dot_bf16_rows(const float* xs, const uint16_t* w, int64_t rows, int64_t n, float* y, Prefetcher& pf) {
   const int64_t whole = n % 16 == 0 ? rows / 8 * 8 : 0;
-  for (int64_t r = 0; r < whole; r += 8) bf16_rows8(xs, w + r * n, n, y + r, pf);
+  for (int64_t r = 0; r < whole; r += 8) bf16_rows<8>(xs, w + r * n, static_cast<size_t>(n), 16, n, y + r, pf);
   if (whole < rows) avx2::dot_bf16_rows(xs, w + whole * n, rows - whole, n, y + whole, pf);
 }
+
+void dot_bf16_packed(const float* xs, const uint16_t* w, int64_t n, float* y, Prefetcher& pf) {
+  static_assert(kPackedRows == 16);
+  bf16_rows<16>(xs, w, 16, 16 * 16, n, y, pf);
+}
+
+void widen_bf16_packed(const uint16_t* w, int64_t n, float* dst) { widen_packed(w, n, dst); }
 
 }  // namespace kvinfer::cpu::avx512
 
@@ -86,6 +129,8 @@ KVINFER_AVX512_END
 
 namespace kvinfer::cpu::avx512 {
 void dot_bf16_rows(const float*, const uint16_t*, int64_t, int64_t, float*, Prefetcher&) { std::abort(); }
+void dot_bf16_packed(const float*, const uint16_t*, int64_t, float*, Prefetcher&) { std::abort(); }
+void widen_bf16_packed(const uint16_t*, int64_t, float*) { std::abort(); }
 }  // namespace kvinfer::cpu::avx512
 
 #endif

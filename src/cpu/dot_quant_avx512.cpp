@@ -7,7 +7,9 @@
 // 2p + 1's codes side by side give both rows' values with the instructions the AVX2 kernel spends
 // on one, and x's 8 values are broadcast to both halves. Each value is still (f32)q · d (+ m as one
 // fused multiply-add: one rounding, as core::dequantize_group), each product in dot()'s order, and
-// finish8's tree is dot()'s: the bits of dot_quant_avx2.cpp.
+// finish8's tree is dot()'s: the bits of dot_quant_avx2.cpp. Row-major rows go 8 a pass; a
+// packed block (packed_rows.h) 16, its pairs' scales and codes each from one place; prefill
+// widens packed blocks with the same decoding (widen_quant_packed).
 #include "cpu/dot_quant_avx512.h"
 
 #include <cstddef>
@@ -16,6 +18,7 @@
 
 #include "core/quant.h"
 #include "cpu/linear_avx2.h"
+#include "cpu/packed_rows.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -38,95 +41,169 @@ namespace {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
-// Both blocks' f16 scales at offset `at`, each spread over its row's half of a register.
-inline __m512 pair_scales(const std::byte* a, const std::byte* b, size_t at) {
-  uint16_t ha, hb;
-  std::memcpy(&ha, a + at, sizeof ha);
-  std::memcpy(&hb, b + at, sizeof hb);
-  const __m512 dd = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(ha | (hb << 16)))));
-  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), dd);
+// Two f16 values (row a's in the low half) spread over their rows' halves of a register.
+inline __m512 spread_pair(uint32_t ab) {
+  const __m512 v = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(ab))));
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), v);
 }
 
-// Values 0..31 of the blocks at a and b, 8 at a time: v[i] holds a's values 8i .. 8i + 7 in its
-// low half and b's in its high half, each (f32)q · d (+ m), as core::dequantize_group computes it.
+inline uint32_t load32(const std::byte* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline __m128i load128(const std::byte* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+
+// Two rows' blocks of 32 values as the kernel takes them: each row's f16 scale d (and Q4_1's
+// minimum m) spread over its half of a register, row a's in the low half; and their code bytes:
+// Q8_0's 0..15 in qa[0], 16..31 in qa[1]; Q4's 16 bytes in qa[0].
+struct PairBlocks {
+  __m512 d, m;
+  __m128i qa[2], qb[2];
+};
+
+// From row-major blocks at a and b.
 template <DType T>
-inline void pair_values(const std::byte* a, const std::byte* b, __m512 v[4]) {
+inline PairBlocks pair_at(const std::byte* a, const std::byte* b) {
   using B = typename core::BlockOf<T>::type;
+  PairBlocks p{};  // all set: Q4 leaves qa[1], qb[1] zero
+
+  if constexpr (T == DType::Q4_1) {  // d and m of both blocks in one conversion: lanes dA, mA, dB, mB
+    static_assert(offsetof(B, m) == offsetof(B, d) + 2);
+    const __m512 dm = _mm512_castps128_ps512(_mm_cvtph_ps(
+        _mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(load32(a + offsetof(B, d)))),
+                         static_cast<int>(load32(b + offsetof(B, d))), 1)));
+    p.d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), dm);
+    p.m = _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), dm);
+  } else {
+    uint16_t ha, hb;
+    std::memcpy(&ha, a + offsetof(B, d), sizeof ha);
+    std::memcpy(&hb, b + offsetof(B, d), sizeof hb);
+    p.d = spread_pair(static_cast<uint32_t>(ha | (hb << 16)));
+  }
+  for (int h = 0; h < (T == DType::Q8_0 ? 2 : 1); ++h) {
+    p.qa[h] = load128(a + offsetof(B, qs) + 16 * h);
+    p.qb[h] = load128(b + offsetof(B, qs) + 16 * h);
+  }
+  return p;
+}
+
+// From rows r and r + 1 of a packed column (packed_rows.h) at col.
+template <DType T>
+inline PairBlocks pair_packed(const std::byte* col, int r) {
+  PairBlocks p{};  // all set: Q4 leaves qa[1], qb[1] zero
+  p.d = spread_pair(load32(col + packed_d(r)));  // both rows' d, side by side
+  p.m = T == DType::Q4_1 ? spread_pair(load32(col + packed_m(r))) : _mm512_setzero_ps();
+  // Rows r and r + 1's code bytes lie side by side: one load each for both rows.
+  const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col + packed_codes(T, r)));
+  p.qa[0] = _mm256_castsi256_si128(codes);
+  p.qb[0] = _mm256_extracti128_si256(codes, 1);
   if constexpr (T == DType::Q8_0) {
-    const __m512 d = pair_scales(a, b, offsetof(B, d));
-    for (int h = 0; h < 2; ++h) {  // bytes 16h .. 16h + 15 of both blocks: values 16h .. 16h + 15
-      const __m128i qa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + offsetof(B, qs) + 16 * h));
-      const __m128i qb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, qs) + 16 * h));
-      const __m512i q[2] = {_mm512_cvtepi8_epi32(_mm_unpacklo_epi64(qa, qb)),
-                            _mm512_cvtepi8_epi32(_mm_unpackhi_epi64(qa, qb))};
-      for (int i = 0; i < 2; ++i) v[2 * h + i] = _mm512_mul_ps(_mm512_cvtepi32_ps(q[i]), d);
+    const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col + packed_high_codes(r)));
+    p.qa[1] = _mm256_castsi256_si128(high);
+    p.qb[1] = _mm256_extracti128_si256(high, 1);
+  }
+  return p;
+}
+
+// Values 0..31 of both blocks, 8 at a time: v[i] holds row a's values 8i .. 8i + 7 in its low
+// half and row b's in its high half, each (f32)q · d (+ m), as core::dequantize_group computes it.
+template <DType T>
+inline void pair_values(const PairBlocks& p, __m512 v[4]) {
+  if constexpr (T == DType::Q8_0) {
+    for (int h = 0; h < 2; ++h) {  // codes 16h .. 16h + 15 of both blocks: values 16h .. 16h + 15
+      const __m512i q[2] = {_mm512_cvtepi8_epi32(_mm_unpacklo_epi64(p.qa[h], p.qb[h])),
+                            _mm512_cvtepi8_epi32(_mm_unpackhi_epi64(p.qa[h], p.qb[h]))};
+      for (int i = 0; i < 2; ++i) v[2 * h + i] = _mm512_mul_ps(_mm512_cvtepi32_ps(q[i]), p.d);
     }
     return;
   }
-  constexpr bool kHasMin = T == DType::Q4_1;
-  // The f16 scales (and minima) of both blocks in one conversion: lanes dA, mA, dB, mB (Q4_1) or
-  // dA, dB (Q4_0), then each spread over its row's half.
-  __m512 d, m = _mm512_setzero_ps();
-  if constexpr (kHasMin) {
-    static_assert(offsetof(B, m) == offsetof(B, d) + 2);
-    int32_t da, db;
-    std::memcpy(&da, a + offsetof(B, d), sizeof da);
-    std::memcpy(&db, b + offsetof(B, d), sizeof db);
-    const __m512 dm = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(da), db, 1)));
-    d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), dm);
-    m = _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), dm);
-  } else {
-    d = pair_scales(a, b, offsetof(B, d));
-  }
   // Code bytes 0..7 of both blocks, then 8..15, one to a 32-bit lane (a's in the low 8 lanes):
   // byte j holds value j (low nibble) and value j + 16 (high nibble).
-  const __m128i qa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + offsetof(B, qs)));
-  const __m128i qb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, qs)));
-  const __m512i bytes[2] = {_mm512_cvtepu8_epi32(_mm_unpacklo_epi64(qa, qb)),
-                            _mm512_cvtepu8_epi32(_mm_unpackhi_epi64(qa, qb))};
+  const __m512i bytes[2] = {_mm512_cvtepu8_epi32(_mm_unpacklo_epi64(p.qa[0], p.qb[0])),
+                            _mm512_cvtepu8_epi32(_mm_unpackhi_epi64(p.qa[0], p.qb[0]))};
   const __m512i low4 = _mm512_set1_epi32(0x0F);
   __m512i q[4] = {_mm512_and_si512(bytes[0], low4), _mm512_and_si512(bytes[1], low4), _mm512_srli_epi32(bytes[0], 4),
                   _mm512_srli_epi32(bytes[1], 4)};
   for (int i = 0; i < 4; ++i) {
-    if constexpr (!kHasMin) q[i] = _mm512_sub_epi32(q[i], _mm512_set1_epi32(8));
+    if constexpr (T == DType::Q4_0) q[i] = _mm512_sub_epi32(q[i], _mm512_set1_epi32(8));
     const __m512 f = _mm512_cvtepi32_ps(q[i]);
-    v[i] = kHasMin ? _mm512_fmadd_ps(f, d, m) : _mm512_mul_ps(f, d);  // q·d exact: one rounding, as q·d + m
+    // q·d exact: one rounding, as q·d + m
+    v[i] = T == DType::Q4_1 ? _mm512_fmadd_ps(f, p.d, p.m) : _mm512_mul_ps(f, p.d);
   }
 }
 
-// y[r] = dot(x, row r) for rows 0..7 from w: 4 registers of two rows each share each block's 4
-// broadcast input vectors.
-template <DType T>
-void rows8(const float* x, const std::byte* w, size_t row_bytes, int64_t n, float* y, Prefetcher& pf) {
+// y[r] = dot(x, row r) for rows 0..R-1 (R = 8 or 16) of w: row-major rows row_bytes apart, or
+// (kPacked, R = 16) a packed block (packed_rows.h). R / 2 registers of two rows each share each
+// block's 4 broadcast input vectors.
+template <DType T, int R, bool kPacked>
+void rows_at(const float* x, const std::byte* w, size_t row_bytes, int64_t n, float* y, Prefetcher& pf_out) {
+  static_assert(!kPacked || R == kPackedRows);
+  Prefetcher pf = pf_out;  // a local copy: its counters in registers (prefetch.h)
   constexpr int64_t kElems = dtype_block(T).elements, kBytes = dtype_block(T).bytes;
-  __m512 acc[4];
-  for (int p = 0; p < 4; ++p) acc[p] = _mm512_setzero_ps();
+  __m512 acc[R / 2];
+  for (auto& a : acc) a = _mm512_setzero_ps();
   for (int64_t blk = 0; blk < n / kElems; ++blk) {
-    pf.advance(8 * kBytes);
+    pf.advance(R * kBytes);
     const float* xb = x + blk * kElems;
     const __m512 xv[4] = {broadcast8(xb), broadcast8(xb + 8), broadcast8(xb + 16), broadcast8(xb + 24)};
-    for (int p = 0; p < 4; ++p) {
+    for (int p = 0; p < R / 2; ++p) {
       const std::byte* a = w + static_cast<size_t>(2 * p) * row_bytes + static_cast<size_t>(blk * kBytes);
       __m512 v[4];
-      pair_values<T>(a, a + row_bytes, v);
+      pair_values<T>(kPacked ? pair_packed<T>(w + static_cast<size_t>(blk * R * kBytes), 2 * p)
+                             : pair_at<T>(a, a + row_bytes),
+                     v);
       for (int i = 0; i < 4; ++i) acc[p] = _mm512_fmadd_ps(xv[i], v[i], acc[p]);
     }
   }
-  __m256 lanes[8];  // rows 0..7: the low and high halves of the 4 registers, in turn
-  for (int p = 0; p < 4; ++p) {
-    lanes[2 * p] = low8(acc[p]);
-    lanes[2 * p + 1] = high8(acc[p]);
+  for (int e = 0; e < R / 8; ++e) {  // rows 8e .. 8e + 7: the low and high halves of 4 registers
+    __m256 lanes[8];
+    for (int p = 0; p < 4; ++p) {
+      lanes[2 * p] = low8(acc[4 * e + p]);
+      lanes[2 * p + 1] = high8(acc[4 * e + p]);
+    }
+    finish8(lanes, y + 8 * e);
   }
-  finish8(lanes, y);
+  pf_out = pf;
 }
 
 template <DType T>
 void rows_of(const float* x, const std::byte* w, int64_t rows, int64_t n, float* y, Prefetcher& pf) {
   const size_t row_bytes = dtype_row_bytes(T, n);
   const int64_t whole = rows / 8 * 8;
-  for (int64_t r = 0; r < whole; r += 8) rows8<T>(x, w + static_cast<size_t>(r) * row_bytes, row_bytes, n, y + r, pf);
+  for (int64_t r = 0; r < whole; r += 8)
+    rows_at<T, 8, false>(x, w + static_cast<size_t>(r) * row_bytes, row_bytes, n, y + r, pf);
   if (whole < rows)
     avx2::dot_quant_rows(T, x, w + static_cast<size_t>(whole) * row_bytes, rows - whole, n, y + whole, pf);
+}
+
+template <DType T>
+void packed_of(const float* x, const std::byte* w, int64_t n, float* y, Prefetcher& pf) {
+  rows_at<T, kPackedRows, true>(x, w, dtype_row_bytes(T, n), n, y, pf);
+}
+
+// A packed block's 16 rows of n values dequantised into dst (16, n): prefill's widening of a
+// block, each value as core::dequantize_group computes it (pair_values), as to_f32 gives it.
+// Pairs of rows outer, columns inner: with columns outer, GCC 12's loop optimiser addressed the
+// codes from a null base plus the pointer as an integer, which its pure-function analysis then
+// took for a null dereference: it found the Q4 widenings without effect and dropped their calls
+// (PackedRows.ProductsGiveTheRowMajorBits failed).
+template <DType T>
+void widen_packed(const std::byte* w, int64_t n, float* dst) {
+  constexpr size_t kColumn = kPackedRows * dtype_block(T).bytes;
+  for (int p = 0; p < kPackedRows / 2; ++p) {  // rows 2p and 2p + 1, column by column
+    float* a = dst + 2 * p * n;
+    const std::byte* column = w;
+    for (int64_t k = 0; k < n; k += 32, column += kColumn) {
+      __m512 v[4];
+      pair_values<T>(pair_packed<T>(column, 2 * p), v);
+      for (int i = 0; i < 4; ++i) {
+        _mm256_storeu_ps(a + k + 8 * i, low8(v[i]));
+        _mm256_storeu_ps(a + n + k + 8 * i, high8(v[i]));
+      }
+    }
+  }
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -144,6 +221,24 @@ bool dot_quant_rows(DType t, const float* x, const std::byte* w, int64_t rows, i
   }
 }
 
+bool dot_quant_packed(DType t, const float* x, const std::byte* w, int64_t n, float* y, Prefetcher& pf) {
+  switch (t) {
+    case DType::Q8_0: packed_of<DType::Q8_0>(x, w, n, y, pf); return true;
+    case DType::Q4_0: packed_of<DType::Q4_0>(x, w, n, y, pf); return true;
+    case DType::Q4_1: packed_of<DType::Q4_1>(x, w, n, y, pf); return true;
+    default: return false;
+  }
+}
+
+bool widen_quant_packed(DType t, const std::byte* w, int64_t n, float* dst) {
+  switch (t) {
+    case DType::Q8_0: widen_packed<DType::Q8_0>(w, n, dst); return true;
+    case DType::Q4_0: widen_packed<DType::Q4_0>(w, n, dst); return true;
+    case DType::Q4_1: widen_packed<DType::Q4_1>(w, n, dst); return true;
+    default: return false;
+  }
+}
+
 }  // namespace kvinfer::cpu::avx512
 
 KVINFER_AVX512_END
@@ -152,6 +247,8 @@ KVINFER_AVX512_END
 
 namespace kvinfer::cpu::avx512 {
 bool dot_quant_rows(DType, const float*, const std::byte*, int64_t, int64_t, float*, Prefetcher&) { return false; }
+bool dot_quant_packed(DType, const float*, const std::byte*, int64_t, float*, Prefetcher&) { return false; }
+bool widen_quant_packed(DType, const std::byte*, int64_t, float*) { return false; }
 }  // namespace kvinfer::cpu::avx512
 
 #endif

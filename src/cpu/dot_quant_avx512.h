@@ -15,5 +15,11 @@ namespace kvinfer::cpu::avx512 {
 // the 8-lane accumulators of two rows against x's 8 values broadcast to both halves; the last
 // rows mod 8 go to avx2::dot_quant_rows. Returns false, doing nothing, for any other type.
 bool dot_quant_rows(DType t, const float* x, const std::byte* w, int64_t rows, int64_t n, float* y, Prefetcher& pf);
+// The same for one packed block of 16 rows (packed_rows.h): y[0 .. 16), the bits dot_quant_rows
+// gives the rows unpacked. Returns false, doing nothing, for any other type.
+bool dot_quant_packed(DType t, const float* x, const std::byte* w, int64_t n, float* y, Prefetcher& pf);
+// Prefill's widening of one packed block: its 16 rows of n values into dst (16, n), each value
+// as to_f32 gives it. Returns false, doing nothing, for any other type than the three.
+bool widen_quant_packed(DType t, const std::byte* w, int64_t n, float* dst);
 
 }  // namespace kvinfer::cpu::avx512

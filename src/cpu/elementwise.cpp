@@ -1,11 +1,13 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <vector>
 
 #include "core/rope.h"
 #include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
 #include "cpu/elementwise_avx2.h"
+#include "cpu/packed_rows.h"
 
 namespace kvinfer::cpu {
 
@@ -106,9 +108,15 @@ void add(float* x, const float* y, int64_t n) {
 
 void embed(const Matrix& table, std::span<const int32_t> ids, float* out) {
   const size_t row_bytes = dtype_row_bytes(table.dtype, table.cols);
-  for (size_t t = 0; t < ids.size(); ++t)
-    to_f32(table.dtype, table.data + static_cast<size_t>(ids[t]) * row_bytes, out + static_cast<int64_t>(t) * table.cols,
-           table.cols);
+  std::vector<std::byte> row(table.packed ? row_bytes : 0);  // (row_bytes) a packed row, unpacked
+  for (size_t t = 0; t < ids.size(); ++t) {
+    const std::byte* src = table.data + static_cast<size_t>(ids[t]) * row_bytes;
+    if (table.packed) {  // a tied LM head's table (packed_rows.h)
+      unpack_rows(table, ids[t], 1, row.data());
+      src = row.data();
+    }
+    to_f32(table.dtype, src, out + static_cast<int64_t>(t) * table.cols, table.cols);
+  }
 }
 
 int64_t first_nonfinite(const float* x, int64_t n) {

@@ -23,6 +23,7 @@
 #include "cpu/linear_int8.h"
 #include "cpu/int8_prepared.h"
 #include "cpu/linear_int8_avx512.h"
+#include "cpu/packed_rows.h"
 #include "cpu/prefetch.h"
 #include "kvinfer/error.h"
 
@@ -36,7 +37,7 @@ constexpr double kParallelMinMacs = 1 << 15;
 // Weight rows widened to f32 together, then multiplied by every input row: 16 rows of up to 16k
 // values stay in L2 while the input streams past.
 constexpr int64_t kRowBlock = 16;
-static_assert(kRowBlock == kInt8PreparedRows &&
+static_assert(kRowBlock == kInt8PreparedRows && kRowBlock == kPackedRows &&
               int8_prepared_bytes(DType::Q8_0, 1024) <= kRowBlock * 1024 * sizeof(float) &&
               int8_prepared_bytes(DType::Q4_1, 1024) <= kRowBlock * 1024 * sizeof(float));  // the 8-bit tiles' scratch
 // Input rows a call multiplies together: at most 512 KiB of them (but 48 rows at least), in L2
@@ -87,18 +88,20 @@ void block_products(const float* x, const float* xi, int64_t n, const float* w, 
   }
 }
 
-// Decode (n = 1) streams the weights once: while a block of rows is multiplied, the bytes from
-// 32 KiB past its start on (or from its end, if nearer: the next block) are prefetched
-// (prefetch.h), as many as the kernel consumes, so the fetches run a bounded distance ahead of
-// the reads. A thread's decode blocks are contiguous (linears), so this is its own next block.
-// 16 KiB was 2-10 % slower; 2 or 3 blocks ahead, too. Prefill reuses each block for every input
-// row and fetches the next one another way (bytes_of in linears).
-constexpr size_t kPrefetchLead = 32 << 10;
+// Decode (n = 1) streams the weights once: while a block of rows is multiplied, the bytes a lead
+// past its start on (or from its end, if nearer: the next block) are prefetched (prefetch.h), as
+// many as the kernel consumes, so the fetches run a bounded distance ahead of the reads. A
+// thread's decode blocks are contiguous (linears), so this is its own next block. Row-major
+// rows, 16 streams side by side, want 32 KiB: 16 KiB was 2-10 % slower; 2 or 3 blocks ahead,
+// too. A packed block (packed_rows.h), one stream the hardware prefetcher follows, wants 2-4 KiB:
+// 32 KiB took the packed bf16 products' gain away, 8 KiB half of it. Prefill reuses each block for
+// every input row and fetches the next one another way (bytes_of in linears).
+constexpr size_t kPrefetchLead = 32 << 10, kPackedLead = 4 << 10;
 
 Prefetcher ahead_of(const Matrix& w, int64_t n, int64_t o0, int64_t rows, size_t row_bytes) {
   if (n != 1) return {};
   const size_t block = static_cast<size_t>(rows) * row_bytes;
-  const size_t lead = std::min(kPrefetchLead, block);
+  const size_t lead = std::min(o0 + kRowBlock <= packed_rows(w) ? kPackedLead : kPrefetchLead, block);
   const size_t start = static_cast<size_t>(o0) * row_bytes + lead;
   const size_t total = static_cast<size_t>(w.rows) * row_bytes;
   if (start >= total) return {};
@@ -176,12 +179,18 @@ void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_r
   const size_t row_bytes = dtype_row_bytes(w.dtype, in);
   const std::byte* src = w.data + static_cast<size_t>(o0) * row_bytes;
   Prefetcher pf = ahead_of(w, n, o0, rows, row_bytes);
+  // A packed block (packed_rows.h, AVX-512 machines only): decode's kernels, prefill's widening
+  // and its 8-bit records read it as it is.
+  const bool packed = o0 + kRowBlock <= packed_rows(w);
   switch (path) {
     case Path::Int8:
       if (const Int8Tiles tiles = int8_tiles(n); tiles != Int8Tiles::None) {
         auto* prepared = reinterpret_cast<std::byte*>(widened);  // (int8_prepared_bytes(dtype, in))
         if (tiles == Int8Tiles::Avx512) {
-          avx512::int8_prepare(w.dtype, src, rows, in, prepared);
+          if (packed)
+            avx512::int8_prepare_packed(w.dtype, src, in, prepared);
+          else
+            avx512::int8_prepare(w.dtype, src, rows, in, prepared);
           avx512::int8_prepared_products(w.dtype, prepared, rows, in, x8.blocks, x8.q, n, y + o0, out);
         } else {
           avx2::int8_prepare(w.dtype, src, rows, in, prepared);
@@ -189,12 +198,18 @@ void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_r
         }
         break;
       }
+      if (packed) {  // n = 1
+        avx512::int8_packed_product(w.dtype, x8.blocks, x8.q, src, in, y + o0, pf);
+        break;
+      }
       for (int64_t t = 0; t < n; ++t)
         int8_rows_product(w.dtype, x8.blocks + t * (in / 32), x8.q + t * in, src, rows, in, y + t * out + o0, pf);
       break;
     case Path::HalfRows: {  // decode: 2 bytes a weight, read once, widened in registers
       const auto* h = reinterpret_cast<const uint16_t*>(src);
-      if (w.dtype == DType::BF16 && cpu_has_avx512())
+      if (packed)
+        avx512::dot_bf16_packed(in_rows.split, h, in, y + o0, pf);
+      else if (w.dtype == DType::BF16 && cpu_has_avx512())
         avx512::dot_bf16_rows(in_rows.split, h, rows, in, y + o0, pf);
       else if (w.dtype == DType::BF16)
         avx2::dot_bf16_rows(in_rows.split, h, rows, in, y + o0, pf);
@@ -203,6 +218,7 @@ void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_r
       break;
     }
     case Path::QuantRows:  // decode: each block decoded in registers, read once
+      if (packed && avx512::dot_quant_packed(w.dtype, x, src, in, y + o0, pf)) break;
       if (!cpu_has_avx512() || !avx512::dot_quant_rows(w.dtype, x, src, rows, in, y + o0, pf))
         avx2::dot_quant_rows(w.dtype, x, src, rows, in, y + o0, pf);
       break;
@@ -210,14 +226,18 @@ void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_r
       const float* wb = reinterpret_cast<const float*>(src);
       const float* xi = in_rows.x_il;
       if (w.dtype == DType::BF16) {  // widened in the pair order, against the split input
-        for (int64_t r = 0; r < rows; ++r)
-          widen_bf16_pairs(reinterpret_cast<const uint16_t*>(src + static_cast<size_t>(r) * row_bytes), widened + r * in,
-                           in);
+        if (packed)
+          avx512::widen_bf16_packed(reinterpret_cast<const uint16_t*>(src), in, widened);
+        else
+          for (int64_t r = 0; r < rows; ++r)
+            widen_bf16_pairs(reinterpret_cast<const uint16_t*>(src + static_cast<size_t>(r) * row_bytes),
+                             widened + r * in, in);
         wb = widened;
         x = in_rows.split;
         xi = in_rows.split_il;
       } else if (w.dtype != DType::F32) {
-        to_f32(w.dtype, src, widened, rows * in);  // whole rows: whole blocks
+        if (!packed || !avx512::widen_quant_packed(w.dtype, src, in, widened))
+          to_f32(w.dtype, src, widened, rows * in);  // whole rows: whole blocks
         wb = widened;
       }
       block_products(x, xi, n, wb, rows, in, y + o0, out, scratch.acc, &next);

@@ -12,6 +12,7 @@
 
 #include "core/quant.h"
 #include "cpu/linear_avx2.h"
+#include "cpu/packed_rows.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -78,14 +79,14 @@ template <DType T>
 using Prepared = std::conditional_t<T == DType::Q8_0, Q8Prepared, Q4Prepared>;
 
 // 16 code bytes from byte `at` of rows 4g .. 4g + 3's blocks (the first at `first`, rows
-// row_bytes apart), one row to a 128-bit lane; zeros for rows from `rows` on.
+// row_step apart), one row to a 128-bit lane; zeros for rows from `rows` on.
 template <DType T>
-inline __m512i group_codes(const std::byte* first, size_t row_bytes, int64_t rows, int g, size_t at) {
+inline __m512i group_codes(const std::byte* first, size_t row_step, int64_t rows, int g, size_t at) {
   using B = typename core::BlockOf<T>::type;
   __m128i codes[4];
   for (int i = 0; i < 4; ++i) {
     const int64_t r = 4 * g + i;
-    const std::byte* qs = first + static_cast<size_t>(r) * row_bytes + offsetof(B, qs) + at;
+    const std::byte* qs = first + static_cast<size_t>(r) * row_step + offsetof(B, qs) + at;
     codes[i] = r < rows ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)) : _mm_setzero_si128();
   }
   __m512i v = _mm512_castsi128_si512(codes[0]);
@@ -94,37 +95,51 @@ inline __m512i group_codes(const std::byte* first, size_t row_bytes, int64_t row
   return _mm512_inserti32x4(v, codes[3], 3);
 }
 
-template <DType T>
+// int8_prepare from row-major rows row_bytes apart, or (kPacked, 16 rows) a packed block
+// (packed_rows.h), whose codes are already in the records' order and whose scales lie side by
+// side.
+template <DType T, bool kPacked>
 void prepare(const std::byte* w, int64_t rows, int64_t in, Prepared<T>* out) {
   using B = typename core::BlockOf<T>::type;
   const size_t row_bytes = dtype_row_bytes(T, in);
   const __m512i low4 = _mm512_set1_epi8(0x0F), bias = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < in / 32; ++b) {
     Prepared<T>& o = out[b];
-    const std::byte* first = w + static_cast<size_t>(b) * sizeof(B);
+    // Row-major: row 0's block b; packed: column b.
+    const std::byte* first = w + static_cast<size_t>(b) * sizeof(B) * (kPacked ? kPackedRows : 1);
+    auto codes = [&](int g, size_t at) {  // rows 4g .. 4g + 3's code bytes from `at`
+      if constexpr (kPacked)
+        return _mm512_loadu_si512(first + (at ? packed_high_codes(4 * g) : packed_codes(T, 4 * g)));
+      else
+        return group_codes<T>(first, row_bytes, rows, g, at);
+    };
     for (int g = 0; g < 4; ++g) {
       if constexpr (T == DType::Q8_0) {
-        const __m512i lo = group_codes<T>(first, row_bytes, rows, g, 0);
-        const __m512i hi = group_codes<T>(first, row_bytes, rows, g, 16);
+        const __m512i lo = codes(g, 0), hi = codes(g, 16);
         _mm512_store_si512(o.lo[g], lo);
         _mm512_store_si512(o.hi[g], hi);
         // 128 · the codes' sum in each partial
         const __m512i sums = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, lo), bias, hi);
         _mm512_store_si512(o.negc[g], _mm512_sub_epi32(_mm512_setzero_si512(), sums));
       } else {
-        const __m512i qs = group_codes<T>(first, row_bytes, rows, g, 0);
+        const __m512i qs = codes(g, 0);
         _mm512_store_si512(o.lo[g], _mm512_and_si512(qs, low4));
         _mm512_store_si512(o.hi[g], _mm512_and_si512(_mm512_srli_epi32(qs, 4), low4));
       }
     }
     uint16_t dh[16] = {}, fh[16] = {};  // the rows' d_w and Q4 offset factors, f16
-    for (int64_t r = 0; r < rows; ++r) {
-      const std::byte* block = first + static_cast<size_t>(r) * row_bytes;
-      dh[r] = half_bits(block + offsetof(B, d));
-      if constexpr (T == DType::Q4_1) {
-        fh[r] = half_bits(block + offsetof(core::BlockQ4_1, m));
-      } else {
-        fh[r] = dh[r];
+    if constexpr (kPacked) {
+      std::memcpy(dh, first + packed_d(0), sizeof dh);
+      std::memcpy(fh, first + (T == DType::Q4_1 ? packed_m(0) : packed_d(0)), sizeof fh);
+    } else {
+      for (int64_t r = 0; r < rows; ++r) {
+        const std::byte* block = first + static_cast<size_t>(r) * row_bytes;
+        dh[r] = half_bits(block + offsetof(B, d));
+        if constexpr (T == DType::Q4_1) {
+          fh[r] = half_bits(block + offsetof(core::BlockQ4_1, m));
+        } else {
+          fh[r] = dh[r];
+        }
       }
     }
     const __m512 d = halves(dh);
@@ -208,15 +223,19 @@ void products(const Prepared<T>* wb, int64_t rows, int64_t in, const Int8Block* 
 }
 
 // Decode: up to 16 weight rows against one input row, each block unpacked in registers as it
-// is read (no records: a decode reads each weight once), with the tiles' arithmetic. The rows'
-// scales come in by one gather a block; Q8_0 takes the weights' codes + 128 as the unsigned
-// operand and starts from −128 · the input's codes' sums, computed once a block for all rows.
-template <DType T>
+// is read (no records: a decode reads each weight once), with the tiles' arithmetic. Row-major
+// rows row_bytes apart: the rows' scales come in by one gather a block, each group's codes by 4
+// loads; or (kPacked, 16 rows) a packed block (packed_rows.h): the scales by one load, each
+// group's codes by one. Q8_0 takes the weights' codes + 128 as the unsigned operand and starts
+// from −128 · the input's codes' sums, computed once a block for all rows.
+template <DType T, bool kPacked>
 void rows16(const Int8Block* blocks, const int8_t* q, const std::byte* w, size_t row_bytes, int64_t rows, int64_t n,
-            float* y, Prefetcher& pf) {
+            float* y, Prefetcher& pf_out) {
+  Prefetcher pf = pf_out;  // a local copy: its counters in registers (prefetch.h)
   using B = typename core::BlockOf<T>::type;
   constexpr bool kQ8 = T == DType::Q8_0;
   static_assert(offsetof(B, d) == 0 && (T != DType::Q4_1 || offsetof(core::BlockQ4_1, m) == 2));
+  static_assert(!kPacked || kPackedRows == 16);
   __m512 acc[4], off = _mm512_setzero_ps();  // acc[g], lane 4i + m: acc_m of row 4g + i; off, lane c: row c's (Q4)
   for (auto& a : acc) a = _mm512_setzero_ps();
   const int groups = static_cast<int>((rows + 3) / 4);
@@ -227,35 +246,53 @@ void rows16(const Int8Block* blocks, const int8_t* q, const std::byte* w, size_t
   const __m512i low4 = _mm512_set1_epi8(0x0F), bias = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < n / 32; ++b) {
     pf.advance(static_cast<size_t>(rows) * sizeof(B));
-    const std::byte* first = w + static_cast<size_t>(b) * sizeof(B);
-    const __m512i heads = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, at, first, 1);
-    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(heads));  // the rows' d_w
+    // Row-major: row 0's block b; packed: column b.
+    const std::byte* first = w + static_cast<size_t>(b) * sizeof(B) * (kPacked ? kPackedRows : 1);
+    // Lane c: row c's d_w, and its offset factor (Q4_1's m_w, Q4_0's d_w), as f16.
+    __m512i d16, f16;
+    if constexpr (kPacked) {
+      d16 = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(first + packed_d(0))));
+      f16 = T == DType::Q4_1
+                ? _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(first + packed_m(0))))
+                : d16;
+    } else {
+      const __m512i heads = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, at, first, 1);
+      d16 = heads;
+      f16 = T == DType::Q4_1 ? _mm512_srli_epi32(heads, 16) : heads;
+    }
+    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d16));
     const __m512 p = _mm512_mul_ps(d, _mm512_set1_ps(blocks[b].d));
     const __m512i x_lo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32 * b)));
     const __m512i x_hi = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32 * b + 16)));
     __m512i start = _mm512_setzero_si512();  // Q8_0: −128 · the input's codes' sum in each partial
     if constexpr (kQ8)
       start = _mm512_sub_epi32(start, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, bias, x_lo), bias, x_hi));
+    // Rows 4g .. 4g + 3's code bytes from `at` (Q8_0: 16 for codes 16..31), one to a 128-bit lane.
+    auto codes = [&](int g, size_t at_byte) {
+      if constexpr (kPacked)
+        return _mm512_loadu_si512(first + (at_byte ? packed_high_codes(4 * g) : packed_codes(T, 4 * g)));
+      else
+        return group_codes<T>(first, row_bytes, rows, g, at_byte);
+    };
     for (int g = 0; g < groups; ++g) {
       __m512i partials;
       if constexpr (kQ8) {
-        const __m512i lo = _mm512_xor_si512(group_codes<T>(first, row_bytes, rows, g, 0), bias);
-        const __m512i hi = _mm512_xor_si512(group_codes<T>(first, row_bytes, rows, g, 16), bias);
+        const __m512i lo = _mm512_xor_si512(codes(g, 0), bias), hi = _mm512_xor_si512(codes(g, 16), bias);
         partials = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, lo, x_lo), hi, x_hi);
       } else {
-        const __m512i qs = group_codes<T>(first, row_bytes, rows, g, 0);
+        const __m512i qs = codes(g, 0);
         const __m512i lo = _mm512_and_si512(qs, low4), hi = _mm512_and_si512(_mm512_srli_epi32(qs, 4), low4);
         partials = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, x_lo), hi, x_hi);
       }
       acc[g] = _mm512_add_ps(acc[g], _mm512_mul_ps(spread4(p, g), _mm512_cvtepi32_ps(partials)));
     }
     if constexpr (!kQ8) {
-      const __m512i factors = T == DType::Q4_1 ? _mm512_srli_epi32(heads, 16) : heads;  // m_w or d_w
-      const __m512 f = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(factors));
+      const __m512 f = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(f16));  // m_w or d_w
       off = _mm512_add_ps(off, _mm512_mul_ps(f, _mm512_set1_ps(blocks[b].ds)));
     }
   }
   finish_rows<T>(acc, off, rows, y);
+  pf_out = pf;
 }
 
 template <DType T>
@@ -263,8 +300,13 @@ void rows_of(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64
              Prefetcher& pf) {
   const size_t row_bytes = dtype_row_bytes(T, n);
   for (int64_t c = 0; c < rows; c += 16)
-    rows16<T>(blocks, q, w + static_cast<size_t>(c) * row_bytes, row_bytes, std::min<int64_t>(16, rows - c), n, y + c,
-              pf);
+    rows16<T, false>(blocks, q, w + static_cast<size_t>(c) * row_bytes, row_bytes, std::min<int64_t>(16, rows - c), n,
+                     y + c, pf);
+}
+
+template <DType T>
+void packed_of(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t n, float* y, Prefetcher& pf) {
+  rows16<T, true>(blocks, q, w, dtype_row_bytes(T, n), kPackedRows, n, y, pf);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -275,9 +317,17 @@ void rows_of(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64
 
 void int8_prepare(DType t, const std::byte* w, int64_t rows, int64_t in, std::byte* prep) {
   switch (t) {
-    case DType::Q8_0: return prepare<DType::Q8_0>(w, rows, in, reinterpret_cast<Q8Prepared*>(prep));
-    case DType::Q4_0: return prepare<DType::Q4_0>(w, rows, in, reinterpret_cast<Q4Prepared*>(prep));
-    default: return prepare<DType::Q4_1>(w, rows, in, reinterpret_cast<Q4Prepared*>(prep));
+    case DType::Q8_0: return prepare<DType::Q8_0, false>(w, rows, in, reinterpret_cast<Q8Prepared*>(prep));
+    case DType::Q4_0: return prepare<DType::Q4_0, false>(w, rows, in, reinterpret_cast<Q4Prepared*>(prep));
+    default: return prepare<DType::Q4_1, false>(w, rows, in, reinterpret_cast<Q4Prepared*>(prep));
+  }
+}
+
+void int8_prepare_packed(DType t, const std::byte* w, int64_t in, std::byte* prep) {
+  switch (t) {
+    case DType::Q8_0: return prepare<DType::Q8_0, true>(w, kPackedRows, in, reinterpret_cast<Q8Prepared*>(prep));
+    case DType::Q4_0: return prepare<DType::Q4_0, true>(w, kPackedRows, in, reinterpret_cast<Q4Prepared*>(prep));
+    default: return prepare<DType::Q4_1, true>(w, kPackedRows, in, reinterpret_cast<Q4Prepared*>(prep));
   }
 }
 
@@ -304,6 +354,15 @@ void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const 
   }
 }
 
+void int8_packed_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t n, float* y,
+                         Prefetcher& pf) {
+  switch (t) {
+    case DType::Q8_0: return packed_of<DType::Q8_0>(blocks, q, w, n, y, pf);
+    case DType::Q4_0: return packed_of<DType::Q4_0>(blocks, q, w, n, y, pf);
+    default: return packed_of<DType::Q4_1>(blocks, q, w, n, y, pf);
+  }
+}
+
 }  // namespace kvinfer::cpu::avx512
 
 KVINFER_AVX512_VNNI_END
@@ -314,12 +373,16 @@ KVINFER_AVX512_VNNI_END
 
 namespace kvinfer::cpu::avx512 {
 void int8_prepare(DType, const std::byte*, int64_t, int64_t, std::byte*) { std::abort(); }
+void int8_prepare_packed(DType, const std::byte*, int64_t, std::byte*) { std::abort(); }
 void int8_prepared_products(DType, const std::byte*, int64_t, int64_t, const Int8Block*, const int8_t*, int64_t, float*,
                             int64_t) {
   std::abort();
 }
 void int8_rows_product(DType, const Int8Block*, const int8_t*, const std::byte*, int64_t, int64_t, float*,
                        Prefetcher&) {
+  std::abort();
+}
+void int8_packed_product(DType, const Int8Block*, const int8_t*, const std::byte*, int64_t, float*, Prefetcher&) {
   std::abort();
 }
 }  // namespace kvinfer::cpu::avx512

@@ -30,6 +30,9 @@ namespace kvinfer::cpu::avx512 {
 // Rearranges `rows` (1 to 16) weight rows of type t (int8_product_supported), stored one after
 // another at w, into prep (int8_prepared.h: int8_prepared_bytes(t, in), 64-byte aligned).
 void int8_prepare(DType t, const std::byte* w, int64_t rows, int64_t in, std::byte* prep);
+// The same for one packed block of 16 rows (packed_rows.h): the records int8_prepare makes of the
+// rows unpacked.
+void int8_prepare_packed(DType t, const std::byte* w, int64_t in, std::byte* prep);
 
 // y[r · ldy + c] = int8_rows_product's row c for input row r, for r < n and c < rows: the input
 // rows' quantised blocks (n, in / 32) and codes q (n, in), against the prepared weight rows.
@@ -39,5 +42,9 @@ void int8_prepared_products(DType t, const std::byte* prep, int64_t rows, int64_
 // Decode's products: int8_rows_product of linear_int8.h, bit for bit, 16 rows at a time.
 void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows, int64_t n,
                        float* y, Prefetcher& pf);
+// The same for one packed block of 16 rows (packed_rows.h): y[0 .. 16), the bits
+// int8_rows_product gives the rows unpacked.
+void int8_packed_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t n, float* y,
+                         Prefetcher& pf);
 
 }  // namespace kvinfer::cpu::avx512

@@ -1,15 +1,18 @@
 #pragma once
 // Software prefetch of the weights a product reads next.
 //
-// A decode step reads every weight once. The kernels multiply 4 to 16 weight rows at a time, so
-// memory sees as many interleaved streams, each only one row long (0.6 to 4 KiB): the hardware
-// prefetcher, which learns each stream anew, fetches little ahead of them. Instead, while one
+// A decode step reads every weight once. The kernels multiply 4 to 16 weight rows at a time: read
+// row-major, memory sees as many interleaved streams, each only one row long (0.6 to 4 KiB), and
+// the hardware prefetcher, which learns each stream anew, fetches little ahead of them (packed
+// rows, packed_rows.h, are one stream, which it follows; they need a short lead). Instead, while one
 // block of rows is multiplied, the kernel pulls the bytes that follow a fixed distance further on
 // (linear.cpp chooses the region) towards the core line by line, as many as it has consumed: one
 // sequential stream running ahead of the reads. Those fetches use prefetcht2 (Into::Outer), not
 // prefetcht0: on a Xeon whose two cores read 27-32 GB/s, fetches into L1 held decode's bf16,
 // Q8_0 and 8-bit products at 60-70 % of that, and prefetcht2 gained 8-15 % on them
-// (docs/benchmarks.md). Prefetches never fault and change no result.
+// (docs/benchmarks.md). Prefetches never fault and change no result. A kernel advances a local
+// copy and writes it back when done: through the reference, the compiler stored the counters at
+// every step, which slowed the bf16 decode kernel by a fifth on weights in L2.
 //
 // Prefill reads each block of weight rows from L3 or memory once, then reuses it from L2: the
 // widening of a stored block, or the first f32 tile to read each part of it, would wait on

@@ -99,7 +99,9 @@ MemoryBudget load_budget(Device device, const LoadOptions& options);
 // (the file's page cache keeps them). Every other tensor (all of them without `copy`) is read once
 // in place, a byte a page, which moves the page faults from the first forward pass to load time.
 // A tensor two views share (a tied LM head is the embedding) is placed once. Reports bytes done of
-// all the bytes.
+// all the bytes. Then every matrix outside the mappings (the copies, and the matrices made at
+// load) whose type this CPU's decode kernels read packed is packed (cpu/packed_rows.h), each view
+// of it marked so.
 // Decode streams every matrix once a token: on a 2-core Xeon VM, from 4 KiB pages it read at
 // 22-24 GB/s where 2 MiB pages gave 34-36 (docs/benchmarks.md).
 void place_weights(ModelWeights& w, HostStorage& storage, bool copy,

@@ -1,5 +1,5 @@
 // place_weights (load_common.h): CPU weights copied out of the file mapping onto huge pages, or
-// read once in place.
+// read once in place; then packed for decode where this CPU's kernels read them so.
 #include <cstring>
 #include <map>
 #include <set>
@@ -10,6 +10,7 @@
 #include <unistd.h>
 #endif
 
+#include "cpu/packed_rows.h"
 #include "models/load_common.h"
 
 namespace kvinfer {
@@ -85,6 +86,15 @@ void place_weights(ModelWeights& w, HostStorage& storage, bool copy,
     if (progress) progress(done, total);
   });
   static_cast<void>(sum);
+  // The matrices outside the mappings live in the storage's own buffers, which are writable.
+  std::set<const void*> packed;
+  for_each_tensor(w, [&](auto& t) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(t)>, Matrix>) {
+      if (!t.data || !cpu::packs_rows(t.dtype, t.cols) || in_mapping(storage.mapped, t.data, t.bytes())) return;
+      if (packed.insert(t.data).second) cpu::pack_rows(t.dtype, t.rows, t.cols, const_cast<std::byte*>(t.data));
+      t.packed = true;
+    }
+  });
 }
 
 }  // namespace kvinfer

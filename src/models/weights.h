@@ -13,11 +13,14 @@
 
 namespace kvinfer {
 
-// A (rows, cols) row-major matrix in its stored dtype: HF Linear weights are (out, in).
+// A (rows, cols) matrix in its stored dtype: HF Linear weights are (out, in). Row-major, or on
+// the CPU, where its decode kernels read them so, with each block of 16 rows packed chunk by chunk
+// (cpu/packed_rows.h): the same bytes reordered within each block.
 struct Matrix {
   DType dtype = DType::F32;
   const std::byte* data = nullptr;
   int64_t rows = 0, cols = 0;
+  bool packed = false;  // blocks of 16 rows in cpu/packed_rows.h's order (CPU weights only)
   // Quantised rows are whole blocks (cols a multiple of the block size; the loader checks).
   uint64_t row_bytes() const { return dtype_row_bytes(dtype, cols); }
   uint64_t bytes() const { return static_cast<uint64_t>(rows) * row_bytes(); }
