@@ -93,8 +93,15 @@ inline PairBlocks pair_at(const std::byte* a, const std::byte* b) {
 template <DType T>
 inline PairBlocks pair_packed(const std::byte* col, int r) {
   PairBlocks p{};  // all set: Q4 leaves qa[1], qb[1] zero
-  p.d = spread_pair(load32(col + packed_d(r)));  // both rows' d, side by side
-  p.m = T == DType::Q4_1 ? spread_pair(load32(col + packed_m(r))) : _mm512_setzero_ps();
+  if constexpr (T == DType::Q4_1) {  // both rows' d, then both rows' m, in one conversion
+    const __m512 dm = _mm512_castps128_ps512(_mm_cvtph_ps(
+        _mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(load32(col + packed_d(r)))),
+                         static_cast<int>(load32(col + packed_m(r))), 1)));
+    p.d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), dm);
+    p.m = _mm512_permutexvar_ps(_mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3), dm);
+  } else {
+    p.d = spread_pair(load32(col + packed_d(r)));  // both rows' d, side by side
+  }
   // Rows r and r + 1's code bytes lie side by side: one load each for both rows.
   const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col + packed_codes(T, r)));
   p.qa[0] = _mm256_castsi256_si128(codes);
