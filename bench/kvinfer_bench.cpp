@@ -327,8 +327,8 @@ int main(int argc, char** argv) {
                "CPU, Q8_0/Q4_0/Q4_1 weights: 8-bit activations and integer products (llama.cpp's way; "
                "faster, not exact); default: off");
   app.add_flag("--weights-in-place", a.weights_in_place,
-               "-m: use the weights in place from the file mapping (4 KiB pages) instead of copying them onto "
-               "huge pages at load; default: off, copied");
+               "-m: use the weights in place from the file mapping (4 KiB pages, row-major) instead of copying "
+               "them onto huge pages (and packing them for decode) at load; default: off, copied");
   app.footer("Synthetic shapes (-s):\n" + shapes_text() +
              "\nCache on: step 1 prefills the P prompt tokens (time to first token), step i > 1 decodes token i-1.\n"
              "Cache off: step i clears the cache and prefills all P + i - 1 tokens, as HF's use_cache=False.\n"

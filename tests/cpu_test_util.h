@@ -8,6 +8,10 @@
 #include <random>
 #include <vector>
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
 #include "core/convert.h"
 #include "core/quant.h"
 #include "cpu/cpu_ops.h"
@@ -69,6 +73,39 @@ struct StoredMatrix {
     cpu::to_f32(dtype, bytes.data(), values.data(), rows * cols);
     m = Matrix{dtype, bytes.data(), rows, cols};
   }
+};
+
+// The thread counts a thread-independence test runs: 1 and 3 (3 whatever the cores), or 1 alone
+// without OpenMP.
+inline std::vector<int> thread_counts() {
+#if defined(_OPENMP)
+  return {1, 3};
+#else
+  return {1};
+#endif
+}
+
+// OpenMP's thread count set for a scope, and restored after it.
+class ScopedThreads {
+ public:
+  explicit ScopedThreads(int threads) {
+#if defined(_OPENMP)
+    saved_ = omp_get_max_threads();
+    omp_set_num_threads(threads);
+#else
+    static_cast<void>(threads);
+#endif
+  }
+  ~ScopedThreads() {
+#if defined(_OPENMP)
+    omp_set_num_threads(saved_);
+#endif
+  }
+  ScopedThreads(const ScopedThreads&) = delete;
+  ScopedThreads& operator=(const ScopedThreads&) = delete;
+
+ private:
+  [[maybe_unused]] int saved_ = 1;
 };
 
 }  // namespace kvinfer::test

@@ -8,10 +8,6 @@
 #include <string>
 #include <vector>
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
-
 #include "core/quant.h"
 #include "cpu/cpu_ops.h"
 #include "cpu/packed_rows.h"
@@ -116,12 +112,6 @@ TEST_P(PackedRows, ProductsGiveTheRowMajorBits) {
   const DType t = GetParam();
   const int64_t in = cols_of(t, 1024, 512);
   if (!cpu::packs_rows(t, in)) GTEST_SKIP() << "this CPU's decode kernels read " << dtype_name(t) << " row-major";
-#if defined(_OPENMP)
-  const int threads = omp_get_max_threads();
-  const int thread_counts[2] = {1, 3};
-#else
-  const int thread_counts[1] = {1};
-#endif
   for (int64_t out : {16, 37, 96}) {
     const StoredMatrix w(t, out, in, static_cast<uint32_t>(out)), w2(t, 48, in, 3);
     const PackedCopy p(w.m), p2(w2.m);
@@ -131,10 +121,8 @@ TEST_P(PackedRows, ProductsGiveTheRowMajorBits) {
     for (int64_t n : {1, 2, 17})
       for (bool int8 : {false, true}) {
         if (int8 && t == DType::BF16) continue;
-        for (int th : thread_counts) {
-#if defined(_OPENMP)
-          omp_set_num_threads(th);
-#endif
+        for (int th : test::thread_counts()) {
+          const test::ScopedThreads scoped(th);
           const auto x = randn(static_cast<size_t>(n * in), static_cast<uint32_t>(n + out));
           std::vector<float> want(static_cast<size_t>(n * out)), want2(static_cast<size_t>(n * 48));
           std::vector<float> got(want.size(), std::nanf("")), got2(want2.size(), std::nanf(""));
@@ -149,9 +137,6 @@ TEST_P(PackedRows, ProductsGiveTheRowMajorBits) {
         }
       }
   }
-#if defined(_OPENMP)
-  omp_set_num_threads(threads);
-#endif
 }
 
 // A tied LM head's table is packed: the lookup widens the same rows.

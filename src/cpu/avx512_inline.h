@@ -32,5 +32,20 @@ inline void finish8(const __m256 a[8], float* y) {
   _mm256_storeu_ps(y, _mm256_hadd_ps(_mm256_hadd_ps(s[0], s[1]), _mm256_hadd_ps(s[2], s[3])));
 }
 
+// y[c] for c < R (a multiple of 8): finish8 of rows c's 8-lane accumulators, held two rows a
+// register (row 2p in the low half of acc[p], row 2p + 1 in the high half), as the decode kernels
+// keep them.
+template <int R>
+inline void finish_pairs(const __m512 acc[R / 2], float* y) {
+  for (int e = 0; e < R / 8; ++e) {  // rows 8e .. 8e + 7: the low and high halves of 4 registers
+    __m256 lanes[8];
+    for (int p = 0; p < 4; ++p) {
+      lanes[2 * p] = low8(acc[4 * e + p]);
+      lanes[2 * p + 1] = high8(acc[4 * e + p]);
+    }
+    finish8(lanes, y + 8 * e);
+  }
+}
+
 }  // namespace
 }  // namespace kvinfer::cpu::avx512

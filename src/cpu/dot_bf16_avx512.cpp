@@ -67,14 +67,7 @@ void bf16_rows(const float* xs, const uint16_t* w, size_t row_step, size_t chunk
       acc[p] = _mm512_fmadd_ps(odd, _mm512_castsi512_ps(_mm512_and_si512(v, high)), acc[p]);
     }
   }
-  for (int e = 0; e < R / 8; ++e) {  // rows 8e .. 8e + 7: the low and high halves of 4 registers
-    __m256 lanes[8];
-    for (int p = 0; p < 4; ++p) {
-      lanes[2 * p] = low8(acc[4 * e + p]);
-      lanes[2 * p + 1] = high8(acc[4 * e + p]);
-    }
-    finish8(lanes, y + 8 * e);
-  }
+  finish_pairs<R>(acc, y);
   pf_out = pf;
 }
 

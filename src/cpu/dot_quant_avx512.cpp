@@ -164,14 +164,7 @@ void rows_at(const float* x, const std::byte* w, size_t row_bytes, int64_t n, fl
       for (int i = 0; i < 4; ++i) acc[p] = _mm512_fmadd_ps(xv[i], v[i], acc[p]);
     }
   }
-  for (int e = 0; e < R / 8; ++e) {  // rows 8e .. 8e + 7: the low and high halves of 4 registers
-    __m256 lanes[8];
-    for (int p = 0; p < 4; ++p) {
-      lanes[2 * p] = low8(acc[4 * e + p]);
-      lanes[2 * p + 1] = high8(acc[4 * e + p]);
-    }
-    finish8(lanes, y + 8 * e);
-  }
+  finish_pairs<R>(acc, y);
   pf_out = pf;
 }
 
