@@ -248,19 +248,15 @@ void rows16(const Int8Block* blocks, const int8_t* q, const std::byte* w, size_t
     pf.advance(static_cast<size_t>(rows) * sizeof(B));
     // Row-major: row 0's block b; packed: column b.
     const std::byte* first = w + static_cast<size_t>(b) * sizeof(B) * (kPacked ? kPackedRows : 1);
-    // Lane c: row c's d_w, and its offset factor (Q4_1's m_w, Q4_0's d_w), as f16.
-    __m512i d16, f16;
+    __m512 d, f;  // lane c: row c's d_w, and its offset factor (Q4_1's m_w, Q4_0's d_w)
     if constexpr (kPacked) {
-      d16 = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(first + packed_d(0))));
-      f16 = T == DType::Q4_1
-                ? _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(first + packed_m(0))))
-                : d16;
+      d = halves(reinterpret_cast<const uint16_t*>(first + packed_d(0)));
+      f = T == DType::Q4_1 ? halves(reinterpret_cast<const uint16_t*>(first + packed_m(0))) : d;
     } else {
       const __m512i heads = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, at, first, 1);
-      d16 = heads;
-      f16 = T == DType::Q4_1 ? _mm512_srli_epi32(heads, 16) : heads;
+      d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(heads));
+      f = T == DType::Q4_1 ? _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(heads, 16))) : d;
     }
-    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d16));
     const __m512 p = _mm512_mul_ps(d, _mm512_set1_ps(blocks[b].d));
     const __m512i x_lo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32 * b)));
     const __m512i x_hi = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32 * b + 16)));
@@ -286,10 +282,7 @@ void rows16(const Int8Block* blocks, const int8_t* q, const std::byte* w, size_t
       }
       acc[g] = _mm512_add_ps(acc[g], _mm512_mul_ps(spread4(p, g), _mm512_cvtepi32_ps(partials)));
     }
-    if constexpr (!kQ8) {
-      const __m512 f = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(f16));  // m_w or d_w
-      off = _mm512_add_ps(off, _mm512_mul_ps(f, _mm512_set1_ps(blocks[b].ds)));
-    }
+    if constexpr (!kQ8) off = _mm512_add_ps(off, _mm512_mul_ps(f, _mm512_set1_ps(blocks[b].ds)));
   }
   finish_rows<T>(acc, off, rows, y);
   pf_out = pf;
