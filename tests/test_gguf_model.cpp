@@ -155,8 +155,7 @@ TEST_P(GgufModel, LoadsTheFilesBytesWithTheHfFixturesConfig) {
     const auto& storage = *static_cast<const HostStorage*>(model->weights().storage.get());
     const auto& mapped = *static_cast<const GgufFile*>(storage.checkpoint.get());
     const std::span<const std::byte> map = mapped.mapped();
-    // The matrix m holds the bytes at `at` in the file: in place, or a copy outside the mapping,
-    // packed for decode where this CPU's kernels read the type so (cpu/packed_rows.h).
+    // m holds the file's bytes at `at`: in place, or copied (and packed where packs_rows says).
     auto expect_bytes = [&](const Matrix& m, const std::byte* at, uint64_t size, const std::string& name) {
       EXPECT_EQ(m.bytes(), size) << name;
       if (in_place) {
@@ -167,7 +166,7 @@ TEST_P(GgufModel, LoadsTheFilesBytesWithTheHfFixturesConfig) {
       EXPECT_TRUE(m.data < map.data() || m.data >= map.data() + map.size()) << name << ": not copied";
       EXPECT_EQ(reinterpret_cast<uintptr_t>(m.data) % 64, 0u) << name;
       EXPECT_EQ(m.packed, cpu::packs_rows(m.dtype, m.cols)) << name;
-      std::vector<std::byte> rows(size);  // (rows, row_bytes) the copy row-major
+      std::vector<std::byte> rows(size);  // (rows, row_bytes) the copy, unpacked
       cpu::unpack_rows(m, 0, m.rows, rows.data());
       EXPECT_EQ(std::memcmp(rows.data(), at, size), 0) << name << ": the copy differs from the file";
       if (m.packed && m.rows >= cpu::kPackedRows) ++packed;
@@ -200,9 +199,8 @@ TEST_P(GgufModel, LoadsTheFilesBytesWithTheHfFixturesConfig) {
                              {&L.gate, "ffn_gate"}, {&L.up, "ffn_up"}, {&L.down, "ffn_down"}})
         expect_tensor(m->weight, p + name + ".weight");
     }
-    // On a CPU whose kernels read the type packed, the fixtures' decode takes the packed kernels.
-    const bool packs = cpu::packs_rows(GetParam().dtype, model_->config().hidden_size);
-    EXPECT_EQ(packed > 0, packs && !in_place) << packed;
+    // Where this CPU reads the type packed, the fixtures run the packed kernels.
+    EXPECT_EQ(packed > 0, cpu::packs_rows(GetParam().dtype, model_->config().hidden_size) && !in_place);
   }
 }
 

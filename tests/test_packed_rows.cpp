@@ -11,6 +11,7 @@
 #include "core/quant.h"
 #include "cpu/cpu_ops.h"
 #include "cpu/packed_rows.h"
+#include "kvinfer/error.h"
 #include "cpu_test_util.h"
 
 namespace kvinfer {
@@ -160,6 +161,13 @@ TEST(PackedRowsTypes, OnlyTypesWithPackedKernelsPack) {
   for (DType t : {DType::F32, DType::F16, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K})
     EXPECT_FALSE(cpu::packs_rows(t, 512)) << dtype_name(t);
   EXPECT_FALSE(cpu::packs_rows(DType::BF16, 40)) << "bf16 rows of whole 16s only";
+  // A matrix marked packed that this CPU does not read packed is refused, not misread.
+  StoredMatrix w(DType::F16, 16, 64, 1);
+  w.m.packed = true;
+  const Linear layer{w.m, {}};
+  const auto x = randn(64, 2);
+  std::vector<float> y(16);
+  EXPECT_THROW(cpu::linear(layer, x.data(), 1, y.data()), Error);
 }
 
 }  // namespace

@@ -98,10 +98,10 @@ void block_products(const float* x, const float* xi, int64_t n, const float* w, 
 // every input row and fetches the next one another way (bytes_of in linears).
 constexpr size_t kPrefetchLead = 32 << 10, kPackedLead = 4 << 10;
 
-Prefetcher ahead_of(const Matrix& w, int64_t n, int64_t o0, int64_t rows, size_t row_bytes) {
+Prefetcher ahead_of(const Matrix& w, int64_t n, int64_t o0, int64_t rows, size_t row_bytes, bool packed) {
   if (n != 1) return {};
   const size_t block = static_cast<size_t>(rows) * row_bytes;
-  const size_t lead = std::min(o0 + kRowBlock <= packed_rows(w) ? kPackedLead : kPrefetchLead, block);
+  const size_t lead = std::min(packed ? kPackedLead : kPrefetchLead, block);
   const size_t start = static_cast<size_t>(o0) * row_bytes + lead;
   const size_t total = static_cast<size_t>(w.rows) * row_bytes;
   if (start >= total) return {};
@@ -178,10 +178,10 @@ void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_r
   const int64_t o0 = b * kRowBlock, rows = std::min(kRowBlock, out - o0);
   const size_t row_bytes = dtype_row_bytes(w.dtype, in);
   const std::byte* src = w.data + static_cast<size_t>(o0) * row_bytes;
-  Prefetcher pf = ahead_of(w, n, o0, rows, row_bytes);
   // A packed block (packed_rows.h, AVX-512 machines only): decode's kernels, prefill's widening
-  // and its 8-bit records read it as it is.
+  // and its 8-bit records read it as it is (linears checked that they can).
   const bool packed = o0 + kRowBlock <= packed_rows(w);
+  Prefetcher pf = ahead_of(w, n, o0, rows, row_bytes, packed);
   switch (path) {
     case Path::Int8:
       if (const Int8Tiles tiles = int8_tiles(n); tiles != Int8Tiles::None) {
@@ -218,7 +218,10 @@ void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_r
       break;
     }
     case Path::QuantRows:  // decode: each block decoded in registers, read once
-      if (packed && avx512::dot_quant_packed(w.dtype, x, src, in, y + o0, pf)) break;
+      if (packed) {
+        avx512::dot_quant_packed(w.dtype, x, src, in, y + o0, pf);
+        break;
+      }
       if (!cpu_has_avx512() || !avx512::dot_quant_rows(w.dtype, x, src, rows, in, y + o0, pf))
         avx2::dot_quant_rows(w.dtype, x, src, rows, in, y + o0, pf);
       break;
@@ -236,7 +239,9 @@ void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_r
         x = in_rows.split;
         xi = in_rows.split_il;
       } else if (w.dtype != DType::F32) {
-        if (!packed || !avx512::widen_quant_packed(w.dtype, src, in, widened))
+        if (packed)
+          avx512::widen_quant_packed(w.dtype, src, in, widened);
+        else
           to_f32(w.dtype, src, widened, rows * in);  // whole rows: whole blocks
         wb = widened;
       }
@@ -310,6 +315,9 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
       throw Error(fmt::format("linears: a product takes {} inputs where the first takes {}", w.cols, in));
     if (in % dtype_block(w.dtype).elements != 0)
       throw Error(fmt::format("linear: rows of {} values are not whole {} blocks", in, dtype_name(w.dtype)));
+    if (w.packed && !packs_rows(w.dtype, w.cols))  // the packed kernels would read another layout
+      throw Error(fmt::format("linear: a packed {} matrix of {} columns, which this CPU does not read packed",
+                              dtype_name(w.dtype), w.cols));
     first[p + 1] = first[p] + (w.rows + kRowBlock - 1) / kRowBlock;
     macs += static_cast<double>(n) * static_cast<double>(in) * static_cast<double>(w.rows);
     const Path path = path_of(w.dtype, n, simd, int8_activations);
