@@ -1,5 +1,5 @@
 #pragma once
-// Software prefetch of the weights a product reads next.
+// Software prefetch of the weights a product reads next (and of the KV rows attention reads).
 //
 // A decode step reads every weight once. The kernels multiply 4 to 16 weight rows at a time: read
 // row-major, memory sees as many interleaved streams, each only one row long (0.6 to 4 KiB), and
@@ -21,6 +21,7 @@
 // block finds them in L2 and no burst of fetches holds up the current one.
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 namespace kvinfer::cpu {
 
@@ -62,5 +63,19 @@ class Prefetcher {
   size_t bytes_ = 0, fetched_ = 0, goal_ = 0;
   bool l2_ = false;
 };
+
+// Every line of [p, p + bytes) fetched at once: for reads a few µs away, too short for a stream
+// prefetcher to learn (a KV head's rows: a few KiB). Into the outer levels (prefetcht2), for
+// reading; or into L1 for writing (prefetchw), so that the stores do not each wait for their line.
+inline void prefetch_lines(const std::byte* p, size_t bytes) {
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + bytes;
+  for (uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63}; a < end; a += 64)
+    __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 1);
+}
+inline void prefetch_lines_for_write(std::byte* p, size_t bytes) {
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + bytes;
+  for (uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63}; a < end; a += 64)
+    __builtin_prefetch(reinterpret_cast<void*>(a), 1, 3);
+}
 
 }  // namespace kvinfer::cpu
