@@ -350,6 +350,9 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
   const Inputs inputs{x, xs.data(), interleave ? x_il.data() : nullptr, interleave_split ? split_il.data() : nullptr,
                       {xb.data(), xq.data()}};
 
+  // A decode's one row is split here, before the team starts: inside, the team would wait for it.
+  const bool rearrange = n > 1 && (split || interleave || interleave_split);
+  if (n == 1 && split) split_pairs(x, xs.data(), in);
   // Threads share out the input's rearrangements, then the row blocks of all the products; each
   // y element is computed by one thread, whole, by the kernel its product's path names.
   std::atomic<int64_t> next_block{0};  // prefill: the first block no thread has claimed
@@ -359,7 +362,7 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
 #if defined(_OPENMP)
     threads = omp_get_num_threads();
 #endif
-    if (split || interleave || interleave_split) {
+    if (rearrange) {
 #pragma omp for schedule(static)
       for (int64_t t = 0; t < n; t += 2) {  // rows t and t + 1: one interleaved pair
         const int64_t rows = std::min<int64_t>(2, n - t), pair = t * (in / 8 * 8);
@@ -412,8 +415,8 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
         run_block(g, h);
         g = ahead ? h : claim();
       }
-    } else {  // decode: equal contiguous shares; its blocks are too short to hand out one at a time
-#pragma omp for schedule(static)
+    } else {  // decode: equal contiguous shares, each one stream; the region's end is the only wait
+#pragma omp for schedule(static) nowait
       for (int64_t g = 0; g < first.back(); ++g) run_block(g, -1);
     }
   }
