@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -94,7 +95,9 @@ TEST(RandomModel, Gpt2HasTheRealParameterCount) {
 
 // Matrices made at load start at a cache line (HostStorage), whatever malloc would give blocks of
 // this size (16 bytes past a page): the AVX-512 prefill tiles read f32 rows 32 bytes at a time.
-TEST(RandomModel, MatricesStartAtACacheLine) {
+// They follow each other in one buffer, as place_weights copies a checkpoint's: a buffer each left
+// every matrix under 2 MiB, and every matrix's last part, off the huge pages.
+TEST(RandomModel, MatricesLieInOneBufferEachAtACacheLine) {
   ModelConfig c = tiny(Architecture::Llama);
   c.hidden_size = 512;  // 1 MiB and 2 MiB f32 matrices: malloc maps blocks this large on their own
   c.intermediate_size = 1024;
@@ -102,14 +105,20 @@ TEST(RandomModel, MatricesStartAtACacheLine) {
   c.head_dim = 64;
   auto m = random_model(c, {.weight_dtype = DType::F32, .device = Device::CPU});
   int matrices = 0;
+  std::map<const std::byte*, uint64_t> spans;  // start → bytes of each distinct matrix
   for_each_tensor(m->weights(), [&](const auto& t) {
     if constexpr (std::is_same_v<std::remove_cvref_t<decltype(t)>, Matrix>) {
       if (!t.data) return;
       EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data) % 64, 0u) << t.rows << " × " << t.cols;
       ++matrices;
+      spans[t.data] = t.bytes();
     }
   });
   EXPECT_EQ(matrices, 2 + 2 * 7);  // the embedding, the LM head (tied: the same), 7 per layer
+  ASSERT_EQ(spans.size(), 1u + 2 * 7);
+  for (auto it = spans.begin(), next = std::next(it); next != spans.end(); ++it, ++next)
+    EXPECT_EQ(next->first, it->first + (it->second + 63) / 64 * 64) << "a gap after a matrix of " << it->second
+                                                                    << " bytes";
 }
 
 TEST(RandomModel, SameSeedSameBytesWhateverTheThreadCount) {
