@@ -155,7 +155,7 @@ void attention_units(const KvCache& kv, int64_t layer, const float* q, int64_t n
 // share is its heads' K blocks in order), and each unit fetches the next unit's K rows and its
 // own V rows, which the same thread's sums read from L2 after the scores (the same heads, in
 // the same static shares). Together with more steps on two threads (attention: 8k multiply-adds,
-// not 64k), gpt2-medium bf16's attention took 2.9 instead of 4.1 ms of a step at 500 positions.
+// not 64k), gpt2-medium bf16's attention took 3.1 instead of 4.1 ms of a step at 500 positions.
 constexpr int64_t kDecodeColumns = 32;
 
 void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t start, int64_t heads, int64_t window,
