@@ -2,6 +2,10 @@
 #include <cmath>
 #include <vector>
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
 #include "core/online_softmax.h"
 #include "cpu/aligned.h"
 #include "cpu/attention_avx2.h"
@@ -141,21 +145,22 @@ void attention_units(const KvCache& kv, int64_t layer, const float* q, int64_t n
 }
 
 // A decode step on AVX-512 machines. The query heads of one KV head attend to the same
-// positions, so they share each K and V row, widened in registers once for all of them. Three
-// passes over the team:
-// - the scores, in units of one KV head × 64 positions (avx512::decode_scores: tiles of up to 3
-//   query heads × 16 K rows; the chunk's last rows mod 16 go to the per-pair kernel);
-// - each head's probabilities (probabilities above);
-// - the weighted sums, in units of one KV head × 32 columns (avx512::decode_values).
+// positions, so they share each K and V row, widened in registers once for all of them. Per KV
+// head:
+// - the scores, 64 positions at a time (avx512::decode_scores: tiles of up to 3 query heads × 16
+//   K rows; a chunk's last rows mod 16 go to the per-pair kernel);
+// - each query head's probabilities (probabilities above);
+// - the weighted sums, 32 columns at a time (avx512::decode_values).
 // Every score, weight and sum keeps the per-pair code's bits; only which loads are shared, and
-// which thread computes what, change. Positions go to the threads in chunks and columns in
-// blocks, so that a model with fewer KV heads than threads keeps them all busy.
+// which thread computes what, change.
 // The rows come from memory (a step's weights pass between two reads of a layer's), a few KiB
-// per head, too short for the stream prefetcher: so the score units go head by head (a thread's
-// share is its heads' K blocks in order), and each unit fetches the next unit's K rows and its
-// own V rows, which the same thread's sums read from L2 after the scores (the same heads, in
-// the same static shares). Together with more steps on two threads (attention: 8k multiply-adds,
-// not 64k), gpt2-medium bf16's attention took 3.1 instead of 4.1 ms of a step at 500 positions.
+// per head, too short for the stream prefetcher: each 64 positions' scores fetch the next 64 K
+// rows and their own V rows, which the sums then read from L2.
+// When the threads can share the KV heads out evenly, each takes whole heads and runs their three
+// steps in turn, with no wait between them; otherwise (3 KV heads on 2 threads) there are three
+// passes over the team, positions going to the threads in chunks and columns in blocks, so that
+// every thread is busy. Together with more steps on two threads (8k multiply-adds, not 64k),
+// gpt2-medium bf16's attention took 3.1 instead of 4.1 ms of a step at 500 positions.
 constexpr int64_t kDecodeColumns = 32;
 
 void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t start, int64_t heads, int64_t window,
@@ -174,33 +179,51 @@ void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t 
     o[static_cast<size_t>(h)] = out + h * hd;
   }
   const int64_t chunks = (count + kChunk - 1) / kChunk, blocks = (hd + kDecodeColumns - 1) / kDecodeColumns;
-  auto unit_bytes = [&](int64_t j0) { return static_cast<size_t>(std::min(kChunk, count - j0)) * row_bytes; };
+  const int64_t units = chunks * kvh;  // score units, KV head by KV head: u = g · chunks + chunk
+  // Positions [j0, j0 + 64) of KV head g's rows (K or V).
+  auto rows_at = [&](const std::byte* base, int64_t j0) { return base + skip + static_cast<size_t>(j0) * row_bytes; };
+  auto chunk_bytes = [&](int64_t j0) { return static_cast<size_t>(std::min(kChunk, count - j0)) * row_bytes; };
+  // Score unit u; it fetches its V rows and the next unit's K rows.
+  auto scores = [&](int64_t u) {
+    const int64_t g = u / chunks, j0 = u % chunks * kChunk, j1 = std::min(count, j0 + kChunk);
+    prefetch_lines(rows_at(kv.v(layer, g), j0), chunk_bytes(j0));
+    if (u + 1 < units) {
+      const int64_t k0 = (u + 1) % chunks * kChunk;
+      prefetch_lines(rows_at(kv.k(layer, (u + 1) / chunks), k0), chunk_bytes(k0));
+    }
+    const std::byte* kh = kv.k(layer, g) + skip;
+    const float* qg = q + g * group * hd;  // (group, hd) the KV head's queries
+    float* sg = s.data() + g * group * count;
+    avx512::decode_scores(dtype, qg, group, hd, rows_at(kv.k(layer, g), j0), j1 - j0, scale, sg + j0, count);
+    const int64_t rest = j0 + (j1 - j0) / 16 * 16;  // the chunk's last rows mod 16
+    for (int64_t i = 0; rest < j1 && i < group; ++i)
+      avx2::attention_scores(dtype, qg + i * hd, kh, rest, j1 - 1, hd, scale, sg + i * count);
+  };
+  auto weights = [&](int64_t h) { probabilities(s.data() + h * count, 0, count - 1, true); };
+  auto sums = [&](int64_t g, int64_t d0) {  // KV head g's query heads, columns [d0, d0 + 32)
+    avx512::decode_values(dtype, p.data() + g * group, o.data() + g * group, group, kv.v(layer, g) + skip, count, hd,
+                          d0, std::min(hd, d0 + kDecodeColumns));
+  };
 #pragma omp parallel if (parallel)
   {
-#pragma omp for schedule(static)
-    for (int64_t u = 0; u < chunks * kvh; ++u) {
-      const int64_t g = u / chunks, j0 = u % chunks * kChunk, j1 = std::min(count, j0 + kChunk);
-      const std::byte* kh = kv.k(layer, g) + skip;
-      prefetch_lines(kv.v(layer, g) + skip + static_cast<size_t>(j0) * row_bytes, unit_bytes(j0));
-      if (u + 1 < chunks * kvh) {  // the next unit's K rows
-        const int64_t k0 = (u + 1) % chunks * kChunk;
-        prefetch_lines(kv.k(layer, (u + 1) / chunks) + skip + static_cast<size_t>(k0) * row_bytes, unit_bytes(k0));
+    [[maybe_unused]] int64_t threads = 1;  // the team's size
+#if defined(_OPENMP)
+    threads = omp_get_num_threads();
+#endif
+    if (kvh % threads == 0) {  // whole KV heads, an equal number each
+#pragma omp for schedule(static) nowait
+      for (int64_t g = 0; g < kvh; ++g) {
+        for (int64_t u = g * chunks; u < (g + 1) * chunks; ++u) scores(u);
+        for (int64_t h = g * group; h < (g + 1) * group; ++h) weights(h);
+        for (int64_t d0 = 0; d0 < hd; d0 += kDecodeColumns) sums(g, d0);
       }
-      const float* qg = q + g * group * hd;  // (group, hd) the KV head's queries
-      float* sg = s.data() + g * group * count;
-      avx512::decode_scores(dtype, qg, group, hd, kh + static_cast<size_t>(j0) * row_bytes, j1 - j0, scale, sg + j0,
-                            count);
-      const int64_t rest = j0 + (j1 - j0) / 16 * 16;  // the chunk's last rows mod 16
-      for (int64_t i = 0; rest < j1 && i < group; ++i)
-        avx2::attention_scores(dtype, qg + i * hd, kh, rest, j1 - 1, hd, scale, sg + i * count);
-    }
+    } else {
 #pragma omp for schedule(static)
-    for (int64_t h = 0; h < heads; ++h) probabilities(s.data() + h * count, 0, count - 1, true);
+      for (int64_t u = 0; u < units; ++u) scores(u);
 #pragma omp for schedule(static)
-    for (int64_t u = 0; u < kvh * blocks; ++u) {
-      const int64_t g = u / blocks, d0 = u % blocks * kDecodeColumns;
-      avx512::decode_values(dtype, p.data() + g * group, o.data() + g * group, group, kv.v(layer, g) + skip, count, hd,
-                            d0, std::min(hd, d0 + kDecodeColumns));
+      for (int64_t h = 0; h < heads; ++h) weights(h);
+#pragma omp for schedule(static) nowait
+      for (int64_t u = 0; u < kvh * blocks; ++u) sums(u / blocks, u % blocks * kDecodeColumns);
     }
   }
 }
