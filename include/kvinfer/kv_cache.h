@@ -31,11 +31,6 @@ class KvCache {
   // A cache for any config (no weights needed). device: CPU or CUDA. The bytes are checked against
   // the memory available now ($KVINFER_MEMORY_LIMIT, else detected) before anything is allocated.
   KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype, Device device = Device::CPU);
-  // One sequence's cache has one owner: it moves, it is not copied.
-  KvCache(KvCache&&) noexcept = default;
-  KvCache& operator=(KvCache&&) noexcept = default;
-  KvCache(const KvCache&) = delete;
-  KvCache& operator=(const KvCache&) = delete;
 
   int64_t size() const { return size_; }          // positions filled
   int64_t capacity() const { return capacity_; }  // positions it can hold, fixed at creation
@@ -70,8 +65,8 @@ class KvCache {
   Device device_;
   int64_t size_ = 0;
   uint64_t bytes_ = 0;
-  // (layer, {K,V}, kv_head, capacity, head_dim); host memory on huge pages, touched on use.
-  std::shared_ptr<std::byte> data_;
+  // (layer, {K,V}, kv_head, capacity, head_dim); host pages are touched only on use.
+  std::unique_ptr<std::byte, void (*)(std::byte*)> data_{nullptr, nullptr};
   std::shared_ptr<void> reservation_;  // gives the bytes back to the model's MemoryAccount
 };
 

@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-#include "core/large_buffer.h"
 #include "core/memory.h"
 #include "cuda/device_memory.h"
 #include "kvinfer/error.h"
@@ -14,6 +13,7 @@
 namespace kvinfer {
 
 namespace {
+void free_host(std::byte* p) { delete[] p; }
 void free_device(std::byte* p) { cuda_backend::device_free(p); }
 
 std::string cache_name(int64_t capacity_tokens, DType dtype) {
@@ -58,19 +58,10 @@ KvCache::KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype
     data_ = {static_cast<std::byte*>(cuda_backend::device_alloc(bytes_, what)), free_device};
     return;
   }
-  // On huge pages (large_buffer.h), like the weights: a decode step appends a row to every head's
-  // block, and through 4 KiB pages that was a page fault every few steps per layer (about 14 µs
-  // each on a VM: 0.3 ms of a 28 ms gpt2-medium step), besides the TLB misses of attention's reads.
-  // Left uninitialised: positions are written before they are read. A 2 MiB page becomes resident
-  // when its first row is written; a head's block under 2 MiB shares its pages with the next
-  // heads', so such a cache is resident as soon as its first position is written (its bytes are
-  // counted against the memory figure from creation either way).
-  try {
-    auto host = std::make_shared<LargeBuffer>(bytes_);
-    data_ = std::shared_ptr<std::byte>(host, host->data());
-  } catch (const std::bad_alloc&) {
-    throw Error(fmt::format("{}: cannot allocate {} bytes of host memory", what, bytes_));
-  }
+  // Left uninitialised: positions are written before they are read, and untouched pages
+  // cost no memory until the sequence grows into them.
+  data_ = {new (std::nothrow) std::byte[bytes_], free_host};
+  if (!data_) throw Error(fmt::format("{}: cannot allocate {} bytes of host memory", what, bytes_));
 }
 
 void KvCache::truncate(int64_t n) {
