@@ -160,7 +160,8 @@ void attention_units(const KvCache& kv, int64_t layer, const float* q, int64_t n
 // steps in turn, with no wait between them; otherwise (3 KV heads on 2 threads) there are three
 // passes over the team, positions going to the threads in chunks and columns in blocks, so that
 // every thread is busy. Together with more steps on two threads (8k multiply-adds, not 64k),
-// gpt2-medium bf16's attention took 3.1 instead of 4.1 ms of a step at 500 positions.
+// gpt2-medium bf16's attention took 3.1 instead of 4.1 ms of a step at 500 positions (with the
+// cache on huge pages then; it is on 4 KiB pages now, docs/benchmarks.md).
 constexpr int64_t kDecodeColumns = 32;
 
 void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t start, int64_t heads, int64_t window,
