@@ -195,7 +195,8 @@ void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t 
     const std::byte* kh = kv.k(layer, g) + skip;
     const float* qg = q + g * group * hd;  // (group, hd) the KV head's queries
     float* sg = s.data() + g * group * count;
-    avx512::decode_scores(dtype, qg, group, hd, rows_at(kv.k(layer, g), j0), j1 - j0, scale, sg + j0, count);
+    avx512::decode_scores(dtype, qg, group, hd, kh + static_cast<size_t>(j0) * row_bytes, j1 - j0, scale, sg + j0,
+                          count);
     const int64_t rest = j0 + (j1 - j0) / 16 * 16;  // the chunk's last rows mod 16
     for (int64_t i = 0; rest < j1 && i < group; ++i)
       avx2::attention_scores(dtype, qg + i * hd, kh, rest, j1 - 1, hd, scale, sg + i * count);
