@@ -498,36 +498,41 @@ TEST(CpuOps, AttentionIsDotsThenAWeightedSumOfWidenedRows) {
 }
 
 // Threads split the (row, head) pairs of attention; each is computed alone, so the result does
-// not depend on the thread count (nor on n: the cache-on == cache-off tests): 1, 3 and 4
-// threads, prefill rows and a decode row, every cache dtype.
+// not depend on the thread count (nor on n: the cache-on == cache-off tests): 1 to 4 threads,
+// prefill rows and a decode row, every cache dtype. A decode step's KV heads go to the threads
+// whole where they divide evenly and in three passes otherwise: 2 KV heads (whole on 1 and 2
+// threads, three passes on 3 and 4) and 3 KV heads of 3 query heads each, as the default model
+// (on 2 threads two whole heads and the third in passes).
 TEST(CpuOps, AttentionIsBitIdenticalWhateverTheThreadCount) {
 #if defined(_OPENMP)
-  ModelConfig cfg;
-  cfg.num_layers = 1;
-  cfg.num_heads = 8;
-  cfg.num_kv_heads = 2;
-  cfg.head_dim = 64;
-  const int64_t ctx = 300, heads = 8;
-  for (int64_t n : {4, 1})
-    for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
-      KvCache kv(cfg, ctx, dtype);
-      auto k = randn(static_cast<size_t>(ctx * 2 * 64), 30), v = randn(k.size(), 31);
-      cpu::store_kv(kv, 0, 0, ctx, k.data(), v.data());
-      auto q = randn(static_cast<size_t>(n * heads * 64), 32);
-      const int threads = omp_get_max_threads();
-      std::vector<float> first;
-      for (int team : {1, 3, 4}) {
-        omp_set_num_threads(team);
-        std::vector<float> out(q.size(), std::nanf(""));
-        cpu::attention(kv, 0, q.data(), n, ctx - n, heads, 0, out.data());
-        if (first.empty())
-          first = out;
-        else
-          EXPECT_EQ(0, std::memcmp(first.data(), out.data(), q.size() * sizeof(float)))
-              << dtype_name(dtype) << " n " << n << " threads " << team;
+  for (const int64_t kvh : {2, 3}) {
+    const int64_t ctx = 300, heads = kvh == 2 ? 8 : 9, hd = 64;
+    ModelConfig cfg;
+    cfg.num_layers = 1;
+    cfg.num_heads = heads;
+    cfg.num_kv_heads = kvh;
+    cfg.head_dim = hd;
+    for (int64_t n : {4, 1})
+      for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+        KvCache kv(cfg, ctx, dtype);
+        auto k = randn(static_cast<size_t>(ctx * kvh * hd), 30), v = randn(k.size(), 31);
+        cpu::store_kv(kv, 0, 0, ctx, k.data(), v.data());
+        auto q = randn(static_cast<size_t>(n * heads * hd), 32);
+        const int threads = omp_get_max_threads();
+        std::vector<float> first;
+        for (int team : {1, 2, 3, 4}) {
+          omp_set_num_threads(team);
+          std::vector<float> out(q.size(), std::nanf(""));
+          cpu::attention(kv, 0, q.data(), n, ctx - n, heads, 0, out.data());
+          if (first.empty())
+            first = out;
+          else
+            EXPECT_EQ(0, std::memcmp(first.data(), out.data(), q.size() * sizeof(float)))
+                << dtype_name(dtype) << " KV heads " << kvh << " n " << n << " threads " << team;
+        }
+        omp_set_num_threads(threads);
       }
-      omp_set_num_threads(threads);
-    }
+  }
 #else
   GTEST_SKIP() << "built without OpenMP: one thread only";
 #endif

@@ -147,22 +147,23 @@ void attention_units(const KvCache& kv, int64_t layer, const float* q, int64_t n
 // A decode step on AVX-512 machines. The query heads of one KV head attend to the same
 // positions, so they share each K and V row, widened in registers once for all of them. Per KV
 // head:
-// - the scores, 64 positions at a time (avx512::decode_scores: tiles of up to 3 query heads × 16
-//   K rows; a chunk's last rows mod 16 go to the per-pair kernel);
+// - the scores (avx512::decode_scores: tiles of up to 3 query heads × 16 K rows; the last rows
+//   mod 16 go to the per-pair kernel);
 // - each query head's probabilities (probabilities above);
-// - the weighted sums, 32 columns at a time (avx512::decode_values).
+// - the weighted sums (avx512::decode_values: up to 64 columns a pass over the V rows).
 // Every score, weight and sum keeps the per-pair code's bits; only which loads are shared, and
 // which thread computes what, change.
-// The rows come from memory (a step's weights pass between two reads of a layer's), a few KiB
-// per head, too short for the stream prefetcher: each 64 positions' scores fetch the next 64 K
-// rows and their own V rows, which the sums then read from L2.
-// When the threads can share the KV heads out evenly, each takes whole heads and runs their three
-// steps in turn, with no wait between them; otherwise (3 KV heads on 2 threads) there are three
-// passes over the team, positions going to the threads in chunks and columns in blocks, so that
-// every thread is busy. Together with more steps on two threads (8k multiply-adds, not 64k),
-// gpt2-medium bf16's attention took 3.1 instead of 4.1 ms of a step at 500 positions (with the
-// cache on huge pages then; it is on 4 KiB pages now, docs/benchmarks.md).
+// The rows come from memory (a step's weights pass between two reads of a layer's). Each thread
+// takes whole KV heads, as many as the others, and runs their three steps in turn with no wait
+// between them; its reads go K rows, V rows, the next head's K rows, and each read fetches the
+// bytes 16 KiB further on along that chain (a ChainedPrefetcher), so that memory stays busy
+// across the seams and while the probabilities are made. The heads left over (3 KV heads on 2
+// threads: the third) go in three passes over the team, positions to the threads in chunks of
+// 64, each chunk fetching the next one's K rows and its own V rows, and columns in blocks of 32.
+// gpt2-medium bf16 at 1000 positions: 215 → 195 µs a layer; the default model 41 → 37 µs
+// (docs/benchmarks.md).
 constexpr int64_t kDecodeColumns = 32;
+constexpr size_t kKvLead = 16 << 10;
 
 void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t start, int64_t heads, int64_t window,
                       float scale, float* out, [[maybe_unused]] bool parallel) {
@@ -202,9 +203,9 @@ void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t 
       avx2::attention_scores(dtype, qg + i * hd, kh, rest, j1 - 1, hd, scale, sg + i * count);
   };
   auto weights = [&](int64_t h) { probabilities(s.data() + h * count, 0, count - 1, true); };
-  auto sums = [&](int64_t g, int64_t d0) {  // KV head g's query heads, columns [d0, d0 + 32)
+  auto sums = [&](int64_t g, int64_t d0, int64_t d1) {  // KV head g's query heads, columns [d0, d1)
     avx512::decode_values(dtype, p.data() + g * group, o.data() + g * group, group, kv.v(layer, g) + skip, count, hd,
-                          d0, std::min(hd, d0 + kDecodeColumns));
+                          d0, d1);
   };
 #pragma omp parallel if (parallel)
   {
@@ -212,20 +213,36 @@ void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t 
 #if defined(_OPENMP)
     threads = omp_get_num_threads();
 #endif
-    if (kvh % threads == 0) {  // whole KV heads, an equal number each
+    // Whole KV heads, an equal number each: thread t takes heads [t · per, (t + 1) · per).
+    const int64_t per = kvh / threads, whole = per * threads;
+    const size_t head_bytes = static_cast<size_t>(count) * row_bytes;  // a head's K (or V) rows
+    auto k_of = [&](int64_t g) { return kv.k(layer, g) + skip; };
+    auto v_of = [&](int64_t g) { return kv.v(layer, g) + skip; };
 #pragma omp for schedule(static) nowait
-      for (int64_t g = 0; g < kvh; ++g) {
-        for (int64_t u = g * chunks; u < (g + 1) * chunks; ++u) scores(u);
-        for (int64_t h = g * group; h < (g + 1) * group; ++h) weights(h);
-        for (int64_t d0 = 0; d0 < hd; d0 += kDecodeColumns) sums(g, d0);
+    for (int64_t g = 0; g < whole; ++g) {
+      const bool more = (g + 1) % per != 0;  // the thread's next head
+      if (g % per == 0) prefetch_lines(k_of(g), std::min(kKvLead, head_bytes));
+      const float* qg = q + g * group * hd;  // (group, hd) the KV head's queries
+      float* sg = s.data() + g * group * count;
+      ChainedPrefetcher then_v(k_of(g), head_bytes, v_of(g), head_bytes, kKvLead);
+      avx512::decode_scores(dtype, qg, group, hd, k_of(g), count, scale, sg, count, &then_v);
+      for (int64_t i = 0, rest = count / 16 * 16; rest < count && i < group; ++i)
+        avx2::attention_scores(dtype, qg + i * hd, k_of(g), rest, count - 1, hd, scale, sg + i * count);
+      for (int64_t h = g * group; h < (g + 1) * group; ++h) weights(h);
+      ChainedPrefetcher then_k(v_of(g), head_bytes, more ? k_of(g + 1) : nullptr, more ? head_bytes : 0, kKvLead);
+      avx512::decode_values(dtype, p.data() + g * group, o.data() + g * group, group, v_of(g), count, hd, 0, hd,
+                            &then_k);
+    }
+    if (whole < kvh) {  // the heads left over (all of them when kvh < threads): three passes
+#pragma omp for schedule(static)
+      for (int64_t u = whole * chunks; u < units; ++u) scores(u);
+#pragma omp for schedule(static)
+      for (int64_t h = whole * group; h < heads; ++h) weights(h);
+#pragma omp for schedule(static) nowait
+      for (int64_t u = whole * blocks; u < kvh * blocks; ++u) {
+        const int64_t d0 = u % blocks * kDecodeColumns;
+        sums(u / blocks, d0, std::min(hd, d0 + kDecodeColumns));
       }
-    } else {
-#pragma omp for schedule(static)
-      for (int64_t u = 0; u < units; ++u) scores(u);
-#pragma omp for schedule(static)
-      for (int64_t h = 0; h < heads; ++h) weights(h);
-#pragma omp for schedule(static) nowait
-      for (int64_t u = 0; u < kvh * blocks; ++u) sums(u / blocks, u % blocks * kDecodeColumns);
     }
   }
 }

@@ -108,9 +108,10 @@ void scores16(const float* q, int64_t hd, const std::byte* k, size_t row_bytes, 
 
 template <DType T>
 void decode_scores_of(const float* q, int64_t nq, int64_t hd, const std::byte* k, int64_t rows, float scale, float* s,
-                      int64_t lds) {
+                      int64_t lds, ChainedPrefetcher& pf) {
   const size_t row_bytes = static_cast<size_t>(hd) * kValueBytes<T>;
   for (int64_t j = 0; j + 16 <= rows; j += 16) {
+    pf.advance(16 * row_bytes);
     const std::byte* kj = k + static_cast<size_t>(j) * row_bytes;
     int64_t r = 0;
     for (; r + 3 <= nq; r += 3) scores16<T, 3>(q + r * hd, hd, kj, row_bytes, scale, s + r * lds + j, lds);
@@ -122,11 +123,13 @@ void decode_scores_of(const float* q, int64_t nq, int64_t hd, const std::byte* k
 // Columns [d0, d0 + 16·C) of R queries' weighted sums over V rows 0 .. count − 1, from 0: per
 // row, C widened loads for all R queries, then each sum plus the product (rounded, then added).
 template <DType T, int R, int C>
-void sums(const float* const* p, float* const* o, const std::byte* v, size_t row_bytes, int64_t count, int64_t d0) {
+void sums(const float* const* p, float* const* o, const std::byte* v, size_t row_bytes, int64_t count, int64_t d0,
+          ChainedPrefetcher& pf) {
   __m512 acc[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
   for (int64_t j = 0; j < count; ++j) {
+    if (j % 16 == 0) pf.advance(16 * 16 * C * kValueBytes<T>);  // the bytes of 16 rows this pass reads
     const std::byte* row = v + static_cast<size_t>(j) * row_bytes + static_cast<size_t>(d0) * kValueBytes<T>;
     __m512 vv[C];
     for (int c = 0; c < C; ++c) vv[c] = load16<T>(row + 16 * kValueBytes<T> * c);
@@ -142,11 +145,12 @@ void sums(const float* const* p, float* const* o, const std::byte* v, size_t row
 // Columns [d0, d1) of R queries: 32 at a time, then 16, then one at a time (the same operations).
 template <DType T, int R>
 void sums_of(const float* const* p, float* const* o, const std::byte* v, int64_t count, int64_t hd, int64_t d0,
-             int64_t d1) {
+             int64_t d1, ChainedPrefetcher& pf) {
   const size_t row_bytes = static_cast<size_t>(hd) * kValueBytes<T>;
   int64_t d = d0;
-  for (; d + 32 <= d1; d += 32) sums<T, R, 2>(p, o, v, row_bytes, count, d);
-  for (; d + 16 <= d1; d += 16) sums<T, R, 1>(p, o, v, row_bytes, count, d);
+  for (; d + 64 <= d1; d += 64) sums<T, R, 4>(p, o, v, row_bytes, count, d, pf);
+  for (; d + 32 <= d1; d += 32) sums<T, R, 2>(p, o, v, row_bytes, count, d, pf);
+  for (; d + 16 <= d1; d += 16) sums<T, R, 1>(p, o, v, row_bytes, count, d, pf);
   for (; d < d1; ++d)
     for (int r = 0; r < R; ++r) {
       float acc = 0.0f;
@@ -157,30 +161,34 @@ void sums_of(const float* const* p, float* const* o, const std::byte* v, int64_t
 
 template <DType T>
 void decode_values_of(const float* const* p, float* const* o, int64_t nq, const std::byte* v, int64_t count,
-                      int64_t hd, int64_t d0, int64_t d1) {
-  for (; nq >= 3; nq -= 3, p += 3, o += 3) sums_of<T, 3>(p, o, v, count, hd, d0, d1);
-  if (nq == 2) sums_of<T, 2>(p, o, v, count, hd, d0, d1);
-  if (nq == 1) sums_of<T, 1>(p, o, v, count, hd, d0, d1);
+                      int64_t hd, int64_t d0, int64_t d1, ChainedPrefetcher& pf) {
+  for (; nq >= 3; nq -= 3, p += 3, o += 3) sums_of<T, 3>(p, o, v, count, hd, d0, d1, pf);
+  if (nq == 2) sums_of<T, 2>(p, o, v, count, hd, d0, d1, pf);
+  if (nq == 1) sums_of<T, 1>(p, o, v, count, hd, d0, d1, pf);
 }
 
 }  // namespace
 
 void decode_scores(DType t, const float* q, int64_t nq, int64_t hd, const std::byte* k, int64_t rows, float scale,
-                   float* s, int64_t lds) {
+                   float* s, int64_t lds, ChainedPrefetcher* pf) {
+  ChainedPrefetcher local = pf ? *pf : ChainedPrefetcher();  // its counters in registers (prefetch.h)
   switch (t) {
-    case DType::F16: return decode_scores_of<DType::F16>(q, nq, hd, k, rows, scale, s, lds);
-    case DType::BF16: return decode_scores_of<DType::BF16>(q, nq, hd, k, rows, scale, s, lds);
-    default: return decode_scores_of<DType::F32>(q, nq, hd, k, rows, scale, s, lds);
+    case DType::F16: decode_scores_of<DType::F16>(q, nq, hd, k, rows, scale, s, lds, local); break;
+    case DType::BF16: decode_scores_of<DType::BF16>(q, nq, hd, k, rows, scale, s, lds, local); break;
+    default: decode_scores_of<DType::F32>(q, nq, hd, k, rows, scale, s, lds, local); break;
   }
+  if (pf) *pf = local;
 }
 
 void decode_values(DType t, const float* const* p, float* const* o, int64_t nq, const std::byte* v, int64_t count,
-                   int64_t hd, int64_t d0, int64_t d1) {
+                   int64_t hd, int64_t d0, int64_t d1, ChainedPrefetcher* pf) {
+  ChainedPrefetcher local = pf ? *pf : ChainedPrefetcher();
   switch (t) {
-    case DType::F16: return decode_values_of<DType::F16>(p, o, nq, v, count, hd, d0, d1);
-    case DType::BF16: return decode_values_of<DType::BF16>(p, o, nq, v, count, hd, d0, d1);
-    default: return decode_values_of<DType::F32>(p, o, nq, v, count, hd, d0, d1);
+    case DType::F16: decode_values_of<DType::F16>(p, o, nq, v, count, hd, d0, d1, local); break;
+    case DType::BF16: decode_values_of<DType::BF16>(p, o, nq, v, count, hd, d0, d1, local); break;
+    default: decode_values_of<DType::F32>(p, o, nq, v, count, hd, d0, d1, local); break;
   }
+  if (pf) *pf = local;
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -204,11 +212,12 @@ namespace kvinfer::cpu::avx512 {
 void values_tiles(const float* const*, float* const*, int64_t, const float*, int64_t, int64_t, bool) {
   std::abort();
 }
-void decode_scores(DType, const float*, int64_t, int64_t, const std::byte*, int64_t, float, float*, int64_t) {
+void decode_scores(DType, const float*, int64_t, int64_t, const std::byte*, int64_t, float, float*, int64_t,
+                   ChainedPrefetcher*) {
   std::abort();
 }
 void decode_values(DType, const float* const*, float* const*, int64_t, const std::byte*, int64_t, int64_t, int64_t,
-                   int64_t) {
+                   int64_t, ChainedPrefetcher*) {
   std::abort();
 }
 }  // namespace kvinfer::cpu::avx512

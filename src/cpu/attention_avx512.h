@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cpu/prefetch.h"
 #include "kvinfer/dtype.h"
 
 namespace kvinfer::cpu::avx512 {
@@ -24,14 +25,16 @@ void values_tiles(const float* const* p, float* const* o, int64_t nq, const floa
 // s[r · lds + j] = dot(q_r, K row j) · scale for r < nq and j < ⌊rows/16⌋·16 (the last rows mod 16
 // are left to the caller): avx2::attention_scores' bits. q (nq, hd) queries, hd a multiple of 8;
 // K row j (hd values of dtype t) at k + j · hd · dtype_size(t), widened in registers once for all
-// the queries. Tiles of up to 3 queries × 16 rows, two rows to a register.
+// the queries. Tiles of up to 3 queries × 16 rows, two rows to a register. With pf, each 16 rows
+// advance it by their bytes.
 void decode_scores(DType t, const float* q, int64_t nq, int64_t hd, const std::byte* k, int64_t rows, float scale,
-                   float* s, int64_t lds);
+                   float* s, int64_t lds, ChainedPrefetcher* pf = nullptr);
 
 // o[r][d] = Σ p[r][j] · (V row j)[d] over j = 0 .. count − 1 in order, each term rounded then added,
 // for r < nq and the columns [d0, d1): avx2::attention_values' bits, column by column. V row j at
-// v + j · hd · dtype_size(t), widened in registers once for all the queries.
+// v + j · hd · dtype_size(t), widened in registers once for all the queries. With pf, each 16
+// rows advance it by the bytes of theirs that were read.
 void decode_values(DType t, const float* const* p, float* const* o, int64_t nq, const std::byte* v, int64_t count,
-                   int64_t hd, int64_t d0, int64_t d1);
+                   int64_t hd, int64_t d0, int64_t d1, ChainedPrefetcher* pf = nullptr);
 
 }  // namespace kvinfer::cpu::avx512

@@ -64,6 +64,34 @@ class Prefetcher {
   bool l2_ = false;
 };
 
+// Two regions fetched one after the other into the outer levels (prefetcht2), as many bytes as a
+// loop consumes of its own, from `start` bytes into the first: a lead that carries over from one
+// region into the next. Attention's decode reads a KV head's K rows, then its V rows, then the
+// next head's K rows: each read fetches the bytes `start` further on, across those seams.
+class ChainedPrefetcher {
+ public:
+  ChainedPrefetcher() = default;
+  ChainedPrefetcher(const std::byte* first, size_t first_bytes, const std::byte* then, size_t then_bytes, size_t start)
+      : first_(reinterpret_cast<const char*>(first)),
+        then_(reinterpret_cast<const char*>(then)),
+        first_bytes_(first_bytes),
+        total_(first_bytes + then_bytes),
+        fetched_(std::min(start, total_)),
+        goal_(start) {}
+
+  void advance(size_t bytes) {
+    goal_ += bytes;
+    const size_t end = std::min(goal_, total_);
+    for (; fetched_ < end; fetched_ += 64)
+      __builtin_prefetch(fetched_ < first_bytes_ ? first_ + fetched_ : then_ + (fetched_ - first_bytes_), 0, 1);
+  }
+
+ private:
+  const char* first_ = nullptr;
+  const char* then_ = nullptr;
+  size_t first_bytes_ = 0, total_ = 0, fetched_ = 0, goal_ = 0;
+};
+
 // Every line of [p, p + bytes) fetched at once: for reads a few µs away, too short for a stream
 // prefetcher to learn (a KV head's rows: a few KiB). Into the outer levels (prefetcht2), for
 // reading; or into L1 for writing (prefetchw), so that the stores do not each wait for their line.
