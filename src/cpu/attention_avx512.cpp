@@ -142,7 +142,8 @@ void sums(const float* const* p, float* const* o, const std::byte* v, size_t row
     for (int c = 0; c < C; ++c) _mm512_storeu_ps(o[r] + d0 + 16 * c, acc[r][c]);
 }
 
-// Columns [d0, d1) of R queries: 32 at a time, then 16, then one at a time (the same operations).
+// Columns [d0, d1) of R queries: 64 at a time, then 32, then 16, then one at a time (the same
+// operations).
 template <DType T, int R>
 void sums_of(const float* const* p, float* const* o, const std::byte* v, int64_t count, int64_t hd, int64_t d0,
              int64_t d1, ChainedPrefetcher& pf) {
