@@ -1,7 +1,17 @@
-# Decides KVINFER_WITH_CUDA from KVINFER_CUDA (AUTO / ON / OFF).
+# Decides KVINFER_WITH_CUDA from KVINFER_CUDA (AUTO / ON / OFF) and KVINFER_CUDA_SIM.
+#
+# KVINFER_CUDA_SIM=ON builds the CUDA backend without nvcc or a GPU: kernels/*.cu and src/cuda/
+# are compiled by the host compiler against the simulation in sim/ (docs/cuda.md), so that every
+# CUDA test runs on the CPU. No CUDA runtime or cuBLAS is linked.
 include(CheckLanguage)
 set(KVINFER_WITH_CUDA OFF)
-if(NOT KVINFER_CUDA STREQUAL "OFF")
+if(KVINFER_CUDA_SIM)
+  if(KVINFER_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "KVINFER_CUDA_SIM=ON and KVINFER_CUDA=ON exclude each other: the simulation replaces nvcc")
+  endif()
+  set(KVINFER_WITH_CUDA ON)
+  add_compile_definitions(KVINFER_CUDA_SIM)
+elseif(NOT KVINFER_CUDA STREQUAL "OFF")
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
     set(KVINFER_WITH_CUDA ON)
@@ -12,7 +22,7 @@ if(NOT KVINFER_CUDA STREQUAL "OFF")
   endif()
 endif()
 
-if(KVINFER_WITH_CUDA)
+if(KVINFER_WITH_CUDA AND NOT KVINFER_CUDA_SIM)
   # Nothing to detect on a GPU-less builder: default to Hopper (H100/H200) and Ampere.
   # Users choose others with -DCMAKE_CUDA_ARCHITECTURES="89;90" (or "native" on a GPU machine).
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
@@ -32,3 +42,10 @@ endif()
 
 # Compile options for CUDA sources.
 set(KVINFER_CUDA_FLAGS --expt-relaxed-constexpr)
+# What a target that calls the CUDA runtime or cuBLAS itself (tests, benchmarks) links: nothing
+# extra in the simulation, whose objects are in libkvinfer.
+if(KVINFER_WITH_CUDA AND NOT KVINFER_CUDA_SIM)
+  set(KVINFER_CUDA_LIBS CUDA::cudart CUDA::cublas)
+else()
+  set(KVINFER_CUDA_LIBS "")
+endif()

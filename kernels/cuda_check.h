@@ -20,6 +20,3 @@ namespace kvinfer::cuda {
     cudaError_t kvinfer_err_ = (call);                                                \
     if (kvinfer_err_ != cudaSuccess) ::kvinfer::cuda::throw_cuda_error(kvinfer_err_, #call, __FILE__, __LINE__); \
   } while (0)
-
-// After a kernel launch: a bad configuration is reported by cudaGetLastError.
-#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())

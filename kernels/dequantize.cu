@@ -13,6 +13,7 @@
 #include "core/quant.h"
 #include "cuda_check.h"
 #include "cuda_ops.h"
+#include "launch.h"
 
 namespace kvinfer::cuda {
 namespace {
@@ -121,10 +122,9 @@ void dequantize_f16(DType dtype, const void* w, int64_t rows, int64_t cols, void
   require(reinterpret_cast<uintptr_t>(out) % 16 == 0, "dequantize_f16", "out must be 16-byte aligned");
   check_shape(dtype, rows, cols, "dequantize_f16");
   visit_quantized(dtype, "dequantize_f16", [&](auto t) {
-    dequantize_f16_kernel<decltype(t)::value><<<blocks_for(rows * (cols / kGroup)), kThreads, 0, stream>>>(
-        static_cast<const std::byte*>(w), rows, cols, static_cast<uint16_t*>(out));
+    launch("dequantize_f16", dequantize_f16_kernel<decltype(t)::value>, blocks_for(rows * (cols / kGroup)), kThreads,
+           0, stream, static_cast<const std::byte*>(w), rows, cols, static_cast<uint16_t*>(out));
   });
-  CUDA_CHECK_LAUNCH();
 }
 
 void embed_quantized(DType table_dtype, const void* table, int64_t vocab, int64_t hidden, const int32_t* ids,
@@ -134,10 +134,9 @@ void embed_quantized(DType table_dtype, const void* table, int64_t vocab, int64_
   require(vocab > 0, "embed_quantized", "vocab must be positive, got " + std::to_string(vocab));
   check_shape(table_dtype, n, hidden, "embed_quantized");
   visit_quantized(table_dtype, "embed_quantized", [&](auto t) {
-    embed_kernel<decltype(t)::value><<<blocks_for(n * (hidden / kGroup)), kThreads, 0, stream>>>(
+    launch("embed_quantized", embed_kernel<decltype(t)::value>, blocks_for(n * (hidden / kGroup)), kThreads, 0, stream,
         static_cast<const std::byte*>(table), vocab, hidden, ids, n, out);
   });
-  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace kvinfer::cuda

@@ -12,6 +12,7 @@
 #include "core/rope.h"
 #include "cuda_check.h"
 #include "cuda_ops.h"
+#include "launch.h"
 
 namespace kvinfer::cuda {
 namespace {
@@ -327,9 +328,9 @@ void embed(DType table_dtype, const void* table, int64_t vocab, int64_t hidden, 
   const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(chunks < 64 ? chunks : 64));
   visit_dtype(table_dtype, [&](auto d) {
     using D = decltype(d);
-    embed_kernel<D><<<grid, kThreads, 0, stream>>>(static_cast<const typename D::T*>(table), vocab, hidden, ids, out);
+    launch("embed", embed_kernel<D>, grid, kThreads, 0, stream,
+        static_cast<const typename D::T*>(table), vocab, hidden, ids, out);
   });
-  CUDA_CHECK_LAUNCH();
 }
 
 void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* y, cudaStream_t stream) {
@@ -340,8 +341,7 @@ void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float
   require_positive(dim, "rms_norm", "dim");
   require_grid_x(n, "rms_norm", "n");
   require(eps >= 0.0f, "rms_norm", "eps must be >= 0, got " + std::to_string(eps));
-  rms_norm_kernel<<<static_cast<unsigned>(n), kNormThreads, 0, stream>>>(x, weight, dim, eps, y);
-  CUDA_CHECK_LAUNCH();
+  launch("rms_norm", rms_norm_kernel, static_cast<unsigned>(n), kNormThreads, 0, stream, x, weight, dim, eps, y);
 }
 
 void layer_norm(const float* x, const float* weight, const float* bias, int64_t n, int64_t dim, float eps, float* y,
@@ -359,10 +359,11 @@ void layer_norm(const float* x, const float* weight, const float* bias, int64_t 
   const int64_t want = ((dim + 3) / 4 + 31) / 32 * 32;
   const int threads = static_cast<int>(want < 32 ? 32 : want > kNormThreads ? kNormThreads : want);
   if (dim <= static_cast<int64_t>(kLayerNormCached) * threads)
-    layer_norm_kernel<kLayerNormCached><<<static_cast<unsigned>(n), threads, 0, stream>>>(x, weight, bias, dim, eps, y);
+    launch("layer_norm", layer_norm_kernel<kLayerNormCached>, static_cast<unsigned>(n), threads, 0, stream,
+        x, weight, bias, dim, eps, y);
   else
-    layer_norm_kernel<0><<<static_cast<unsigned>(n), threads, 0, stream>>>(x, weight, bias, dim, eps, y);
-  CUDA_CHECK_LAUNCH();
+    launch("layer_norm", layer_norm_kernel<0>, static_cast<unsigned>(n), threads, 0, stream,
+        x, weight, bias, dim, eps, y);
 }
 
 void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const float* inv_freq,
@@ -379,14 +380,15 @@ void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, c
   const dim3 grid(blocks_for(n * (head_dim / 2), kThreads), static_cast<unsigned>(head_groups));
   switch (layout) {
     case RopeLayout::HalfSplit:
-      rope_kernel<RopeLayout::HalfSplit><<<grid, kThreads, 0, stream>>>(x, n, heads, head_dim, start, inv_freq);
+      launch("rope", rope_kernel<RopeLayout::HalfSplit>, grid, kThreads, 0, stream,
+          x, n, heads, head_dim, start, inv_freq);
       break;
     case RopeLayout::Interleaved:
-      rope_kernel<RopeLayout::Interleaved><<<grid, kThreads, 0, stream>>>(x, n, heads, head_dim, start, inv_freq);
+      launch("rope", rope_kernel<RopeLayout::Interleaved>, grid, kThreads, 0, stream,
+          x, n, heads, head_dim, start, inv_freq);
       break;
     default: throw Error("cuda::rope: unknown layout " + std::to_string(static_cast<int>(layout)));
   }
-  CUDA_CHECK_LAUNCH();
 }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream) {
@@ -395,10 +397,9 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStr
   require_ptr(out, "silu_mul", "out");
   require_positive(n, "silu_mul", "n");
   if (aligned16(gate) && aligned16(up) && aligned16(out))
-    silu_mul_kernel<true><<<blocks_for(n / 4 + 4, kThreads), kThreads, 0, stream>>>(gate, up, out, n);
+    launch("silu_mul", silu_mul_kernel<true>, blocks_for(n / 4 + 4, kThreads), kThreads, 0, stream, gate, up, out, n);
   else
-    silu_mul_kernel<false><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(gate, up, out, n);
-  CUDA_CHECK_LAUNCH();
+    launch("silu_mul", silu_mul_kernel<false>, blocks_for(n, kThreads), kThreads, 0, stream, gate, up, out, n);
 }
 
 void gelu_tanh(const float* x, float* out, int64_t n, cudaStream_t stream) {
@@ -406,10 +407,9 @@ void gelu_tanh(const float* x, float* out, int64_t n, cudaStream_t stream) {
   require_ptr(out, "gelu_tanh", "out");
   require_positive(n, "gelu_tanh", "n");
   if (aligned16(x) && aligned16(out))
-    gelu_tanh_kernel<true><<<blocks_for(n / 4 + 4, kThreads), kThreads, 0, stream>>>(x, out, n);
+    launch("gelu_tanh", gelu_tanh_kernel<true>, blocks_for(n / 4 + 4, kThreads), kThreads, 0, stream, x, out, n);
   else
-    gelu_tanh_kernel<false><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(x, out, n);
-  CUDA_CHECK_LAUNCH();
+    launch("gelu_tanh", gelu_tanh_kernel<false>, blocks_for(n, kThreads), kThreads, 0, stream, x, out, n);
 }
 
 void add(float* x, const float* y, int64_t n, cudaStream_t stream) {
@@ -417,10 +417,9 @@ void add(float* x, const float* y, int64_t n, cudaStream_t stream) {
   require_ptr(y, "add", "y");
   require_positive(n, "add", "n");
   if (aligned16(x) && aligned16(y))
-    add_kernel<true><<<blocks_for(n / 4 + 4, kThreads), kThreads, 0, stream>>>(x, y, n);
+    launch("add", add_kernel<true>, blocks_for(n / 4 + 4, kThreads), kThreads, 0, stream, x, y, n);
   else
-    add_kernel<false><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(x, y, n);
-  CUDA_CHECK_LAUNCH();
+    launch("add", add_kernel<false>, blocks_for(n, kThreads), kThreads, 0, stream, x, y, n);
 }
 
 void add_bias(float* y, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream) {
@@ -428,8 +427,7 @@ void add_bias(float* y, const float* bias, int64_t rows, int64_t cols, cudaStrea
   require_ptr(bias, "add_bias", "bias");
   require_positive(rows, "add_bias", "rows");
   require_positive(cols, "add_bias", "cols");
-  add_bias_kernel<<<blocks_for(rows * cols, kThreads), kThreads, 0, stream>>>(y, bias, rows, cols);
-  CUDA_CHECK_LAUNCH();
+  launch("add_bias", add_bias_kernel, blocks_for(rows * cols, kThreads), kThreads, 0, stream, y, bias, rows, cols);
 }
 
 void convert_from_f32(DType dtype, const float* src, void* out, int64_t n, cudaStream_t stream) {
@@ -438,9 +436,9 @@ void convert_from_f32(DType dtype, const float* src, void* out, int64_t n, cudaS
   require_positive(n, "convert_from_f32", "n");
   visit_dtype(dtype, [&](auto d) {
     using D = decltype(d);
-    convert_kernel<D><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(src, static_cast<typename D::T*>(out), n);
+    launch("convert", convert_kernel<D>, blocks_for(n, kThreads), kThreads, 0, stream,
+        src, static_cast<typename D::T*>(out), n);
   });
-  CUDA_CHECK_LAUNCH();
 }
 
 void store_kv(DType kv_dtype, const float* k, const float* v, int64_t n, int64_t kv_heads, int64_t head_dim,
@@ -459,10 +457,9 @@ void store_kv(DType kv_dtype, const float* k, const float* v, int64_t n, int64_t
   visit_dtype(kv_dtype, [&](auto d) {
     using D = decltype(d);
     using T = typename D::T;
-    store_kv_kernel<D><<<blocks_for(n * kv_heads * head_dim, kThreads), kThreads, 0, stream>>>(
+    launch("store_kv", store_kv_kernel<D>, blocks_for(n * kv_heads * head_dim, kThreads), kThreads, 0, stream,
         k, v, n, kv_heads, head_dim, start, capacity, static_cast<T*>(k_layer), static_cast<T*>(v_layer));
   });
-  CUDA_CHECK_LAUNCH();
 }
 
 void argmax(const float* logits, int64_t vocab, int32_t* out, cudaStream_t stream) {
@@ -471,8 +468,7 @@ void argmax(const float* logits, int64_t vocab, int32_t* out, cudaStream_t strea
   require_positive(vocab, "argmax", "vocab");
   require(vocab < std::numeric_limits<int32_t>::max(), "argmax",
           "vocab " + std::to_string(vocab) + " does not fit int32 token ids");
-  argmax_kernel<<<1, kArgmaxThreads, 0, stream>>>(logits, static_cast<int32_t>(vocab), out);
-  CUDA_CHECK_LAUNCH();
+  launch("argmax", argmax_kernel, 1, kArgmaxThreads, 0, stream, logits, static_cast<int32_t>(vocab), out);
 }
 
 }  // namespace kvinfer::cuda

@@ -87,7 +87,14 @@ configure_and_build() {
     if [[ "$a" =~ ^-DKVINFER_CUDA(:[A-Z]+)?=(.*)$ ]]; then mode="${BASH_REMATCH[2]}"; fi
   done
   nvcc="$(find_nvcc)"
-  if [[ "$mode" == OFF ]]; then
+  local sim=""
+  [[ -f "$BUILD_DIR/CMakeCache.txt" ]] && sim="$(sed -n 's/^KVINFER_CUDA_SIM:[A-Z]*=//p' "$BUILD_DIR/CMakeCache.txt")"
+  for a in "${cmake_extra[@]}"; do
+    if [[ "$a" =~ ^-DKVINFER_CUDA_SIM(:[A-Z]+)?=(.*)$ ]]; then sim="${BASH_REMATCH[2]}"; fi
+  done
+  if [[ "$sim" == ON ]]; then
+    say "CUDA: simulated (KVINFER_CUDA_SIM=ON): the CUDA sources build with $(c++ -dumpfullversion 2>/dev/null | sed 's/^/g++ /') against sim/"
+  elif [[ "$mode" == OFF ]]; then
     say "CUDA: KVINFER_CUDA=OFF; building the CPU backend only"
   elif [[ -n "$nvcc" ]]; then
     say "CUDA: nvcc $("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p') at $nvcc; the CUDA sources build with it (no GPU needed)"

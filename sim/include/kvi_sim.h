@@ -1,0 +1,254 @@
+#pragma once
+// The CUDA simulation (sim/, -DKVINFER_CUDA_SIM=ON): the subset of the CUDA runtime, device
+// built-ins and intrinsics that kvinfer's kernels and backend use, implemented on the CPU so that
+// the unchanged kernel sources (kernels/*.cu) compile with the host compiler and run. Each block's
+// threads run as fibers on the calling thread, in an order shuffled by a seed between
+// synchronisation points. What it proves and does not: docs/cuda.md.
+//
+// Included through the usual names (<cuda_runtime.h>, <cuda_runtime_api.h>, <cuda_pipeline.h>);
+// <cublas_v2.h> is the cuBLAS stand-in.
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+// ---- qualifiers ---------------------------------------------------------------------------------
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __noinline__
+#define __launch_bounds__(...)
+#define __align__(n) alignas(n)
+// Static __shared__ arrays: one per host thread, shared by the fibers of the block it runs.
+#define __shared__ static thread_local
+
+// ---- vector types -------------------------------------------------------------------------------
+struct uint3 {
+  unsigned x, y, z;
+};
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  constexpr dim3(unsigned vx = 1, unsigned vy = 1, unsigned vz = 1) : x(vx), y(vy), z(vz) {}
+};
+struct alignas(8) float2 {
+  float x, y;
+};
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
+struct alignas(16) int4 {
+  int x, y, z, w;
+};
+inline float2 make_float2(float x, float y) { return {x, y}; }
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+
+// ---- built-in variables: set by the simulator before each simulated thread runs ------------------
+extern thread_local uint3 threadIdx;
+extern thread_local uint3 blockIdx;
+extern thread_local dim3 blockDim;
+extern thread_local dim3 gridDim;
+constexpr int warpSize = 32;
+
+// ---- runtime types ------------------------------------------------------------------------------
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInitializationError = 3,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorInvalidMemcpyDirection = 21,
+  cudaErrorInvalidDeviceFunction = 98,
+  cudaErrorNoDevice = 100,
+  cudaErrorInvalidDevice = 101,
+  cudaErrorInvalidResourceHandle = 400,
+  cudaErrorNotReady = 600,
+  cudaErrorIllegalAddress = 700,
+  cudaErrorLaunchFailure = 719,
+};
+using cudaError = cudaError_t;
+
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost = 0,
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3,
+  cudaMemcpyDefault = 4,
+};
+
+enum cudaDeviceAttr {
+  cudaDevAttrMaxThreadsPerBlock = 1,
+  cudaDevAttrMaxBlockDimX = 2,
+  cudaDevAttrMaxBlockDimY = 3,
+  cudaDevAttrMaxBlockDimZ = 4,
+  cudaDevAttrMaxGridDimX = 5,
+  cudaDevAttrMaxGridDimY = 6,
+  cudaDevAttrMaxGridDimZ = 7,
+  cudaDevAttrMaxSharedMemoryPerBlock = 8,
+  cudaDevAttrWarpSize = 10,
+  cudaDevAttrMultiProcessorCount = 16,
+  cudaDevAttrL2CacheSize = 38,
+  cudaDevAttrComputeCapabilityMajor = 75,
+  cudaDevAttrComputeCapabilityMinor = 76,
+  cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81,
+  cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
+};
+
+enum cudaFuncAttribute {
+  cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
+  cudaFuncAttributePreferredSharedMemoryCarveout = 9,
+};
+
+struct CUstream_st;
+struct CUevent_st;
+using cudaStream_t = CUstream_st*;
+using cudaEvent_t = CUevent_st*;
+constexpr unsigned cudaStreamDefault = 0x0;
+constexpr unsigned cudaStreamNonBlocking = 0x1;
+
+struct cudaDeviceProp {
+  char name[256];
+  size_t totalGlobalMem;
+  size_t sharedMemPerBlock;
+  size_t sharedMemPerBlockOptin;
+  size_t sharedMemPerMultiprocessor;
+  int regsPerBlock;
+  int warpSize;
+  int maxThreadsPerBlock;
+  int maxThreadsDim[3];
+  int maxGridSize[3];
+  int major;
+  int minor;
+  int multiProcessorCount;
+  int l2CacheSize;
+  int memoryBusWidth;
+  int memoryClockRate;
+};
+
+struct cudaLaunchConfig_t {
+  dim3 gridDim;
+  dim3 blockDim;
+  size_t dynamicSmemBytes = 0;
+  cudaStream_t stream = nullptr;
+  void* attrs = nullptr;
+  unsigned numAttrs = 0;
+};
+
+// ---- runtime API --------------------------------------------------------------------------------
+const char* cudaGetErrorName(cudaError_t err);
+const char* cudaGetErrorString(cudaError_t err);
+cudaError_t cudaGetLastError();
+cudaError_t cudaPeekAtLastError();
+cudaError_t cudaGetDeviceCount(int* count);
+cudaError_t cudaGetDevice(int* device);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
+cudaError_t cudaDeviceSynchronize();
+cudaError_t cudaMalloc(void** ptr, size_t bytes);
+template <typename T>
+cudaError_t cudaMalloc(T** ptr, size_t bytes) {
+  return cudaMalloc(reinterpret_cast<void**>(ptr), bytes);
+}
+cudaError_t cudaFree(void* ptr);
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes);
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream = nullptr);
+cudaError_t cudaMemset(void* dst, int value, size_t bytes);
+cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t stream = nullptr);
+cudaError_t cudaStreamCreate(cudaStream_t* stream);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaEventCreate(cudaEvent_t* event);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
+
+namespace kvi_sim {
+// Validates the launch against the simulated device's rules and enqueues `run` (which runs one
+// simulated thread: the kernel with its arguments) for every thread of every block.
+cudaError_t launch(const cudaLaunchConfig_t& config, const void* kernel, std::function<void()> run);
+cudaError_t func_set_attribute(const void* kernel, cudaFuncAttribute attr, int value);
+// The running block's dynamic shared memory.
+unsigned char* dynamic_shared_memory();
+// Warp exchange: deposits `bits`, waits for the warp's 32 lanes, returns lane src_lane's bits.
+uint64_t warp_exchange(unsigned mask, uint64_t bits, int src_lane, const char* what, const char* file, int line);
+unsigned lane_id();
+void sync_threads(const char* file, int line);
+void sync_warp(unsigned mask, const char* file, int line);
+void pipeline_memcpy_async(void* dst, const void* src, size_t size, size_t zfill);
+void pipeline_commit();
+void pipeline_wait_prior(size_t n);
+
+template <typename T>
+uint64_t to_bits(T v) {
+  static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "shuffles move at most 8 bytes");
+  uint64_t b = 0;
+  std::memcpy(&b, &v, sizeof(T));
+  return b;
+}
+template <typename T>
+T from_bits(uint64_t b) {
+  T v;
+  std::memcpy(&v, &b, sizeof(T));
+  return v;
+}
+}  // namespace kvi_sim
+
+template <typename... Params, typename... Args>
+cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* config, void (*kernel)(Params...), Args&&... args) {
+  if (config == nullptr || kernel == nullptr) return kvi_sim::launch(cudaLaunchConfig_t{}, nullptr, {});
+  // The arguments converted to the kernel's parameter types once, as a launch copies them.
+  std::tuple<std::decay_t<Params>...> params(std::forward<Args>(args)...);
+  return kvi_sim::launch(*config, reinterpret_cast<const void*>(kernel),
+                         [kernel, params] { std::apply(kernel, params); });
+}
+
+template <typename T>
+cudaError_t cudaFuncSetAttribute(T* kernel, cudaFuncAttribute attr, int value) {
+  return kvi_sim::func_set_attribute(reinterpret_cast<const void*>(kernel), attr, value);
+}
+
+// ---- device intrinsics --------------------------------------------------------------------------
+// Barriers and shuffles name their call site, so that a block whose threads wait at different
+// barriers is reported with both places.
+inline void __syncthreads(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  kvi_sim::sync_threads(file, line);
+}
+inline void __syncwarp(unsigned mask = 0xffffffffu, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  kvi_sim::sync_warp(mask, file, line);
+}
+template <typename T>
+T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32, const char* file = __builtin_FILE(),
+                  int line = __builtin_LINE()) {
+  const int lane = static_cast<int>(kvi_sim::lane_id());
+  const int src = width == 32 ? (lane ^ lane_mask) & 31 : -1;  // other widths: reported as unsupported
+  return kvi_sim::from_bits<T>(kvi_sim::warp_exchange(mask, kvi_sim::to_bits(v), src, "__shfl_xor_sync", file, line));
+}
+template <typename T>
+T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32, const char* file = __builtin_FILE(),
+                   int line = __builtin_LINE()) {
+  const int lane = static_cast<int>(kvi_sim::lane_id());
+  const int src = width != 32 ? -1 : lane + static_cast<int>(delta) < 32 ? lane + static_cast<int>(delta) : lane;
+  return kvi_sim::from_bits<T>(kvi_sim::warp_exchange(mask, kvi_sim::to_bits(v), src, "__shfl_down_sync", file, line));
+}
+
+// Exactly rounded single-precision arithmetic (the host's IEEE operations; the simulation's
+// sources are compiled with -ffp-contract=off, so nothing is fused unless fmaf says so).
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }

@@ -1,0 +1,43 @@
+#pragma once
+// What the parts of the simulation share: the simulated device, the grid runner (block.cpp), and
+// stream order (runtime.cpp) for the cuBLAS stand-in.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "kvi_sim.h"
+
+namespace kvi_sim {
+
+// The device $KVINFER_SIM_DEVICE names; null when unset (no device).
+struct DeviceSpec {
+  const char* id;    // "sm_90"
+  const char* name;  // cudaDeviceProp::name
+  int major, minor, sms;
+  int smem_per_block;        // without opt-in (48 KiB)
+  int smem_per_block_optin;  // the most a kernel may opt in to
+  int smem_per_sm;
+  size_t memory;             // simulated global memory
+  int l2_bytes;
+};
+const DeviceSpec* device();
+
+struct Grid {
+  dim3 grid, block;
+  size_t smem = 0;
+  std::function<void()> run;  // one simulated thread
+  uint64_t seed = 0;
+};
+// Runs every block; on a fault returns false and sets `fault` to a description.
+bool run_grid(const Grid& g, std::string& fault);
+
+// Enqueues `op` on `stream` in CUDA's order (legacy stream rules included); it runs when the
+// stream is synchronised. Returns the stream's error (invalid handle) or the sticky error.
+cudaError_t enqueue(cudaStream_t stream, std::function<void()> op);
+// Whether [p, p + bytes) lies inside one live device allocation.
+bool is_device_range(const void* p, size_t bytes);
+// Marks the device faulted (a sticky error, as a GPU's kernel fault is) and says why on stderr.
+void device_fault(cudaError_t err, const std::string& why);
+
+}  // namespace kvi_sim

@@ -1,0 +1,516 @@
+// The simulated CUDA runtime: device memory as exact-size host allocations filled with poison,
+// streams whose work runs when they are synchronised (in CUDA's order, legacy default stream
+// included), events, device attributes of the simulated device, and launches checked against
+// the real launch rules.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "internal.h"
+
+struct CUstream_st {
+  bool legacy = false;
+  unsigned flags = 0;
+  std::deque<std::function<void()>> queue;
+};
+
+struct CUevent_st {
+  CUstream_st* stream = nullptr;
+  bool recorded = false, complete = false;
+  std::chrono::steady_clock::time_point at;
+};
+
+namespace kvi_sim {
+
+namespace {
+
+constexpr unsigned char kPoison = 0xFF;  // NaN in f32, f16 and bf16
+constexpr int kDefaultDynamicSmem = 48 * 1024;
+
+const DeviceSpec kDevices[] = {
+    {"sm_90", "kvinfer simulated sm_90 (H100/H200-like)", 9, 0, 132, 48 * 1024, 227 * 1024, 228 * 1024,
+     size_t{8} << 30, 50 << 20},
+    {"sm_86", "kvinfer simulated sm_86 (RTX 30-like)", 8, 6, 82, 48 * 1024, 99 * 1024, 100 * 1024, size_t{8} << 30,
+     6 << 20},
+};
+
+const DeviceSpec* find_device() {
+  const char* v = std::getenv("KVINFER_SIM_DEVICE");
+  if (v == nullptr || *v == '\0') return nullptr;
+  for (const DeviceSpec& d : kDevices)
+    if (std::string_view(v) == d.id) return &d;
+  std::fprintf(stderr, "kvinfer CUDA simulation: KVINFER_SIM_DEVICE=%s is not a simulated device (sm_90 or sm_86)\n",
+               v);
+  return nullptr;
+}
+
+uint64_t seed_from_env() {
+  const char* v = std::getenv("KVINFER_SIM_SEED");
+  return v != nullptr ? std::strtoull(v, nullptr, 0) : 0x6b76696e666572ull;
+}
+
+// One lock for the whole runtime: host threads that share the simulated device take turns, and
+// a stream's work runs on the host thread that synchronises it.
+struct Runtime {
+  std::recursive_mutex mu;
+  const DeviceSpec* dev = find_device();
+  std::map<uintptr_t, size_t> allocations;  // base → bytes
+  size_t allocated = 0;
+  std::map<const void*, int> max_dynamic_smem;  // kernel → cudaFuncAttributeMaxDynamicSharedMemorySize
+  std::set<CUstream_st*> streams;
+  CUstream_st legacy{true, 0, {}};
+  cudaError_t sticky = cudaSuccess;
+  uint64_t seed = seed_from_env();
+  uint64_t launches = 0;
+};
+
+Runtime& rt() {
+  static Runtime* r = new Runtime;  // never destroyed: streams may be synchronised at exit
+  return *r;
+}
+
+thread_local cudaError_t t_last_error = cudaSuccess;
+
+cudaError_t ret(cudaError_t err) {
+  if (err != cudaSuccess) t_last_error = err;
+  return err;
+}
+
+// Most calls need the device and fail with the sticky error once a kernel has faulted.
+cudaError_t check_ready(Runtime& r) {
+  if (r.dev == nullptr) return cudaErrorNoDevice;
+  return r.sticky;
+}
+
+CUstream_st* resolve(Runtime& r, cudaStream_t s) {
+  if (s == nullptr) return &r.legacy;
+  return r.streams.count(s) ? s : nullptr;
+}
+
+void drain(Runtime& r, CUstream_st* s) {
+  while (!s->queue.empty()) {
+    auto op = std::move(s->queue.front());
+    s->queue.pop_front();
+    if (r.sticky == cudaSuccess) op();  // after a fault nothing more runs
+  }
+}
+
+void drain_all(Runtime& r) {
+  drain(r, &r.legacy);
+  for (CUstream_st* s : r.streams) drain(r, s);
+}
+
+cudaError_t enqueue_locked(Runtime& r, cudaStream_t stream, std::function<void()> op) {
+  CUstream_st* s = resolve(r, stream);
+  if (s == nullptr) return cudaErrorInvalidResourceHandle;
+  if (s->legacy) {
+    // The legacy stream waits for the work of every blocking stream before its own.
+    for (CUstream_st* o : r.streams)
+      if (!(o->flags & cudaStreamNonBlocking)) drain(r, o);
+  } else if (!(s->flags & cudaStreamNonBlocking)) {
+    drain(r, &r.legacy);  // a blocking stream waits for the legacy stream's earlier work
+  }
+  s->queue.push_back(std::move(op));
+  return r.sticky;
+}
+
+bool device_range_locked(Runtime& r, const void* p, size_t bytes) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = r.allocations.upper_bound(a);
+  if (it == r.allocations.begin()) return false;
+  --it;
+  return a >= it->first && a - it->first <= it->second && bytes <= it->second - (a - it->first);
+}
+
+// Checks a copy's direction against where its pointers live; cudaMemcpyDefault is inferred.
+cudaError_t resolve_kind(Runtime& r, void* dst, const void* src, size_t bytes, cudaMemcpyKind& kind) {
+  const bool d_dev = device_range_locked(r, dst, bytes), s_dev = device_range_locked(r, src, bytes);
+  if (kind == cudaMemcpyDefault)
+    kind = d_dev ? (s_dev ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                 : (s_dev ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+  const bool want_d = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool want_s = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if (kind > cudaMemcpyDefault) return cudaErrorInvalidMemcpyDirection;
+  if (want_d != d_dev || want_s != s_dev) return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
+// A copy as a stream operation. Host sources are staged at once (the caller may reuse its buffer
+// when the call returns, as with pageable memory); the destination is written when it runs.
+std::function<void()> copy_op(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  if (kind == cudaMemcpyHostToDevice) {
+    auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(src),
+                                                               static_cast<const unsigned char*>(src) + bytes);
+    return [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); };
+  }
+  return [dst, src, bytes] { std::memmove(dst, src, bytes); };
+}
+
+}  // namespace
+
+const DeviceSpec* device() { return rt().dev; }
+
+cudaError_t enqueue(cudaStream_t stream, std::function<void()> op) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  if (cudaError_t e = check_ready(r)) return e;
+  return enqueue_locked(r, stream, std::move(op));
+}
+
+bool is_device_range(const void* p, size_t bytes) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  return device_range_locked(r, p, bytes);
+}
+
+void device_fault(cudaError_t err, const std::string& why) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  std::fprintf(stderr, "kvinfer CUDA simulation: kernel fault: %s\n", why.c_str());
+  if (r.sticky == cudaSuccess) r.sticky = err;
+}
+
+cudaError_t launch(const cudaLaunchConfig_t& c, const void* kernel, std::function<void()> run) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  if (cudaError_t e = check_ready(r)) return ret(e);
+  if (kernel == nullptr) return ret(cudaErrorInvalidDeviceFunction);
+  const dim3 g = c.gridDim, b = c.blockDim;
+  // The launch rules of every current NVIDIA GPU.
+  const uint64_t threads = uint64_t{b.x} * b.y * b.z;
+  if (b.x == 0 || b.y == 0 || b.z == 0 || b.x > 1024 || b.y > 1024 || b.z > 64 || threads > 1024)
+    return ret(cudaErrorInvalidConfiguration);
+  if (g.x == 0 || g.y == 0 || g.z == 0 || g.x > 0x7fffffffu || g.y > 65535 || g.z > 65535)
+    return ret(cudaErrorInvalidConfiguration);
+  auto attr = r.max_dynamic_smem.find(kernel);
+  const int allowed = attr != r.max_dynamic_smem.end() ? attr->second : kDefaultDynamicSmem;
+  if (c.dynamicSmemBytes > static_cast<size_t>(std::min(allowed, r.dev->smem_per_block_optin)))
+    return ret(cudaErrorInvalidValue);
+  Grid grid{g, b, c.dynamicSmemBytes, std::move(run), r.seed ^ (0x9e3779b97f4a7c15ull * ++r.launches)};
+  auto op = [grid = std::move(grid)] {
+    std::string fault;
+    if (!run_grid(grid, fault)) device_fault(cudaErrorLaunchFailure, fault);
+  };
+  return ret(enqueue_locked(r, c.stream, std::move(op)));
+}
+
+cudaError_t func_set_attribute(const void* kernel, cudaFuncAttribute attr, int value) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  if (cudaError_t e = check_ready(r)) return ret(e);
+  if (kernel == nullptr) return ret(cudaErrorInvalidDeviceFunction);
+  if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+    if (value < 0 || value > r.dev->smem_per_block_optin) return ret(cudaErrorInvalidValue);
+    r.max_dynamic_smem[kernel] = value;
+    return cudaSuccess;
+  }
+  if (attr == cudaFuncAttributePreferredSharedMemoryCarveout)
+    return value >= -1 && value <= 100 ? cudaSuccess : ret(cudaErrorInvalidValue);
+  return ret(cudaErrorInvalidValue);
+}
+
+}  // namespace kvi_sim
+
+using kvi_sim::ret;
+using kvi_sim::rt;
+using kvi_sim::Runtime;
+
+const char* cudaGetErrorName(cudaError_t err) {
+  switch (err) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInitializationError: return "cudaErrorInitializationError";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
+    case cudaErrorInvalidDeviceFunction: return "cudaErrorInvalidDeviceFunction";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+  }
+  return "cudaErrorUnknown";
+}
+
+const char* cudaGetErrorString(cudaError_t err) {
+  switch (err) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInitializationError: return "initialization error";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
+    case cudaErrorInvalidDeviceFunction: return "invalid device function";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
+  }
+  return "unknown error";
+}
+
+cudaError_t cudaGetLastError() {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  const cudaError_t e = r.sticky != cudaSuccess ? r.sticky : kvi_sim::t_last_error;
+  kvi_sim::t_last_error = cudaSuccess;
+  return e;
+}
+
+cudaError_t cudaPeekAtLastError() {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  return r.sticky != cudaSuccess ? r.sticky : kvi_sim::t_last_error;
+}
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  if (count == nullptr) return ret(cudaErrorInvalidValue);
+  *count = rt().dev != nullptr ? 1 : 0;
+  return *count > 0 ? cudaSuccess : ret(cudaErrorNoDevice);
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  if (device == nullptr) return ret(cudaErrorInvalidValue);
+  *device = 0;
+  return rt().dev != nullptr ? cudaSuccess : ret(cudaErrorNoDevice);
+}
+
+cudaError_t cudaSetDevice(int device) {
+  if (rt().dev == nullptr) return ret(cudaErrorNoDevice);
+  return device == 0 ? cudaSuccess : ret(cudaErrorInvalidDevice);
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  const kvi_sim::DeviceSpec* d = rt().dev;
+  if (d == nullptr) return ret(cudaErrorNoDevice);
+  if (value == nullptr) return ret(cudaErrorInvalidValue);
+  if (device != 0) return ret(cudaErrorInvalidDevice);
+  switch (attr) {
+    case cudaDevAttrMaxThreadsPerBlock: *value = 1024; break;
+    case cudaDevAttrMaxBlockDimX: case cudaDevAttrMaxBlockDimY: *value = 1024; break;
+    case cudaDevAttrMaxBlockDimZ: *value = 64; break;
+    case cudaDevAttrMaxGridDimX: *value = 0x7fffffff; break;
+    case cudaDevAttrMaxGridDimY: case cudaDevAttrMaxGridDimZ: *value = 65535; break;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *value = d->smem_per_block; break;
+    case cudaDevAttrWarpSize: *value = 32; break;
+    case cudaDevAttrMultiProcessorCount: *value = d->sms; break;
+    case cudaDevAttrL2CacheSize: *value = d->l2_bytes; break;
+    case cudaDevAttrComputeCapabilityMajor: *value = d->major; break;
+    case cudaDevAttrComputeCapabilityMinor: *value = d->minor; break;
+    case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = d->smem_per_sm; break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = d->smem_per_block_optin; break;
+    default: return ret(cudaErrorInvalidValue);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  const kvi_sim::DeviceSpec* d = rt().dev;
+  if (d == nullptr) return ret(cudaErrorNoDevice);
+  if (prop == nullptr) return ret(cudaErrorInvalidValue);
+  if (device != 0) return ret(cudaErrorInvalidDevice);
+  *prop = cudaDeviceProp{};
+  std::snprintf(prop->name, sizeof prop->name, "%s", d->name);
+  prop->totalGlobalMem = d->memory;
+  prop->sharedMemPerBlock = static_cast<size_t>(d->smem_per_block);
+  prop->sharedMemPerBlockOptin = static_cast<size_t>(d->smem_per_block_optin);
+  prop->sharedMemPerMultiprocessor = static_cast<size_t>(d->smem_per_sm);
+  prop->regsPerBlock = 65536;
+  prop->warpSize = 32;
+  prop->maxThreadsPerBlock = 1024;
+  prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = 1024;
+  prop->maxThreadsDim[2] = 64;
+  prop->maxGridSize[0] = 0x7fffffff;
+  prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
+  prop->major = d->major;
+  prop->minor = d->minor;
+  prop->multiProcessorCount = d->sms;
+  prop->l2CacheSize = d->l2_bytes;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  if (r.dev == nullptr) return ret(cudaErrorNoDevice);
+  kvi_sim::drain_all(r);
+  return ret(r.sticky);
+}
+
+cudaError_t cudaMalloc(void** ptr, size_t bytes) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  if (ptr == nullptr) return ret(cudaErrorInvalidValue);
+  *ptr = nullptr;
+  if (cudaError_t e = kvi_sim::check_ready(r)) return ret(e);
+  if (bytes == 0) return cudaSuccess;
+  if (bytes > r.dev->memory - r.allocated) return ret(cudaErrorMemoryAllocation);
+  // Exact size (256-byte aligned as cudaMalloc's), so that AddressSanitizer sees an access past the end.
+  void* p = nullptr;
+  if (posix_memalign(&p, 256, bytes) != 0) return ret(cudaErrorMemoryAllocation);
+  std::memset(p, kvi_sim::kPoison, bytes);
+  r.allocations[reinterpret_cast<uintptr_t>(p)] = bytes;
+  r.allocated += bytes;
+  *ptr = p;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* ptr) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  if (ptr == nullptr) return cudaSuccess;
+  if (r.dev == nullptr) return ret(cudaErrorNoDevice);
+  auto it = r.allocations.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == r.allocations.end()) return ret(cudaErrorInvalidValue);
+  kvi_sim::drain_all(r);  // cudaFree waits for the device, as on a GPU
+  r.allocated -= it->second;
+  r.allocations.erase(it);
+  std::free(ptr);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  if (free_bytes == nullptr || total_bytes == nullptr) return ret(cudaErrorInvalidValue);
+  if (cudaError_t e = kvi_sim::check_ready(r)) return ret(e);
+  *free_bytes = r.dev->memory - r.allocated;
+  *total_bytes = r.dev->memory;
+  return cudaSuccess;
+}
+
+// cudaMemcpy runs in the legacy stream's order. Host to device returns once the source is staged
+// (the device copy lands with the legacy stream's next synchronisation, as a DMA from pageable
+// memory may); device to host returns when the bytes are there.
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  if (cudaError_t e = kvi_sim::check_ready(r)) return ret(e);
+  if (bytes == 0) return cudaSuccess;
+  if (cudaError_t e = kvi_sim::resolve_kind(r, dst, src, bytes, kind)) return ret(e);
+  if (kind == cudaMemcpyHostToHost) {
+    std::memmove(dst, src, bytes);
+    return cudaSuccess;
+  }
+  if (cudaError_t e = kvi_sim::enqueue_locked(r, nullptr, kvi_sim::copy_op(dst, src, bytes, kind))) return ret(e);
+  if (kind == cudaMemcpyDeviceToHost) kvi_sim::drain(r, &r.legacy);
+  return ret(r.sticky);
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  if (cudaError_t e = kvi_sim::check_ready(r)) return ret(e);
+  if (bytes == 0) return cudaSuccess;
+  if (cudaError_t e = kvi_sim::resolve_kind(r, dst, src, bytes, kind)) return ret(e);
+  return ret(kvi_sim::enqueue_locked(r, stream, kvi_sim::copy_op(dst, src, bytes, kind)));
+}
+
+cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t stream) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  if (cudaError_t e = kvi_sim::check_ready(r)) return ret(e);
+  if (bytes == 0) return cudaSuccess;
+  if (!kvi_sim::device_range_locked(r, dst, bytes)) return ret(cudaErrorInvalidValue);
+  return ret(kvi_sim::enqueue_locked(r, stream, [dst, value, bytes] { std::memset(dst, value, bytes); }));
+}
+
+// Asynchronous with respect to the host, on the legacy stream (as documented for device memory).
+cudaError_t cudaMemset(void* dst, int value, size_t bytes) { return cudaMemsetAsync(dst, value, bytes, nullptr); }
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  if (stream == nullptr || flags > cudaStreamNonBlocking) return ret(cudaErrorInvalidValue);
+  if (cudaError_t e = kvi_sim::check_ready(r)) return ret(e);
+  auto* s = new CUstream_st;
+  s->flags = flags;
+  r.streams.insert(s);
+  *stream = s;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  if (stream == nullptr || !r.streams.count(stream)) return ret(cudaErrorInvalidResourceHandle);
+  kvi_sim::drain(r, stream);  // work already enqueued still completes
+  r.streams.erase(stream);
+  delete stream;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  if (r.dev == nullptr) return ret(cudaErrorNoDevice);
+  CUstream_st* s = kvi_sim::resolve(r, stream);
+  if (s == nullptr) return ret(cudaErrorInvalidResourceHandle);
+  kvi_sim::drain(r, s);
+  return ret(r.sticky);
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  if (event == nullptr) return ret(cudaErrorInvalidValue);
+  *event = new CUevent_st;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (event == nullptr) return ret(cudaErrorInvalidResourceHandle);
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  kvi_sim::drain_all(r);  // a pending record may still name it
+  delete event;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  if (event == nullptr) return ret(cudaErrorInvalidResourceHandle);
+  if (cudaError_t e = kvi_sim::check_ready(r)) return ret(e);
+  CUstream_st* s = kvi_sim::resolve(r, stream);
+  if (s == nullptr) return ret(cudaErrorInvalidResourceHandle);
+  event->stream = s;
+  event->recorded = true;
+  event->complete = false;
+  return ret(kvi_sim::enqueue_locked(r, stream, [event] {
+    event->complete = true;
+    event->at = std::chrono::steady_clock::now();
+  }));
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  if (event == nullptr) return ret(cudaErrorInvalidResourceHandle);
+  if (event->recorded && !event->complete) kvi_sim::drain(r, event->stream);
+  return ret(r.sticky);
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  if (ms == nullptr) return ret(cudaErrorInvalidValue);
+  if (start == nullptr || end == nullptr) return ret(cudaErrorInvalidResourceHandle);
+  if (!start->complete || !end->complete) return ret(cudaErrorNotReady);
+  *ms = std::chrono::duration<float, std::milli>(end->at - start->at).count();
+  return cudaSuccess;
+}

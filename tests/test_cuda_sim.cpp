@@ -1,0 +1,312 @@
+// The CUDA simulation itself (sim/, -DKVINFER_CUDA_SIM=ON): small kernels written here, as a
+// kernel author would get them wrong, and the launch, stream and cuBLAS rules. Built in the
+// simulation build only, where test files are host C++ that may hold __global__ functions.
+// Faults are sticky for the process, as on a GPU: those tests run in a child process.
+#include <cublas_v2.h>
+#include <cuda_pipeline.h>
+#include <cuda_runtime.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kvinfer/error.h"
+#include "launch.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kThreads = 128;
+
+template <typename T>
+struct Dev {
+  T* p = nullptr;
+  size_t n;
+  explicit Dev(size_t count) : n(count) { EXPECT_EQ(cudaMalloc(&p, n * sizeof(T)), cudaSuccess); }
+  ~Dev() { cudaFree(p); }
+  std::vector<T> host() const {
+    std::vector<T> h(n);
+    EXPECT_EQ(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+};
+
+// Each thread writes its slot, then reads its neighbour's: right only with the barrier.
+template <bool kBarrier>
+__global__ void neighbour_kernel(float* out) {
+  __shared__ float s[kThreads];
+  s[threadIdx.x] = static_cast<float>(threadIdx.x);
+  if (kBarrier) __syncthreads();
+  out[threadIdx.x] = s[(threadIdx.x + 1) % kThreads];
+}
+
+// Threads below 64 wait at one barrier, the others at another.
+__global__ void divergent_barrier_kernel(float* out) {
+  if (threadIdx.x < 64) {
+    __syncthreads();
+  } else {
+    __syncthreads();
+  }
+  out[threadIdx.x] = 1.0f;
+}
+
+// Half the block returns before the barrier the other half waits at.
+__global__ void early_exit_kernel(float* out) {
+  if (threadIdx.x % 2 == 1) return;
+  __syncthreads();
+  out[threadIdx.x] = 1.0f;
+}
+
+// Copies 4 floats a thread into shared memory asynchronously; waits only if kWait.
+template <bool kWait>
+__global__ void pipeline_kernel(const float* in, float* out) {
+  float* s = kvinfer::cuda::dynamic_shared<float>();
+  __pipeline_memcpy_async(s + 4 * threadIdx.x, in + 4 * threadIdx.x, 16);
+  __pipeline_commit();
+  if (kWait) __pipeline_wait_prior(0);
+  __syncthreads();
+  out[threadIdx.x] = s[4 * ((threadIdx.x + 1) % kThreads)];
+}
+
+__global__ void shuffle_kernel(int* xor_out, int* down_out) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  xor_out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, lane * 10, 5);
+  down_out[threadIdx.x] = __shfl_down_sync(0xffffffffu, lane * 10, 3);
+}
+
+__global__ void read_kernel(const float* in, float* out) { out[threadIdx.x] = in[threadIdx.x]; }
+
+__global__ void smem_kernel(float* out) { out[0] = kvinfer::cuda::dynamic_shared<float>()[0]; }
+
+cudaError_t run_and_sync(void (*kernel)(float*), float* out) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(2);
+  cfg.blockDim = dim3(kThreads);
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, out);
+  return e != cudaSuccess ? e : cudaDeviceSynchronize();
+}
+
+class CudaSim : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
+      GTEST_SKIP() << "no simulated device: set KVINFER_SIM_DEVICE=sm_90 or sm_86 (ctest does)";
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+  }
+};
+
+TEST_F(CudaSim, FreshDeviceMemoryIsPoison) {
+  Dev<uint32_t> d(1000);
+  for (uint32_t v : d.host()) ASSERT_EQ(v, 0xffffffffu);
+}
+
+TEST_F(CudaSim, AMissingBarrierChangesTheResult) {
+  Dev<float> with(kThreads), without(kThreads);
+  kvinfer::cuda::launch("neighbour", neighbour_kernel<true>, 1, kThreads, 0, nullptr, with.p);
+  kvinfer::cuda::launch("neighbour", neighbour_kernel<false>, 1, kThreads, 0, nullptr, without.p);
+  const auto a = with.host(), b = without.host();
+  int wrong = 0;
+  for (int i = 0; i < kThreads; ++i) {
+    ASSERT_EQ(a[i], static_cast<float>((i + 1) % kThreads));
+    wrong += b[i] != static_cast<float>((i + 1) % kThreads);
+  }
+  // Threads run in a shuffled order: about half read their neighbour's slot before it is written.
+  EXPECT_GT(wrong, kThreads / 8) << "the order of the block's threads is not shuffled";
+}
+
+TEST_F(CudaSim, DivergentBarriersAreAFaultNamingBothPlaces) {
+  EXPECT_EXIT(
+      {
+        Dev<float> out(kThreads);
+        std::exit(run_and_sync(divergent_barrier_kernel, out.p) == cudaErrorLaunchFailure ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "__syncthreads divergence: .*test_cuda_sim.cpp:[0-9]+.*test_cuda_sim.cpp:[0-9]+");
+}
+
+TEST_F(CudaSim, AThreadThatExitsBeforeABarrierIsAFault) {
+  EXPECT_EXIT(
+      {
+        Dev<float> out(kThreads);
+        std::exit(run_and_sync(early_exit_kernel, out.p) == cudaErrorLaunchFailure ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "exited without reaching the __syncthreads");
+}
+
+TEST_F(CudaSim, AsyncCopiesLandOnlyAtTheirWait) {
+  std::vector<float> in(4 * kThreads);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i);
+  Dev<float> d_in(in.size()), waited(kThreads), unwaited(kThreads);
+  ASSERT_EQ(cudaMemcpy(d_in.p, in.data(), in.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  const size_t smem = in.size() * 4;
+  kvinfer::cuda::launch("pipeline", pipeline_kernel<true>, 1, kThreads, smem, nullptr, d_in.p, waited.p);
+  kvinfer::cuda::launch("pipeline", pipeline_kernel<false>, 1, kThreads, smem, nullptr, d_in.p, unwaited.p);
+  const auto a = waited.host(), b = unwaited.host();
+  for (int i = 0; i < kThreads; ++i) {
+    ASSERT_EQ(a[i], in[4 * ((i + 1) % kThreads)]) << i;
+    ASSERT_TRUE(std::isnan(b[i])) << "an unwaited copy landed, thread " << i;  // shared memory's poison
+  }
+}
+
+TEST_F(CudaSim, FullMaskShufflesMoveLanes) {
+  Dev<int> x(64), d(64);
+  kvinfer::cuda::launch("shuffle", shuffle_kernel, 1, 64, 0, nullptr, x.p, d.p);
+  const auto xs = x.host(), ds = d.host();
+  for (int t = 0; t < 64; ++t) {
+    const int lane = t % 32;
+    EXPECT_EQ(xs[t], (lane ^ 5) * 10) << t;
+    EXPECT_EQ(ds[t], (lane + 3 < 32 ? lane + 3 : lane) * 10) << t;
+  }
+}
+
+TEST_F(CudaSim, LaunchRulesAreTheGpusRules) {
+  Dev<float> out(1);
+  const auto error_of = [&](dim3 grid, dim3 block, size_t smem) {
+    try {
+      kvinfer::cuda::launch("smem", smem_kernel, grid, block, smem, nullptr, out.p);
+      cudaDeviceSynchronize();
+    } catch (const kvinfer::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(error_of(1, 1025, 0), HasSubstr("cudaErrorInvalidConfiguration"));
+  EXPECT_THAT(error_of(dim3(1, 65536), 32, 0), HasSubstr("cudaErrorInvalidConfiguration"));
+  EXPECT_EQ(error_of(dim3(1, 65535), 32, 16), "no error");
+  // Dynamic shared memory above 48 KiB needs the opt-in, and never exceeds the device's limit.
+  EXPECT_THAT(error_of(1, 32, 48 * 1024 + 4), HasSubstr("cudaErrorInvalidValue"));
+  int limit = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), cudaSuccess);
+  EXPECT_EQ(cudaFuncSetAttribute(smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit + 4),
+            cudaErrorInvalidValue);
+  cudaGetLastError();
+  ASSERT_EQ(cudaFuncSetAttribute(smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit), cudaSuccess);
+  EXPECT_EQ(error_of(1, 32, static_cast<size_t>(limit)), "no error");
+  EXPECT_THAT(error_of(1, 32, static_cast<size_t>(limit) + 4), HasSubstr("cudaErrorInvalidValue"));
+}
+
+// The legacy stream does not order a non-blocking stream: data copied with cudaMemcpy is not
+// there for a kernel on such a stream until the legacy stream is synchronised.
+TEST_F(CudaSim, NonBlockingStreamsAreNotOrderedAfterTheLegacyStream) {
+  std::vector<float> host(kThreads, 3.0f);
+  for (bool sync : {false, true}) {
+    Dev<float> in(kThreads), out(kThreads);
+    cudaStream_t s = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(in.p, host.data(), kThreads * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    if (sync) {
+      ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+    }
+    kvinfer::cuda::launch("read", read_kernel, 1, kThreads, 0, s, in.p, out.p);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    const auto got = out.host();
+    if (sync) {
+      EXPECT_EQ(got, host);
+    } else {
+      EXPECT_TRUE(std::isnan(got[0])) << "the copy was ordered before the non-blocking stream's kernel";
+    }
+    cudaStreamDestroy(s);
+  }
+}
+
+// With KVINFER_CUDA_SYNC=1 a fault is reported by the launch that caused it, naming the kernel.
+TEST_F(CudaSim, SyncAfterLaunchNamesTheFaultingKernel) {
+  EXPECT_EXIT(
+      {
+        setenv("KVINFER_CUDA_SYNC", "1", 1);
+        Dev<float> out(kThreads);
+        try {
+          kvinfer::cuda::launch("divergent_barrier_kernel", divergent_barrier_kernel, 2, kThreads, 0, nullptr, out.p);
+        } catch (const kvinfer::Error& e) {
+          std::fprintf(stderr, "caught: %s\n", e.what());
+          std::exit(0);
+        }
+        std::exit(1);
+      },
+      ::testing::ExitedWithCode(0),
+      "caught: divergent_barrier_kernel \\(grid 2.*, block 128.*, 0 B dynamic shared memory\\): "
+      "run \\(KVINFER_CUDA_SYNC=1\\) failed: cudaErrorLaunchFailure");
+}
+
+// cublasGemmEx: column-major C = op(A) op(B) against a double-precision loop, every transpose
+// pair, leading dimensions larger than the rows; then the argument rules.
+TEST_F(CudaSim, CublasGemmExFollowsCublasSemantics) {
+  cublasHandle_t h = nullptr;
+  ASSERT_EQ(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+  const int m = 7, n = 5, k = 11, pad = 3;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (auto ta : {CUBLAS_OP_N, CUBLAS_OP_T})
+    for (auto tb : {CUBLAS_OP_N, CUBLAS_OP_T}) {
+      const int a_rows = ta == CUBLAS_OP_N ? m : k, a_cols = ta == CUBLAS_OP_N ? k : m;
+      const int b_rows = tb == CUBLAS_OP_N ? k : n, b_cols = tb == CUBLAS_OP_N ? n : k;
+      const int lda = a_rows + pad, ldb = b_rows + pad, ldc = m + pad;
+      std::vector<float> a(static_cast<size_t>(lda * a_cols)), b(static_cast<size_t>(ldb * b_cols));
+      for (float& x : a) x = u(rng);
+      for (float& x : b) x = u(rng);
+      Dev<float> da(a.size()), db(b.size()), dc(static_cast<size_t>(ldc * n));
+      cudaMemcpy(da.p, a.data(), a.size() * 4, cudaMemcpyHostToDevice);
+      cudaMemcpy(db.p, b.data(), b.size() * 4, cudaMemcpyHostToDevice);
+      const float alpha = 1.0f, beta = 0.0f;  // beta 0: C's poison is not read
+      ASSERT_EQ(cublasGemmEx(h, ta, tb, m, n, k, &alpha, da.p, CUDA_R_32F, lda, db.p, CUDA_R_32F, ldb, &beta, dc.p,
+                             CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                CUBLAS_STATUS_SUCCESS);
+      const auto c = dc.host();
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) {
+          double want = 0;
+          for (int p = 0; p < k; ++p) {
+            const size_t ai = static_cast<size_t>(ta == CUBLAS_OP_N ? p * lda + i : i * lda + p);
+            const size_t bi = static_cast<size_t>(tb == CUBLAS_OP_N ? j * ldb + p : p * ldb + j);
+            const double x = a[ai], y = b[bi];
+            want += x * y;
+          }
+          ASSERT_NEAR(c[static_cast<size_t>(j * ldc + i)], want, 1e-5) << ta << tb << " " << i << "," << j;
+        }
+    }
+  Dev<float> d(1000);
+  const float one = 1.0f, zero = 0.0f;
+  // lda below max(1, rows of A as stored): what cuBLAS refuses.
+  EXPECT_EQ(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, 8, 2, 16, &one, d.p, CUDA_R_32F, 15, d.p, CUDA_R_32F, 16, &zero,
+                         d.p, CUDA_R_32F, 8, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+            CUBLAS_STATUS_INVALID_VALUE);
+  EXPECT_EQ(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, -1, 2, 16, &one, d.p, CUDA_R_32F, 16, d.p, CUDA_R_32F, 16, &zero,
+                         d.p, CUDA_R_32F, 8, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+            CUBLAS_STATUS_INVALID_VALUE);
+  // f16 inputs with an f32 compute type and a bf16 output: no such combination.
+  EXPECT_EQ(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, 8, 2, 16, &one, d.p, CUDA_R_16F, 16, d.p, CUDA_R_16F, 16, &zero,
+                         d.p, CUDA_R_16BF, 8, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+            CUBLAS_STATUS_NOT_SUPPORTED);
+  // A leading dimension that is legal but walks past the operand's allocation.
+  EXPECT_EQ(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, 100, 2, 16, &one, d.p, CUDA_R_32F, 17, d.p, CUDA_R_32F, 16,
+                         &zero, d.p, CUDA_R_32F, 100, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+            CUBLAS_STATUS_EXECUTION_FAILED);
+  EXPECT_EQ(cublasGemmEx(nullptr, CUBLAS_OP_T, CUBLAS_OP_N, 8, 2, 16, &one, d.p, CUDA_R_32F, 16, d.p, CUDA_R_32F, 16,
+                         &zero, d.p, CUDA_R_32F, 8, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+            CUBLAS_STATUS_NOT_INITIALIZED);
+  cublasDestroy(h);
+}
+
+TEST(CudaSimDevice, TheSimulatedDeviceIsTheOneAsked) {
+  const char* want = std::getenv("KVINFER_SIM_DEVICE");
+  int n = 0;
+  if (want == nullptr) {
+    EXPECT_EQ(cudaGetDeviceCount(&n), cudaErrorNoDevice);
+    EXPECT_EQ(n, 0);
+    return;
+  }
+  ASSERT_EQ(cudaGetDeviceCount(&n), cudaSuccess);
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  const std::string id = "sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
+  EXPECT_EQ(id, want);
+  EXPECT_EQ(prop.sharedMemPerBlockOptin, id == "sm_90" ? 227u * 1024 : 99u * 1024);
+  EXPECT_EQ(prop.multiProcessorCount, id == "sm_90" ? 132 : 82);
+}
+
+}  // namespace
