@@ -1,14 +1,20 @@
 // Flash-Decoding (Dao, Haziza, Massa, Sizov 2023) for the one query row of a decode step.
 //
-// Grid (split, kv_head). A block streams its range of cache positions through shared memory once
-// (cp.async, two stages, 16-byte copies) and serves all `group` query heads of its KV head from
-// it, so the cache is read once whatever the group size (1..64, any value). Per tile of kTile
+// Grid (split × head chunk, kv_head). A block streams its range of cache positions through shared
+// memory once (cp.async, two stages, 16-byte copies) and serves a chunk of up to 64 of the query
+// heads of its KV head from it (the whole group when it is no larger and fits the device's
+// shared memory), so the cache is read once per chunk whatever the group size. Per tile of kTile
 // positions, in f32:
-//   QK       scores (kTile, group)   thread = one position × some heads, K row chunks from smem
+//   QK       scores (kTile, heads)   thread = one position × some heads, K row chunks from smem
 //   softmax  one warp per head       the online-softmax step of kernels/core/online_softmax.h
-//   PV       o (group, hd) += p · V   thread = 8 dims × HV heads × every PG-th position
+//   PV       o (heads, hd) += p · V   thread = 8 dims × HV heads × every PG-th position
 // A block then writes a partial (m, l, o) per head to the workspace (or the output itself when
 // the plan has one split), and the combine kernel merges the splits.
+//
+// head_dim is any multiple of 8 from 8 to 256, at run time: the template's HDP (32, 64, 128 or
+// 256, the smallest >= head_dim) is only a capacity, sizing the tile and the shared-memory rows.
+// Global rows are head_dim elements apart; the 16-byte copies, QK's 8-element chunks and PV's
+// dimension groups stop at head_dim, so the padded bytes of a shared row are never read.
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
@@ -21,37 +27,35 @@
 #include "core/split_plan.h"
 #include "cuda_check.h"
 #include "cuda_ops.h"
+#include "launch.h"
 
 namespace kvinfer::cuda {
 namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kMaxGroup = 64;
+constexpr int kMaxHeadsPerBlock = 64;  // PV's head sets of 8 × at least 8 thread rows (head_dim 256)
 constexpr int kMinTile = 32;             // the smallest tile below: sizes the workspace bound
 constexpr int64_t kMaxSplits = 128;
 constexpr int kCombineThreads = 128;
 constexpr int64_t kMinTilesPerSplit = 2;  // a shorter split costs more in fixed work than it hides
 constexpr int kBlocksPerSm = 4;          // split target: about two waves of two resident blocks
 
-template <int HD, DType KV, int HV>
+// HDP: the head_dim capacity (the real head_dim, a multiple of 8, is at most HDP).
+template <int HDP, DType KV, int HV>
 struct Shape {
-  static constexpr int kHd = HD;
   static constexpr DType kKv = KV;
   static constexpr int kElem = KV == DType::F32 ? 4 : 2;
-  static constexpr int kRowBytes = HD * kElem;
+  static constexpr int kRowBytes = HDP * kElem;              // a shared row's capacity
   static constexpr int kTile = kRowBytes <= 256 ? 64 : 32;  // positions per tile: ~16 KB of K
   static constexpr int kPitch = kRowBytes + 16;  // +16 B: the 8 lanes of a quarter-warp hit distinct banks
   static constexpr int kStageBytes = 2 * kTile * kPitch;  // K tile, then V tile
   // Two stages overlap the next tile's copy with this tile's math; an f32 head_dim-256 stage
-  // (66 KB) gets one, so that group 64 still fits sm_80's 163 KB of shared memory.
+  // (66 KB) gets one, so that 64 heads a block still fit sm_80's 163 KB of shared memory.
   static constexpr int kStages = kStageBytes > 40000 ? 1 : 2;
-  static constexpr int kCopies = kRowBytes / 16;     // 16-byte copies per row
-  static constexpr int kChunks = HD / 8;             // 8-element chunks per row
   static constexpr int kQkLanes = kThreads / kTile;  // threads sharing one position in QK
-  static constexpr int kPvRows = kThreads / kChunks;  // thread rows in PV (position groups × head sets)
   static constexpr int kQkHeads = HV >= 8 ? 2 : 4;    // heads per QK pass: registers beside PV's o[HV][8]
-  static_assert(kTile >= kMinTile && kTile % 32 == 0 && kThreads % kChunks == 0);
+  static_assert(HDP % 32 == 0 && HDP <= 256 && kTile >= kMinTile && kTile % 32 == 0);
 };
 
 // Byte offsets into dynamic shared memory; the K/V stages come first and are reused, after the
@@ -62,34 +66,32 @@ struct Layout {
 
 __host__ __device__ constexpr int round16(int x) { return (x + 15) / 16 * 16; }
 
+// heads: the query heads a block serves; hd: the real head_dim.
 template <class S, int HV>
-__host__ __device__ Layout layout(int group) {
+__host__ __device__ Layout layout(int heads, int hd) {
   const int stages = S::kStages * S::kStageBytes;
-  const int partials = kThreads * HV * 8 * 4;  // (kPvRows, HV, HD) floats
+  const int partials = kThreads * HV * 8 * 4;  // (PV rows, HV, hd) floats; PV rows · hd / 8 <= kThreads
   Layout l{};
-  l.q = round16(stages > partials ? stages : partials);                // (group, HD) floats
-  l.p = l.q + group * S::kHd * 4;                                      // (kTile, group | 1) floats
-  l.stats = l.p + round16(S::kTile * (group | 1) * 4);                 // m, l, alpha: (3, group)
-  l.bytes = l.stats + 3 * group * 4;
+  l.q = round16(stages > partials ? stages : partials);                // (heads, hd) floats
+  l.p = l.q + heads * hd * 4;                                          // (kTile, heads | 1) floats
+  l.stats = l.p + round16(S::kTile * (heads | 1) * 4);                 // m, l, alpha: (3, heads)
+  l.bytes = l.stats + 3 * heads * 4;
   return l;
 }
 
 struct DecodeArgs {
-  const float* q;          // (heads, HD): the one query row
-  const unsigned char* k;  // (kv_heads, capacity, HD) of the cache dtype
-  const unsigned char* v;  // (kv_heads, capacity, HD)
-  float* out;              // (heads, HD): written directly when splits == 1
-  float* part_o;           // (heads, splits, HD) unnormalised partial outputs
+  const float* q;          // (heads, hd): the one query row
+  const unsigned char* k;  // (kv_heads, capacity, hd) of the cache dtype
+  const unsigned char* v;  // (kv_heads, capacity, hd)
+  float* out;              // (heads, hd): written directly when splits == 1
+  float* part_o;           // (heads, splits, hd) unnormalised partial outputs
   float* part_ml;          // (heads, splits, 2) partial (m, l)
-  float q_scale;           // 1/sqrt(HD) · log2(e): scores in the base-2 domain
+  float q_scale;           // 1/sqrt(hd) · log2(e): scores in the base-2 domain
+  int head_dim;            // hd: a multiple of 8, at most the kernel's HDP
   int group, splits;
+  int heads_per_block, head_chunks;  // blockIdx.x = split · head_chunks + chunk; the last chunk may hold fewer
   int64_t capacity, first, context, per_split;  // attended positions: first .. first+context-1
 };
-
-__device__ __forceinline__ unsigned char* shared_bytes() {
-  extern __shared__ __align__(16) unsigned char kvi_decode_smem[];
-  return kvi_decode_smem;
-}
 
 template <typename T>
 __host__ __device__ constexpr T min_of(T a, T b) {
@@ -120,19 +122,21 @@ __device__ __forceinline__ void load8(const unsigned char* p, float (&x)[8]) {
 }
 
 // Scores of position t for NH heads h0, h0 + kQkLanes, ...; -inf past the end of the split.
+// q_s: (heads, hd); chunks = hd / 8.
 template <class S, int NH>
 __device__ __forceinline__ void qk_heads(const unsigned char* k_tile, const float* q_s, float* p_s, int ps, int t,
-                                         int h0, bool live) {
+                                         int h0, bool live, int hd, int chunks) {
   float acc[NH] = {};
   if (live) {
     const unsigned char* k_row = k_tile + t * S::kPitch;
-#pragma unroll 2
-    for (int c = 0; c < S::kChunks; ++c) {
+    // Not unrolled: with a run-time chunk count, unrolling by 2 spilled registers (ptxas).
+#pragma unroll 1
+    for (int c = 0; c < chunks; ++c) {
       float k[8];
       load8<S::kKv>(k_row + c * 8 * S::kElem, k);
 #pragma unroll
       for (int j = 0; j < NH; ++j) {
-        const float4* qv = reinterpret_cast<const float4*>(q_s + (h0 + j * S::kQkLanes) * S::kHd + c * 8);
+        const float4* qv = reinterpret_cast<const float4*>(q_s + (h0 + j * S::kQkLanes) * hd + c * 8);
         const float4 x = qv[0], y = qv[1];
         float d = x.x * k[0];  // one short chain per chunk: chunks overlap in the pipeline
         d = fmaf(x.y, k[1], d), d = fmaf(x.z, k[2], d), d = fmaf(x.w, k[3], d);
@@ -146,23 +150,25 @@ __device__ __forceinline__ void qk_heads(const unsigned char* k_tile, const floa
 }
 
 template <class S>
-__device__ void qk_tile(const unsigned char* k_tile, const float* q_s, float* p_s, int ps, int group, int rows) {
+__device__ void qk_tile(const unsigned char* k_tile, const float* q_s, float* p_s, int ps, int heads, int rows,
+                        int hd) {
   const int t = threadIdx.x % S::kTile, lane_h = threadIdx.x / S::kTile;  // lane_h: warp-uniform
-  for (int h0 = lane_h; h0 < group; h0 += S::kQkHeads * S::kQkLanes) {
-    const int left = (group - h0 + S::kQkLanes - 1) / S::kQkLanes;  // heads h0 + j·kQkLanes < group
-    if (left >= S::kQkHeads) qk_heads<S, S::kQkHeads>(k_tile, q_s, p_s, ps, t, h0, t < rows);
-    else if (left == 3) qk_heads<S, 3>(k_tile, q_s, p_s, ps, t, h0, t < rows);
-    else if (left == 2) qk_heads<S, 2>(k_tile, q_s, p_s, ps, t, h0, t < rows);
-    else qk_heads<S, 1>(k_tile, q_s, p_s, ps, t, h0, t < rows);
+  const int chunks = hd / 8;
+  for (int h0 = lane_h; h0 < heads; h0 += S::kQkHeads * S::kQkLanes) {
+    const int left = (heads - h0 + S::kQkLanes - 1) / S::kQkLanes;  // heads h0 + j·kQkLanes < heads
+    if (left >= S::kQkHeads) qk_heads<S, S::kQkHeads>(k_tile, q_s, p_s, ps, t, h0, t < rows, hd, chunks);
+    else if (left == 3) qk_heads<S, 3>(k_tile, q_s, p_s, ps, t, h0, t < rows, hd, chunks);
+    else if (left == 2) qk_heads<S, 2>(k_tile, q_s, p_s, ps, t, h0, t < rows, hd, chunks);
+    else qk_heads<S, 1>(k_tile, q_s, p_s, ps, t, h0, t < rows, hd, chunks);
   }
 }
 
 // One online-softmax step per head over the tile's scores; scores become weights in place.
 template <class S>
-__device__ void softmax_tile(float* p_s, int ps, int group, float* m_s, float* l_s, float* alpha_s) {
+__device__ void softmax_tile(float* p_s, int ps, int heads, float* m_s, float* l_s, float* alpha_s) {
   constexpr int kPer = S::kTile / 32;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int h = warp; h < group; h += kWarps) {
+  for (int h = warp; h < heads; h += kWarps) {
     float s[kPer];
     float mx = -INFINITY;
 #pragma unroll
@@ -210,34 +216,41 @@ __device__ __forceinline__ void pv_tile(const unsigned char* v_tile, const float
   }
 }
 
-template <int HD, DType KV, int HV>
+template <int HDP, DType KV, int HV>
 __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const DecodeArgs a) {
-  using S = Shape<HD, KV, HV>;
-  const int tid = threadIdx.x, split = blockIdx.x, g = blockIdx.y, group = a.group;
-  const Layout lay = layout<S, HV>(group);
-  unsigned char* smem = shared_bytes();
-  float* q_s = reinterpret_cast<float*>(smem + lay.q);      // (group, HD) scaled query
+  using S = Shape<HDP, KV, HV>;
+  const int tid = threadIdx.x, hd = a.head_dim, g = blockIdx.y;
+  const int split = static_cast<int>(blockIdx.x) / a.head_chunks, chunk = static_cast<int>(blockIdx.x) % a.head_chunks;
+  const int h_first = chunk * a.heads_per_block;               // of the group: this block's first head
+  const int heads = min_of(a.heads_per_block, a.group - h_first);  // heads this block serves
+  const int64_t head0 = static_cast<int64_t>(g) * a.group + h_first;  // global index of head 0 here
+  const Layout lay = layout<S, HV>(heads, hd);
+  unsigned char* smem = dynamic_shared<unsigned char>();
+  float* q_s = reinterpret_cast<float*>(smem + lay.q);      // (heads, hd) scaled query
   float* p_s = reinterpret_cast<float*>(smem + lay.p);      // (kTile, ps) scores, then weights
-  float* m_s = reinterpret_cast<float*>(smem + lay.stats);  // (group) running max
-  float* l_s = m_s + group;                                 // (group) running sum
-  float* alpha_s = l_s + group;                             // (group) this tile's rescale
-  const int ps = group | 1;  // odd pitch: the 32 positions a warp touches land on distinct banks
+  float* m_s = reinterpret_cast<float*>(smem + lay.stats);  // (heads) running max
+  float* l_s = m_s + heads;                                 // (heads) running sum
+  float* alpha_s = l_s + heads;                             // (heads) this tile's rescale
+  const int ps = heads | 1;  // odd pitch: the 32 positions a warp touches land on distinct banks
   const int64_t b = split * a.per_split;
   const int n = static_cast<int>(min_of(a.context, b + a.per_split) - b);  // positions of this split
   const int tiles = (n + S::kTile - 1) / S::kTile;
-  const size_t row0 = static_cast<size_t>(g * a.capacity + a.first + b) * S::kRowBytes;
-  const unsigned char* k_rows = a.k + row0;  // (n, HD) of this split
+  const int row_bytes = hd * S::kElem, copies = row_bytes / 16;  // a global row; its 16-byte copies
+  const size_t row0 = static_cast<size_t>(g * a.capacity + a.first + b) * row_bytes;
+  const unsigned char* k_rows = a.k + row0;  // (n, hd) of this split
   const unsigned char* v_rows = a.v + row0;
 
-  // Rows past the split's end are not copied: QK masks them and PV stops before them.
+  // Thread tid copies bytes col .. col+15 of rows r_copy, r_copy + r_step, ... of a tile (threads
+  // past r_step · copies: none). Rows past the split's end are not copied: QK masks them and PV
+  // stops before them. Bytes of a shared row past row_bytes are never written nor read.
+  const int r_step = kThreads / copies, col = (tid % copies) * 16;
+  const int r_copy = tid < r_step * copies ? tid / copies : int{S::kTile};
   auto load_tile = [&](int tile) {
     unsigned char* dk = smem + (tile % S::kStages) * S::kStageBytes;
     unsigned char* dv = dk + S::kTile * S::kPitch;
-    const int t0 = tile * S::kTile;
-    for (int c = tid; c < S::kTile * S::kCopies; c += kThreads) {
-      const int r = c / S::kCopies, col = (c % S::kCopies) * 16;
-      if (t0 + r >= n) continue;
-      const size_t src = static_cast<size_t>(t0 + r) * S::kRowBytes + col;
+    const int t0 = tile * S::kTile, r_end = min_of(int{S::kTile}, n - t0);
+    for (int r = r_copy; r < r_end; r += r_step) {
+      const size_t src = static_cast<size_t>(t0 + r) * row_bytes + col;
       __pipeline_memcpy_async(dk + r * S::kPitch + col, k_rows + src, 16);
       __pipeline_memcpy_async(dv + r * S::kPitch + col, v_rows + src, 16);
     }
@@ -246,16 +259,18 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const DecodeA
     if (tile < tiles) load_tile(tile);
     __pipeline_commit();
   }
-  for (int i = tid; i < group * HD; i += kThreads) q_s[i] = a.q[static_cast<size_t>(g) * group * HD + i] * a.q_scale;
-  for (int h = tid; h < group; h += kThreads) m_s[h] = -INFINITY, l_s[h] = 0.0f;
+  for (int i = tid; i < heads * hd; i += kThreads) q_s[i] = a.q[head0 * hd + i] * a.q_scale;
+  for (int h = tid; h < heads; h += kThreads) m_s[h] = -INFINITY, l_s[h] = 0.0f;
 
-  // PV roles: pr = pg · ns + hs. Head set hs holds heads hs·HV .. +HV; position group pg takes
-  // every pgs-th position of a tile.
-  const int dg = tid % S::kChunks, pr = tid / S::kChunks;
-  const int ns = (group + HV - 1) / HV, pgs = S::kPvRows / ns;
+  // PV roles: thread tid = pr · chunks + dg takes dimensions dg·8 .. +7 (chunks = hd / 8 of
+  // them); pr = pg · ns + hs. Head set hs holds heads hs·HV .. +HV; position group pg takes every
+  // pgs-th position of a tile. Threads past pgs · ns rows (and past kThreads / chunks rows, when
+  // chunks does not divide kThreads) have no PV role.
+  const int chunks = hd / 8, dg = tid % chunks, pr = tid / chunks;
+  const int ns = (heads + HV - 1) / HV, pgs = kThreads / chunks / ns;
   const int hs = pr % ns, pg = pr / ns;
   const bool pv_active = pg < pgs;
-  const int h_base = hs * HV, nh = min_of(HV, group - h_base);
+  const int h_base = hs * HV, nh = min_of(HV, heads - h_base);
   float o[HV][8] = {};
 
   __syncthreads();  // q_s and the stats are visible (also when the split is empty)
@@ -266,36 +281,36 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const DecodeA
     __syncthreads();
     const unsigned char* k_tile = smem + (tile % S::kStages) * S::kStageBytes;
     const int rows = min_of(int{S::kTile}, n - tile * S::kTile);
-    qk_tile<S>(k_tile, q_s, p_s, ps, group, rows);
+    qk_tile<S>(k_tile, q_s, p_s, ps, heads, rows, hd);
     __syncthreads();
-    softmax_tile<S>(p_s, ps, group, m_s, l_s, alpha_s);
+    softmax_tile<S>(p_s, ps, heads, m_s, l_s, alpha_s);
     __syncthreads();
     if (pv_active) pv_tile<S, HV>(k_tile + S::kTile * S::kPitch, p_s, ps, alpha_s, h_base, nh, dg, pg, pgs, rows, o);
     __syncthreads();  // the stage and p_s are free for the next tile
   }
 
   // Sum the position groups' partial outputs (the stages are free now; no copy is in flight).
-  float* red = reinterpret_cast<float*>(smem);  // (kPvRows, HV, HD)
+  float* red = reinterpret_cast<float*>(smem);  // (pgs · ns, HV, hd)
   if (pv_active) {
 #pragma unroll
     for (int j = 0; j < HV; ++j) {
       if (j >= nh) continue;
-      float4* dst = reinterpret_cast<float4*>(red + (pr * HV + j) * HD + dg * 8);
+      float4* dst = reinterpret_cast<float4*>(red + (pr * HV + j) * hd + dg * 8);
       dst[0] = make_float4(o[j][0], o[j][1], o[j][2], o[j][3]);
       dst[1] = make_float4(o[j][4], o[j][5], o[j][6], o[j][7]);
     }
   }
   __syncthreads();
-  for (int i = tid; i < group * HD; i += kThreads) {
-    const int h = i / HD, d = i % HD;
+  for (int i = tid; i < heads * hd; i += kThreads) {
+    const int h = i / hd, d = i % hd;
     float sum = 0.0f;
-    for (int pgi = 0; pgi < pgs; ++pgi) sum += red[((pgi * ns + h / HV) * HV + h % HV) * HD + d];
-    const int64_t head = static_cast<int64_t>(g) * group + h;
+    for (int pgi = 0; pgi < pgs; ++pgi) sum += red[((pgi * ns + h / HV) * HV + h % HV) * hd + d];
+    const int64_t head = head0 + h;
     if (a.splits == 1) {
-      a.out[head * HD + d] = sum * core::OnlineSoftmax{m_s[h], l_s[h]}.inv_sum();
+      a.out[head * hd + d] = sum * core::OnlineSoftmax{m_s[h], l_s[h]}.inv_sum();
     } else {
       const int64_t slot = head * a.splits + split;
-      a.part_o[slot * HD + d] = sum;
+      a.part_o[slot * hd + d] = sum;
       if (d == 0) a.part_ml[2 * slot] = m_s[h], a.part_ml[2 * slot + 1] = l_s[h];
     }
   }
@@ -311,7 +326,7 @@ struct CombineArgs {
 // One block per head. Every thread scans the (at most kMaxSplits) split maxima itself: the
 // same addresses for the whole block, so the loads are broadcasts. Dynamic smem: (splits) floats.
 __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const CombineArgs a) {
-  float* w_s = reinterpret_cast<float*>(shared_bytes());  // (splits) combine weights
+  float* w_s = dynamic_shared<float>();  // (splits) combine weights
   const int64_t h = blockIdx.x;
   const float* ml = a.part_ml + 2 * h * a.splits;  // (splits, 2)
   float m_max = -INFINITY, l_sum = 0.0f;
@@ -327,71 +342,107 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const C
   }
 }
 
-template <typename... Args>
-void launch(void (*kernel)(Args...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
-}
-
 size_t partials_bytes(int64_t heads, int64_t head_dim, int64_t splits) {
   return static_cast<size_t>(heads * splits * (head_dim + 2)) * sizeof(float);
+}
+
+// A kernel may use the device's whole opt-in shared memory. A process-wide setting, made once per
+// kernel (the caller's function-local static: thread-safe) before its first launch.
+template <typename Kernel>
+bool allow_max_shared(Kernel* kernel) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes_optin()));
+  return true;
 }
 
 struct DecodeCall {
   const AttentionParams& p;
   int64_t first, context;
-  int sms;
+  int heads_per_block, head_chunks;
   void* workspace;
   size_t workspace_bytes;
   cudaStream_t stream;
 };
 
-template <int HD, DType KV, int HV>
+template <int HDP, DType KV, int HV>
 void run(const DecodeCall& c) {
-  using S = Shape<HD, KV, HV>;
+  using S = Shape<HDP, KV, HV>;
+  auto* kernel = decode_split_kernel<HDP, KV, HV>;
+  [[maybe_unused]] static const bool allowed = allow_max_shared(kernel);
   const AttentionParams& p = c.p;
-  const int group = static_cast<int>(p.heads / p.kv_heads);
-  const core::SplitPlan plan =
-      core::plan_splits(c.context, p.kv_heads, int64_t{kBlocksPerSm} * c.sms, S::kTile, kMaxSplits, kMinTilesPerSplit);
-  const size_t need = plan.splits > 1 ? partials_bytes(p.heads, HD, plan.splits) : 0;
+  const int hd = static_cast<int>(p.head_dim), group = static_cast<int>(p.heads / p.kv_heads);
+  const core::SplitPlan plan = core::plan_splits(c.context, p.kv_heads * c.head_chunks,
+                                                 int64_t{kBlocksPerSm} * multiprocessor_count(), S::kTile,
+                                                 kMaxSplits, kMinTilesPerSplit);
+  const size_t need = plan.splits > 1 ? partials_bytes(p.heads, hd, plan.splits) : 0;
   if (need > 0 && (c.workspace == nullptr || c.workspace_bytes < need))
     throw Error("attention_decode: workspace of " + std::to_string(c.workspace_bytes) + " bytes is too small: " +
                 std::to_string(p.heads) + " heads × " + std::to_string(plan.splits) + " splits need " +
                 std::to_string(need) + " bytes (size it with attention_decode_workspace_bytes)");
+  if (plan.splits * c.head_chunks > 0x7fffffff)
+    throw Error("attention_decode: " + std::to_string(p.heads / p.kv_heads) + " heads per KV head in chunks of " +
+                std::to_string(c.heads_per_block) + " are too many for one launch");
   float* part_o = static_cast<float*>(c.workspace);
   const DecodeArgs a{p.q, static_cast<const unsigned char*>(p.k), static_cast<const unsigned char*>(p.v), p.out,
-                     part_o, need > 0 ? part_o + p.heads * plan.splits * HD : nullptr,
-                     1.0f / sqrtf(static_cast<float>(HD)) * core::kLog2e, group, static_cast<int>(plan.splits),
-                     p.capacity, c.first, c.context, plan.per_split};
-  const Layout lay = layout<S, HV>(group);
-  auto* kernel = decode_split_kernel<HD, KV, HV>;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, lay.bytes));
-  launch(kernel, dim3(static_cast<unsigned>(plan.splits), static_cast<unsigned>(p.kv_heads)), dim3(kThreads),
+                     part_o, need > 0 ? part_o + p.heads * plan.splits * hd : nullptr,
+                     1.0f / sqrtf(static_cast<float>(hd)) * core::kLog2e, hd, group, static_cast<int>(plan.splits),
+                     c.heads_per_block, c.head_chunks, p.capacity, c.first, c.context, plan.per_split};
+  const Layout lay = layout<S, HV>(c.heads_per_block, hd);
+  launch("attention_decode (split)", kernel,
+         dim3(static_cast<unsigned>(plan.splits * c.head_chunks), static_cast<unsigned>(p.kv_heads)), dim3(kThreads),
          static_cast<size_t>(lay.bytes), c.stream, a);
   if (plan.splits == 1) return;
-  CombineArgs ca{a.part_o, a.part_ml, p.out, a.splits, HD};
-  launch(decode_combine_kernel, dim3(static_cast<unsigned>(p.heads)), dim3(kCombineThreads),
-         static_cast<size_t>(plan.splits) * sizeof(float), c.stream, ca);
+  const CombineArgs ca{a.part_o, a.part_ml, p.out, a.splits, hd};
+  launch("attention_decode (combine)", decode_combine_kernel, dim3(static_cast<unsigned>(p.heads)),
+         dim3(kCombineThreads), static_cast<size_t>(plan.splits) * sizeof(float), c.stream, ca);
 }
 
-// HV, the heads a PV thread accumulates: the group itself up to 4, then sets of 8.
-template <int HD, DType KV>
-void run_group(const DecodeCall& c) {
-  const int64_t group = c.p.heads / c.p.kv_heads;
-  if (group == 1) return run<HD, KV, 1>(c);
-  if (group == 2) return run<HD, KV, 2>(c);
-  return group <= 4 ? run<HD, KV, 4>(c) : run<HD, KV, 8>(c);
+// HV, the heads a PV thread accumulates: the heads a block serves itself up to 4, then sets of 8.
+constexpr int hv_for(int heads_per_block) {
+  return heads_per_block == 1 ? 1 : heads_per_block == 2 ? 2 : heads_per_block <= 4 ? 4 : 8;
 }
 
-template <int HD>
-void run_dtype(const DecodeCall& c) {
-  if (c.p.kv_dtype == DType::F32) return run_group<HD, DType::F32>(c);
-  if (c.p.kv_dtype == DType::F16) return run_group<HD, DType::F16>(c);
-  if (c.p.kv_dtype == DType::BF16) return run_group<HD, DType::BF16>(c);
+template <int HDP, DType KV>
+int layout_bytes(int heads, int hd) {
+  switch (hv_for(heads)) {
+    case 1: return layout<Shape<HDP, KV, 1>, 1>(heads, hd).bytes;
+    case 2: return layout<Shape<HDP, KV, 2>, 2>(heads, hd).bytes;
+    case 4: return layout<Shape<HDP, KV, 4>, 4>(heads, hd).bytes;
+    default: return layout<Shape<HDP, KV, 8>, 8>(heads, hd).bytes;
+  }
+}
+
+// Heads per block: as many of the group as fit (at most 64 and the device's shared memory), then
+// spread evenly over the chunks that this many need.
+template <int HDP, DType KV>
+void run_group(const AttentionParams& p, int64_t first, void* workspace, size_t workspace_bytes,
+               cudaStream_t stream) {
+  const int hd = static_cast<int>(p.head_dim), limit = max_shared_bytes_optin();
+  const int64_t group = p.heads / p.kv_heads;
+  int fit = static_cast<int>(std::min<int64_t>(group, kMaxHeadsPerBlock));
+  while (fit > 0 && layout_bytes<HDP, KV>(fit, hd) > limit) --fit;
+  if (fit == 0)
+    throw Error("attention_decode: head_dim " + std::to_string(hd) + " with a " + std::string(dtype_name(KV)) +
+                " cache needs " + std::to_string(layout_bytes<HDP, KV>(1, hd)) +
+                " bytes of shared memory per block for one head; the device allows " + std::to_string(limit));
+  const int64_t chunks = (group + fit - 1) / fit;
+  const int per_block = static_cast<int>((group + chunks - 1) / chunks);  // <= fit
+  const int64_t context = p.start - first + 1;
+  const DecodeCall c{p, first, context, per_block, static_cast<int>(chunks),
+                     workspace, workspace_bytes, stream};
+  switch (hv_for(per_block)) {
+    case 1: return run<HDP, KV, 1>(c);
+    case 2: return run<HDP, KV, 2>(c);
+    case 4: return run<HDP, KV, 4>(c);
+    default: return run<HDP, KV, 8>(c);
+  }
+}
+
+template <int HDP>
+void run_dtype(const AttentionParams& p, int64_t first, void* workspace, size_t workspace_bytes,
+               cudaStream_t stream) {
+  if (p.kv_dtype == DType::F32) return run_group<HDP, DType::F32>(p, first, workspace, workspace_bytes, stream);
+  if (p.kv_dtype == DType::F16) return run_group<HDP, DType::F16>(p, first, workspace, workspace_bytes, stream);
+  if (p.kv_dtype == DType::BF16) return run_group<HDP, DType::BF16>(p, first, workspace, workspace_bytes, stream);
   throw Error("attention_decode: unsupported KV cache dtype");
 }
 
@@ -409,27 +460,21 @@ size_t attention_decode_workspace_bytes(int64_t heads, int64_t head_dim, int64_t
 void attention_decode(const AttentionParams& p, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   const auto s = [](int64_t x) { return std::to_string(x); };
   check(p.n == 1, "n must be 1 (one query row per call; use attention_prefill for more), got " + s(p.n));
-  check(p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 256,
-        "head_dim " + s(p.head_dim) + " is not supported (64, 128 or 256)");
+  check(p.head_dim >= 8 && p.head_dim <= 256 && p.head_dim % 8 == 0,
+        "head_dim " + s(p.head_dim) + " is not supported: it must be a multiple of 8 from 8 to 256");
   check(p.kv_heads > 0 && p.kv_heads <= 65535 && p.heads > 0 && p.heads % p.kv_heads == 0,
         "heads (" + s(p.heads) + ") must be a positive multiple of kv_heads (" + s(p.kv_heads) + ", at most 65535)");
-  check(p.heads / p.kv_heads <= kMaxGroup,
-        "group size heads / kv_heads = " + s(p.heads / p.kv_heads) + " exceeds " + s(kMaxGroup));
+  check(p.heads <= 0x7fffffff, "heads (" + s(p.heads) + ") must be at most 2^31 - 1");
   check(p.q && p.k && p.v && p.out, "q, k, v and out must be non-null device pointers");
   check(reinterpret_cast<uintptr_t>(p.k) % 16 == 0 && reinterpret_cast<uintptr_t>(p.v) % 16 == 0,
         "k and v must be 16-byte aligned");
   check(p.start >= 0 && p.start + 1 <= p.capacity,
         "position start = " + s(p.start) + " must lie in the cache (capacity " + s(p.capacity) + ")");
   const int64_t first = p.window > 0 ? std::max<int64_t>(0, p.start - p.window + 1) : 0;
-  int device = 0, sms = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const DecodeCall c{p, first, p.start - first + 1, sms, workspace, workspace_bytes, stream};
-  switch (p.head_dim) {
-    case 64: return run_dtype<64>(c);
-    case 128: return run_dtype<128>(c);
-    default: return run_dtype<256>(c);
-  }
+  if (p.head_dim <= 32) return run_dtype<32>(p, first, workspace, workspace_bytes, stream);
+  if (p.head_dim <= 64) return run_dtype<64>(p, first, workspace, workspace_bytes, stream);
+  if (p.head_dim <= 128) return run_dtype<128>(p, first, workspace, workspace_bytes, stream);
+  return run_dtype<256>(p, first, workspace, workspace_bytes, stream);
 }
 
 }  // namespace kvinfer::cuda

@@ -3,12 +3,20 @@
 // GQA-native: the rows of a KV head's group are the (query t, head h) pairs, t-major
 // (r = t · group + h), and a block takes kRows consecutive pairs, so every K/V tile it loads
 // into shared memory serves all the query heads of its group at once. Grid (row tile, kv_head).
-// Per key tile of kCols positions:
-//   S = Q Kᵀ    (kRows, kCols)   thread (ty, tx): rows ty·4 .. +3, keys tx and tx + 16
+// Per key tile of kCols positions (kRows = 16 · RPT, kCols = 16 · CPT):
+//   S = Q Kᵀ    (kRows, kCols)   thread (ty, tx): rows ty·RPT .. +RPT-1, keys tx + 16·j (j < CPT)
 //   mask        causal (key <= query position) and window (key > position - window)
 //   softmax     online, per row: kernels/core/online_softmax.h; 16-lane shuffles per row
-//   O += P V    (kRows, HD)      thread: rows ty·4 .. +3, dims tx·4 + 64·k
+//   O += P V    (kRows, HDP)     thread: rows ty·RPT .. +RPT-1, dims tx·4 + 64·k
 // K/V tiles are widened to f32 in shared memory once, so the inner loops are pure f32 FMAs.
+//
+// head_dim is any multiple of 8 from 8 to 256, at run time: the template's HDP (64, 128 or 256,
+// the smallest >= head_dim) is a capacity. Global rows are head_dim elements apart; the copies
+// and QK's loop stop at head_dim; V's padded dims in shared memory are zero, so PV's accumulators
+// for them stay 0, and only dims < head_dim are written out.
+//
+// The tile is the largest of (RPT, CPT) = (4, 2), then (2, 1), whose shared memory fits the
+// device's opt-in limit: 141,824 B for head_dim 256 at (4, 2), 68,864 B at (2, 1) (sm_86: 101,376).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -19,40 +27,36 @@
 #include "core/online_softmax.h"
 #include "cuda_check.h"
 #include "cuda_ops.h"
+#include "launch.h"
 
 namespace kvinfer::cuda {
 namespace {
 
 constexpr int kThreads = 256;  // 16 × 16: ty = tid / 16, tx = tid % 16
-constexpr int kRows = 64;      // (query, head) rows per block
-constexpr int kCols = 32;      // key positions per tile
 
-template <int HD, DType KV>
+template <int HDP, DType KV, int RPT, int CPT>
 struct Shape {
+  static constexpr int kRows = 16 * RPT;        // (query, head) rows per block
+  static constexpr int kCols = 16 * CPT;        // key positions per tile
   static constexpr int kElem = KV == DType::F32 ? 4 : 2;
   static constexpr int kVec = 16 / kElem;       // elements per 16-byte load
-  static constexpr int kCopies = HD / kVec;     // 16-byte loads per cache row
-  static constexpr int kPitch = HD + 4;         // floats; +4: a quarter-warp's rows hit distinct banks
+  static constexpr int kPitch = HDP + 4;        // floats; +4: a quarter-warp's rows hit distinct banks
   static constexpr int kPPitch = kRows + 4;     // floats per row of P, stored (key, row)
-  static constexpr int kDimVecs = HD / 64;      // float4 output chunks per thread and row
+  static constexpr int kDimVecs = HDP / 64;     // float4 output chunks per thread and row
   static constexpr int kSmemBytes = ((kRows + 2 * kCols) * kPitch + kCols * kPPitch) * 4;
-  static_assert(HD % 64 == 0);
+  static_assert(HDP % 64 == 0 && (RPT == 1 || RPT == 2 || RPT == 4) && (CPT == 1 || CPT == 2));
 };
 
 struct PrefillArgs {
-  const float* q;          // (n, heads, HD)
-  const unsigned char* k;  // (kv_heads, capacity, HD) of the cache dtype
-  const unsigned char* v;  // (kv_heads, capacity, HD)
-  float* out;              // (n, heads, HD)
-  float q_scale;           // 1/sqrt(HD) · log2(e): scores in the base-2 domain
+  const float* q;          // (n, heads, hd)
+  const unsigned char* k;  // (kv_heads, capacity, hd) of the cache dtype
+  const unsigned char* v;  // (kv_heads, capacity, hd)
+  float* out;              // (n, heads, hd)
+  float q_scale;           // 1/sqrt(hd) · log2(e): scores in the base-2 domain
+  int head_dim;            // hd: a multiple of 8, at most the kernel's HDP
   int group;
   int64_t heads, start, capacity, window, rows_total;  // rows_total = n · group
 };
-
-__device__ __forceinline__ float* shared_floats() {
-  extern __shared__ __align__(16) unsigned char kvi_prefill_smem[];
-  return reinterpret_cast<float*>(kvi_prefill_smem);
-}
 
 // Reductions over the 16 lanes (tx) that share a row; lanes 0-15 and 16-31 stay apart.
 __device__ __forceinline__ float row_max(float x) {
@@ -85,15 +89,36 @@ __device__ __forceinline__ float dot4(float4 a, float4 b, float acc) {
   return fmaf(a.w, b.w, acc);
 }
 
-template <int HD, DType KV>
+// N consecutive floats of shared memory (16-byte aligned for N = 4, 8-byte for N = 2).
+template <int N>
+__device__ __forceinline__ void load_rows(const float* p, float (&x)[N]) {
+  if constexpr (N == 4) {
+    const float4 v = *reinterpret_cast<const float4*>(p);
+    x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+  } else if constexpr (N == 2) {
+    const float2 v = *reinterpret_cast<const float2*>(p);
+    x[0] = v.x, x[1] = v.y;
+  } else {
+    x[0] = p[0];
+  }
+}
+template <int N>
+__device__ __forceinline__ void store_rows(float* p, const float (&x)[N]) {
+  if constexpr (N == 4) *reinterpret_cast<float4*>(p) = make_float4(x[0], x[1], x[2], x[3]);
+  else if constexpr (N == 2) *reinterpret_cast<float2*>(p) = make_float2(x[0], x[1]);
+  else p[0] = x[0];
+}
+
+template <int HDP, DType KV, int RPT, int CPT>
 __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) {
-  using S = Shape<HD, KV>;
-  float* q_s = shared_floats();         // (kRows, kPitch) scaled queries
+  using S = Shape<HDP, KV, RPT, CPT>;
+  constexpr int kRows = S::kRows, kCols = S::kCols;
+  float* q_s = dynamic_shared<float>();  // (kRows, kPitch) scaled queries
   float* k_s = q_s + kRows * S::kPitch;  // (kCols, kPitch) K tile in f32
   float* v_s = k_s + kCols * S::kPitch;  // (kCols, kPitch) V tile in f32
   float* p_s = v_s + kCols * S::kPitch;  // (kCols, kPPitch) weights, key-major
   const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
-  const int g = blockIdx.y, group = a.group;
+  const int g = blockIdx.y, group = a.group, hd = a.head_dim;
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int64_t r_last = (a.rows_total < r0 + kRows ? a.rows_total : r0 + kRows) - 1;
   // Keys any row of this block may attend: [k_begin, k_end).
@@ -102,38 +127,44 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
   const int64_t k_begin = lo > 0 ? lo : 0, k_end = last_pos + 1;
   const size_t head_row0 = static_cast<size_t>(g) * a.capacity;  // cache row of (g, position 0)
 
-  for (int idx = tid; idx < kRows * HD; idx += kThreads) {
-    const int i = idx / HD, d = idx % HD;
+  for (int idx = tid; idx < kRows * hd; idx += kThreads) {
+    const int i = idx / hd, d = idx % hd;
     const int64_t r = r0 + i;
     float x = 0.0f;  // padding rows past rows_total: zeros, fully masked below
     if (r < a.rows_total) {
       const int64_t t = r / group, h = r % group;
-      x = a.q[((t * a.heads) + static_cast<int64_t>(g) * group + h) * HD + d] * a.q_scale;
+      x = a.q[((t * a.heads) + static_cast<int64_t>(g) * group + h) * hd + d] * a.q_scale;
     }
     q_s[i * S::kPitch + d] = x;
   }
-  int64_t pos[4], first[4];  // this thread's rows attend keys [first, pos]; pos = -1: padding row
+  // V's dims hd .. HDP-1 (never written by the tile loads): zero, so PV adds exactly 0 there.
+  // QK reads no dim >= hd of q_s or k_s.
+  if (hd < HDP)
+    for (int idx = tid; idx < kCols * (HDP - hd); idx += kThreads)
+      v_s[idx / (HDP - hd) * S::kPitch + hd + idx % (HDP - hd)] = 0.0f;
+  int64_t pos[RPT], first[RPT];  // this thread's rows attend keys [first, pos]; pos = -1: padding row
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int64_t r = r0 + ty * 4 + i;
+  for (int i = 0; i < RPT; ++i) {
+    const int64_t r = r0 + ty * RPT + i;
     pos[i] = r < a.rows_total ? a.start + r / group : -1;
     first[i] = a.window > 0 ? pos[i] - a.window + 1 : 0;
   }
 
-  core::OnlineSoftmax st[4];
-  float4 o[4][S::kDimVecs];
+  core::OnlineSoftmax st[RPT];
+  float4 o[RPT][S::kDimVecs];
 #pragma unroll
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < RPT; ++i)
 #pragma unroll
     for (int k = 0; k < S::kDimVecs; ++k) o[i][k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 
+  const int copies = hd / S::kVec;  // 16-byte loads per cache row
   for (int64_t k0 = k_begin; k0 < k_end; k0 += kCols) {
     // K and V tile, widened to f32; rows past k_end are zeros (they are masked, and 0 · 0 = 0).
-    for (int idx = tid; idx < kCols * S::kCopies; idx += kThreads) {
-      const int c = idx / S::kCopies, col = (idx % S::kCopies) * S::kVec;
+    for (int idx = tid; idx < kCols * copies; idx += kThreads) {
+      const int c = idx / copies, col = (idx % copies) * S::kVec;
       float x[S::kVec], y[S::kVec];
       if (k0 + c < k_end) {
-        const size_t off = ((head_row0 + static_cast<size_t>(k0 + c)) * HD + col) * S::kElem;
+        const size_t off = ((head_row0 + static_cast<size_t>(k0 + c)) * hd + col) * S::kElem;
         load16<KV>(a.k + off, x);
         load16<KV>(a.v + off, y);
       } else {
@@ -148,25 +179,31 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
     }
     __syncthreads();
 
-    float s[4][2] = {};
-#pragma unroll 4
-    for (int d = 0; d < HD; d += 4) {
-      float4 qv[4], kv[2];
+    float s[RPT][CPT] = {};
+    // Steps of 8 dims (hd is a multiple of 8), not unrolled further: with a run-time bound, an
+    // unrolled loop takes 30-40 more registers (ptxas: 106 instead of 80 at HDP 64, 168 instead
+    // of 128 at HDP 256).
+#pragma unroll 1
+    for (int d0 = 0; d0 < hd; d0 += 8) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) qv[i] = *reinterpret_cast<const float4*>(q_s + (ty * 4 + i) * S::kPitch + d);
+      for (int d = d0; d < d0 + 8; d += 4) {
+        float4 qv[RPT], kv[CPT];
 #pragma unroll
-      for (int j = 0; j < 2; ++j) kv[j] = *reinterpret_cast<const float4*>(k_s + (tx + 16 * j) * S::kPitch + d);
+        for (int i = 0; i < RPT; ++i) qv[i] = *reinterpret_cast<const float4*>(q_s + (ty * RPT + i) * S::kPitch + d);
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < CPT; ++j) kv[j] = *reinterpret_cast<const float4*>(k_s + (tx + 16 * j) * S::kPitch + d);
 #pragma unroll
-        for (int j = 0; j < 2; ++j) s[i][j] = dot4(qv[i], kv[j], s[i][j]);
+        for (int i = 0; i < RPT; ++i)
+#pragma unroll
+          for (int j = 0; j < CPT; ++j) s[i][j] = dot4(qv[i], kv[j], s[i][j]);
+      }
     }
 
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < RPT; ++i) {
       float mx = -INFINITY;
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
+      for (int j = 0; j < CPT; ++j) {
         const int64_t key = k0 + tx + 16 * j;
         if (key >= k_end || key > pos[i] || key < first[i]) s[i][j] = -INFINITY;
         mx = fmaxf(mx, s[i][j]);
@@ -177,27 +214,30 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
         o[i][k] = make_float4(o[i][k].x * alpha, o[i][k].y * alpha, o[i][k].z * alpha, o[i][k].w * alpha);
       float sum = 0.0f;
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
+      for (int j = 0; j < CPT; ++j) {
         s[i][j] = st[i].weight(s[i][j]);
         sum += s[i][j];
       }
       st[i].add(row_sum(sum));
     }
 #pragma unroll
-    for (int j = 0; j < 2; ++j)
-      *reinterpret_cast<float4*>(p_s + (tx + 16 * j) * S::kPPitch + ty * 4) =
-          make_float4(s[0][j], s[1][j], s[2][j], s[3][j]);
+    for (int j = 0; j < CPT; ++j) {
+      float w[RPT];
+#pragma unroll
+      for (int i = 0; i < RPT; ++i) w[i] = s[i][j];
+      store_rows<RPT>(p_s + (tx + 16 * j) * S::kPPitch + ty * RPT, w);
+    }
     __syncthreads();
 
 #pragma unroll 4
     for (int c = 0; c < kCols; ++c) {
-      const float4 p = *reinterpret_cast<const float4*>(p_s + c * S::kPPitch + ty * 4);
-      const float pr[4] = {p.x, p.y, p.z, p.w};
+      float pr[RPT];
+      load_rows<RPT>(p_s + c * S::kPPitch + ty * RPT, pr);
 #pragma unroll
       for (int k = 0; k < S::kDimVecs; ++k) {
         const float4 v = *reinterpret_cast<const float4*>(v_s + c * S::kPitch + tx * 4 + 64 * k);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
+        for (int i = 0; i < RPT; ++i) {
           o[i][k].x = fmaf(pr[i], v.x, o[i][k].x);
           o[i][k].y = fmaf(pr[i], v.y, o[i][k].y);
           o[i][k].z = fmaf(pr[i], v.z, o[i][k].z);
@@ -209,51 +249,71 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
   }
 
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int64_t r = r0 + ty * 4 + i;
+  for (int i = 0; i < RPT; ++i) {
+    const int64_t r = r0 + ty * RPT + i;
     if (r >= a.rows_total) continue;
     const int64_t t = r / group, h = r % group;
-    float* dst = a.out + ((t * a.heads) + static_cast<int64_t>(g) * group + h) * HD;
+    float* dst = a.out + ((t * a.heads) + static_cast<int64_t>(g) * group + h) * hd;
     const float inv = st[i].inv_sum();
 #pragma unroll
     for (int k = 0; k < S::kDimVecs; ++k) {
-      float* d = dst + tx * 4 + 64 * k;  // scalar stores: out need not be 16-byte aligned
+      const int d0 = tx * 4 + 64 * k;  // hd is a multiple of 8: dims d0 .. d0+3 are all in or all out
+      if (d0 >= hd) continue;
+      float* d = dst + d0;  // scalar stores: out need not be 16-byte aligned
       d[0] = o[i][k].x * inv, d[1] = o[i][k].y * inv, d[2] = o[i][k].z * inv, d[3] = o[i][k].w * inv;
     }
   }
 }
 
-template <int HD, DType KV>
+// A kernel may use the device's whole opt-in shared memory. A process-wide setting, made once per
+// kernel (the caller's function-local static: thread-safe) before its first launch.
+template <typename Kernel>
+bool allow_max_shared(Kernel* kernel) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes_optin()));
+  return true;
+}
+
+template <int HDP, DType KV, int RPT, int CPT>
 void run(const AttentionParams& p, cudaStream_t stream) {
-  using S = Shape<HD, KV>;
+  using S = Shape<HDP, KV, RPT, CPT>;
+  auto* kernel = prefill_kernel<HDP, KV, RPT, CPT>;
+  [[maybe_unused]] static const bool allowed = allow_max_shared(kernel);
   PrefillArgs a{};
   a.q = p.q;
   a.k = static_cast<const unsigned char*>(p.k);
   a.v = static_cast<const unsigned char*>(p.v);
   a.out = p.out;
-  a.q_scale = 1.0f / sqrtf(static_cast<float>(HD)) * core::kLog2e;
+  a.head_dim = static_cast<int>(p.head_dim);
+  a.q_scale = 1.0f / sqrtf(static_cast<float>(p.head_dim)) * core::kLog2e;
   a.group = static_cast<int>(p.heads / p.kv_heads);
   a.heads = p.heads;
   a.start = p.start;
   a.capacity = p.capacity;
   a.window = p.window;
   a.rows_total = p.n * a.group;
-  auto* kernel = prefill_kernel<HD, KV>;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>((a.rows_total + kRows - 1) / kRows), static_cast<unsigned>(p.kv_heads));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = S::kSmemBytes;
-  cfg.stream = stream;
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
+  const int64_t row_tiles = (a.rows_total + S::kRows - 1) / S::kRows;
+  if (row_tiles > 0x7fffffff) throw Error("attention_prefill: n · group is too large for one launch");
+  launch("attention_prefill", kernel, dim3(static_cast<unsigned>(row_tiles), static_cast<unsigned>(p.kv_heads)),
+         dim3(kThreads), static_cast<size_t>(S::kSmemBytes), stream, a);
 }
 
-template <int HD>
+// The largest tile whose shared memory fits the device.
+template <int HDP, DType KV>
+void run_tile(const AttentionParams& p, cudaStream_t stream) {
+  const int limit = max_shared_bytes_optin();
+  if (Shape<HDP, KV, 4, 2>::kSmemBytes <= limit) return run<HDP, KV, 4, 2>(p, stream);
+  if (Shape<HDP, KV, 2, 1>::kSmemBytes <= limit) return run<HDP, KV, 2, 1>(p, stream);
+  throw Error("attention_prefill: head_dim " + std::to_string(p.head_dim) + " needs " +
+              std::to_string(Shape<HDP, KV, 2, 1>::kSmemBytes) +
+              " bytes of shared memory per block (32 rows × 16 keys); the device allows " + std::to_string(limit));
+}
+
+template <int HDP>
 void run_dtype(const AttentionParams& p, cudaStream_t stream) {
   switch (p.kv_dtype) {
-    case DType::F32: return run<HD, DType::F32>(p, stream);
-    case DType::F16: return run<HD, DType::F16>(p, stream);
-    case DType::BF16: return run<HD, DType::BF16>(p, stream);
+    case DType::F32: return run_tile<HDP, DType::F32>(p, stream);
+    case DType::F16: return run_tile<HDP, DType::F16>(p, stream);
+    case DType::BF16: return run_tile<HDP, DType::BF16>(p, stream);
     default: break;
   }
   throw Error("attention_prefill: unsupported KV cache dtype");
@@ -268,8 +328,8 @@ void check(bool ok, const std::string& what) {
 void attention_prefill(const AttentionParams& p, cudaStream_t stream) {
   const auto s = [](int64_t x) { return std::to_string(x); };
   check(p.n >= 1, "n must be at least 1, got " + s(p.n));
-  check(p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 256,
-        "head_dim " + s(p.head_dim) + " is not supported (64, 128 or 256)");
+  check(p.head_dim >= 8 && p.head_dim <= 256 && p.head_dim % 8 == 0,
+        "head_dim " + s(p.head_dim) + " is not supported: it must be a multiple of 8 from 8 to 256");
   check(p.kv_heads > 0 && p.kv_heads <= 65535 && p.heads > 0 && p.heads % p.kv_heads == 0,
         "heads (" + s(p.heads) + ") must be a positive multiple of kv_heads (" + s(p.kv_heads) + ", at most 65535)");
   check(p.q && p.k && p.v && p.out, "q, k, v and out must be non-null device pointers");
@@ -278,12 +338,11 @@ void attention_prefill(const AttentionParams& p, cudaStream_t stream) {
   check(p.start >= 0 && p.start + p.n <= p.capacity,
         "positions " + s(p.start) + " .. " + s(p.start + p.n - 1) + " must lie in the cache (capacity " +
             s(p.capacity) + ")");
-  check((p.n * (p.heads / p.kv_heads) + kRows - 1) / kRows <= 0x7fffffff, "n · group is too large for one launch");
-  switch (p.head_dim) {
-    case 64: return run_dtype<64>(p, stream);
-    case 128: return run_dtype<128>(p, stream);
-    default: return run_dtype<256>(p, stream);
-  }
+  check(p.heads / p.kv_heads <= 0x7fffffff && (p.n * (p.heads / p.kv_heads) + 63) / 64 <= 0x7fffffff,
+        "n · group is too large for one launch");
+  if (p.head_dim <= 64) return run_dtype<64>(p, stream);
+  if (p.head_dim <= 128) return run_dtype<128>(p, stream);
+  return run_dtype<256>(p, stream);
 }
 
 }  // namespace kvinfer::cuda

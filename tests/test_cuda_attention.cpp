@@ -202,17 +202,21 @@ void expect_close(Kernel kernel, const Shape& s, int64_t ref_stride = 0) {
 
 constexpr DType kDtypes[] = {DType::F32, DType::F16, DType::BF16};
 
-// Every group size × head_dim, each with every cache dtype, with and without a window.
+// Every group size × head_dim, each with every cache dtype, with and without a window. Head dims
+// below a kernel's capacity (8, 16, 80, 96: padded to 32, 64 or 128 in shared memory) and groups
+// above the 64 heads a decode block serves (65, 96: two chunks of heads) included. Contexts are a
+// few hundred positions (several splits for decode), so that the sweep stays quick where the
+// kernels run under the CUDA simulation.
 class CudaAttentionSweep : public ::testing::TestWithParam<std::tuple<int64_t, int64_t>> {};
 
 TEST_P(CudaAttentionSweep, DecodeMatchesCpu) {
   SKIP_WITHOUT_DEVICE();
   const auto [group, hd] = GetParam();
-  const int64_t kvh = group == 64 ? 1 : 2;
+  const int64_t kvh = group >= 64 ? 1 : 2;
   int64_t i = 0;
   for (DType dt : kDtypes)
-    for (int64_t window : {int64_t{0}, int64_t{333}}) {
-      const int64_t start = 700 + 61 * (i++) + group;  // not a tile multiple; several splits
+    for (int64_t window : {int64_t{0}, int64_t{157}}) {
+      const int64_t start = 250 + 61 * (i++) + group;  // not a tile multiple; several splits
       expect_close(Kernel::Decode, {kvh, group, hd, dt, start, 1, window}, i == 1 ? 1 : 0);
     }
 }
@@ -220,21 +224,36 @@ TEST_P(CudaAttentionSweep, DecodeMatchesCpu) {
 TEST_P(CudaAttentionSweep, PrefillMatchesCpu) {
   SKIP_WITHOUT_DEVICE();
   const auto [group, hd] = GetParam();
-  const int64_t kvh = group == 64 ? 1 : 2;
+  const int64_t kvh = group >= 64 ? 1 : 2;
+  // n · group (query, head) rows: several row blocks, and at least two key tiles at every n.
+  const int64_t n = group >= 64 ? 9 : group >= 12 ? 40 : 70;
   for (DType dt : kDtypes)
     for (int64_t window : {int64_t{0}, int64_t{23}}) {
-      expect_close(Kernel::Prefill, {kvh, group, hd, dt, 0, 70, window}, dt == DType::BF16 ? 5 : 0);
-      expect_close(Kernel::Prefill, {kvh, group, hd, dt, 45, 37, window});
+      expect_close(Kernel::Prefill, {kvh, group, hd, dt, 0, n, window}, dt == DType::BF16 ? 5 : 0);
+      expect_close(Kernel::Prefill, {kvh, group, hd, dt, 45, n / 2 + 2, window});
     }
 }
 
 INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaAttentionSweep,
-                         ::testing::Combine(::testing::Values(1, 2, 4, 5, 7, 8, 12, 16, 64),
-                                            ::testing::Values(64, 128, 256)),
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 7, 8, 12, 16, 64, 65, 96),
+                                            ::testing::Values(8, 16, 32, 64, 80, 96, 128, 256)),
                          [](const auto& test) {
                            return "group" + std::to_string(std::get<0>(test.param)) + "_hd" +
                                   std::to_string(std::get<1>(test.param));
                          });
+
+// Groups larger than a decode block serves, over several KV heads: each KV head's heads in chunks
+// (65 = 33 + 32 and 130 = 44 + 44 + 42 heads where a block holds 64; more, smaller chunks where
+// the device's shared memory holds fewer), with many splits; and the same shapes through prefill.
+TEST(CudaAttention, LargeGroupsOverSeveralKvHeads) {
+  SKIP_WITHOUT_DEVICE();
+  for (int64_t group : {65, 130})
+    for (int64_t hd : {40, 256}) {
+      expect_close(Kernel::Decode, {3, group, hd, DType::BF16, 1200, 1, 0}, 1);
+      expect_close(Kernel::Decode, {3, group, hd, DType::F32, 1200, 1, 300});
+      expect_close(Kernel::Prefill, {3, group, hd, DType::F16, 20, 3, 0}, 1);
+    }
+}
 
 // Short contexts (one split, partial tiles, the direct-output path) and windows of 1 and 2.
 TEST(CudaAttention, DecodeShortContextsAndTinyWindows) {
@@ -301,11 +320,17 @@ TEST(CudaAttention, RefusesBadArguments) {
   auto p = good();
   p.n = 2;
   expect_error(decode(p), "n must be 1");
-  p = good(), p.head_dim = 96;
-  expect_error(decode(p), "head_dim 96");
-  expect_error(prefill(p), "head_dim 96");
-  p = good(), p.heads = 130, p.kv_heads = 2;
-  expect_error(decode(p), "exceeds 64");
+  for (int64_t hd : {0, 4, 12, 100, 264, -8}) {
+    p = good(), p.head_dim = hd;
+    const std::string needle = "head_dim " + std::to_string(hd) + " is not supported: it must be a multiple of 8";
+    expect_error(decode(p), needle);
+    expect_error(prefill(p), needle);
+  }
+  // head_dim 96 and a group of 65 pass the checks: the call fails at the position check after them.
+  p = good(), p.head_dim = 96, p.heads = 130, p.kv_heads = 2, p.start = 16;
+  expect_error(decode(p), "capacity 16");
+  p.start = 10, p.n = 7;
+  expect_error(prefill(p), "capacity 16");
   p = good(), p.heads = 9;
   expect_error(decode(p), "multiple of kv_heads");
   expect_error(prefill(p), "multiple of kv_heads");
