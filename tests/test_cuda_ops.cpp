@@ -35,16 +35,20 @@ constexpr DType kQuantTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q
 constexpr double kU32 = 0x1p-24;  // unit roundoff of f32
 
 // Owned device memory, poisoned with 0xFF bytes at birth: NaN in f32, f16 and bf16, -1 in int32.
+// The poison and the upload run on the legacy stream, which does not order the backend's
+// non-blocking streams: both are waited for before the buffer is handed out.
 struct DeviceBuffer {
   void* ptr = nullptr;
   size_t bytes = 0;
   explicit DeviceBuffer(size_t b) : bytes(b) {
     CUDA_CHECK(cudaMalloc(&ptr, b));
     CUDA_CHECK(cudaMemset(ptr, 0xFF, b));
+    CUDA_CHECK(cudaDeviceSynchronize());
   }
   template <typename T>
   explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size() * sizeof(T)) {
     CUDA_CHECK(cudaMemcpy(ptr, host.data(), bytes, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());
   }
   ~DeviceBuffer() { cudaFree(ptr); }
   DeviceBuffer(const DeviceBuffer&) = delete;

@@ -3,6 +3,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <type_traits>
@@ -21,11 +22,17 @@ namespace kvinfer::cuda_backend {
 
 class Context {
  public:
-  Context() {
+  Context() : blas_workspace(kCublasWorkspaceBytes, "cuBLAS workspace") {
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) {
       cudaStreamDestroy(stream);
       throw Error("cuBLAS: cublasCreate failed");
+    }
+    if (cublasSetStream(blas, stream) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetWorkspace(blas, blas_workspace.get(), blas_workspace.bytes()) != CUBLAS_STATUS_SUCCESS) {
+      cublasDestroy(blas);
+      cudaStreamDestroy(stream);
+      throw Error("cuBLAS: cannot bind the session's stream and workspace to its handle");
     }
   }
   ~Context() {
@@ -44,6 +51,7 @@ class Context {
     return buf.get();
   }
 
+  DeviceBuffer blas_workspace;  // (kCublasWorkspaceBytes) bytes, this handle's alone
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
   DeviceBuffer ids;        // (n) int32
@@ -53,6 +61,15 @@ class Context {
 };
 
 std::shared_ptr<Context> create_context() { return std::make_shared<Context>(); }
+
+uint64_t session_scratch_bytes(const ModelWeights& w) {
+  uint64_t largest = 0;
+  for_each_tensor(w, [&](const auto& t) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(t)>, Matrix>)
+      if (is_quantized(t.dtype)) largest = std::max(largest, static_cast<uint64_t>(t.rows * t.cols) * 2);
+  });
+  return kCublasWorkspaceBytes + largest;
+}
 
 namespace {
 struct DeviceStorage {

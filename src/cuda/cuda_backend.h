@@ -14,10 +14,18 @@ struct CUstream_st;  // cudaStream_t is CUstream_st*; declared here without the 
 
 namespace kvinfer::cuda_backend {
 
-// One session's stream, cuBLAS handle and device scratch (token ids, narrowed GEMM inputs,
-// the split-K workspace of decode attention).
+// One session's stream, cuBLAS handle with its own workspace (so that concurrent sessions get
+// the same bits as a session alone: cuBLAS picks its kernels per workspace) and device scratch
+// (token ids, narrowed GEMM inputs, the f16 copy of a quantised matrix, the split-K workspace of
+// decode attention).
 class Context;
 std::shared_ptr<Context> create_context();
+
+// cuBLAS's workspace per session: what NVIDIA recommends for Hopper, enough for every GEMM here.
+constexpr uint64_t kCublasWorkspaceBytes = uint64_t{32} << 20;
+// Device bytes a session needs beyond its KV cache and its activations: cuBLAS's workspace and
+// the f16 scratch its largest quantised matrix is dequantised into before each GEMM.
+uint64_t session_scratch_bytes(const ModelWeights& w);
 
 // Copies every tensor of host weights to device memory; the result's pointers are device
 // pointers and its storage owns them. A tied LM head shares the embedding's copy.

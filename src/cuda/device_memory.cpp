@@ -31,12 +31,20 @@ void device_free(void* p) noexcept {
   if (p) cudaFree(p);
 }
 
+// cudaMemcpy from pageable memory may return before its DMA lands, and the legacy stream it runs
+// on does not order the sessions' non-blocking streams: wait for it, so that every stream sees
+// the bytes.
 void copy_to_device(void* dst, const void* src, size_t bytes) {
-  if (bytes) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  if (bytes == 0) return;
+  CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
 
+// Waits for the device first: the bytes may come from any stream's work.
 void copy_to_host(void* dst, const void* src, size_t bytes) {
-  if (bytes) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+  if (bytes == 0) return;
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 
 }  // namespace kvinfer::cuda_backend

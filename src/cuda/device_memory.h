@@ -13,8 +13,10 @@ void* device_alloc(size_t bytes, std::string_view what);
 void device_free(void* p) noexcept;
 // The bytes of device memory free now (cudaMemGetInfo).
 size_t device_free_bytes();
-void copy_to_device(void* dst, const void* src, size_t bytes);  // synchronous
-void copy_to_host(void* dst, const void* src, size_t bytes);    // synchronous
+// Synchronous, and ordered with every stream: the bytes are in place for any stream's later work
+// (copy_to_device), or every stream's earlier work is done before they are read (copy_to_host).
+void copy_to_device(void* dst, const void* src, size_t bytes);
+void copy_to_host(void* dst, const void* src, size_t bytes);
 
 }  // namespace kvinfer::cuda_backend
 

@@ -15,6 +15,7 @@ namespace {
 
 class Context {};
 std::shared_ptr<Context> create_context() { unavailable(); }
+uint64_t session_scratch_bytes(const ModelWeights&) { unavailable(); }
 std::unique_ptr<ModelWeights> upload(const ModelWeights&, const std::function<void(uint64_t, uint64_t)>&) { unavailable(); }
 void* device_alloc(size_t, std::string_view) { unavailable(); }
 void device_free(void* p) noexcept { (void)p; }

@@ -25,11 +25,19 @@ constexpr bool kWithCuda = false;
 #endif
 }  // namespace
 
+#if defined(KVINFER_CUDA_SIM)
+constexpr bool kSimulated = true;  // Device::Auto never picks the simulated device: it is opted into
+#else
+constexpr bool kSimulated = false;
+#endif
+
 Device resolve_device(const std::filesystem::path& path, Device requested) {
-  if (requested == Device::Auto) return cuda_device_count() > 0 ? Device::CUDA : Device::CPU;
+  if (requested == Device::Auto) return !kSimulated && cuda_device_count() > 0 ? Device::CUDA : Device::CPU;
   if (requested == Device::CUDA && cuda_device_count() == 0)
     throw Error(fmt::format("{}: Device::CUDA requested but no CUDA device is usable here{}", path,
-                            kWithCuda ? "" : " (this build has no CUDA backend)"));
+                            kSimulated   ? " (this is the CUDA simulation build: set KVINFER_SIM_DEVICE=sm_90 or sm_86)"
+                            : kWithCuda ? ""
+                                        : " (this build has no CUDA backend)"));
   return requested;
 }
 
@@ -131,12 +139,21 @@ std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<M
     kv_text = fmt::format(" + {} for a KV cache of {} tokens ({})", bytes_text(kv), options.kv_tokens,
                           dtype_name(kv_dtype));
   }
+  // A CUDA session also needs cuBLAS's workspace and the f16 copy its quantised matrices are
+  // dequantised into: counted once, for the first session.
+  const uint64_t scratch = device == Device::CUDA ? cuda_backend::session_scratch_bytes(*w) : 0;
+  const std::string scratch_text =
+      scratch > 0 ? fmt::format(" + {} of CUDA session scratch (cuBLAS workspace, f16 copy of the largest quantised "
+                                "matrix)",
+                                bytes_text(scratch))
+                  : "";
   uint64_t needed = 0;
-  if (__builtin_add_overflow(weights, kv, &needed)) needed = MemoryBudget::kUnknown;
+  if (__builtin_add_overflow(weights, kv, &needed) || __builtin_add_overflow(needed, scratch, &needed))
+    needed = MemoryBudget::kUnknown;
   if (budget.bytes != MemoryBudget::kUnknown && needed > budget.bytes)
-    throw Error(fmt::format("{}: not enough {} memory for the model: it needs {} ({} of weights{}) but only {} is "
+    throw Error(fmt::format("{}: not enough {} memory for the model: it needs {} ({} of weights{}{}) but only {} is "
                             "available ({})",
-                            path, device_name(device), bytes_text(needed), bytes_text(weights), kv_text,
+                            path, device_name(device), bytes_text(needed), bytes_text(weights), kv_text, scratch_text,
                             bytes_text(budget.bytes), budget.source));
 
   for (const auto& fill : storage.fills) fill();
