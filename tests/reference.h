@@ -39,16 +39,25 @@ struct Reference {
   std::vector<float> greedy_logits;           // (32, vocab): row i chose greedy_ids[i]
   std::vector<float> prompt_logits_native;    // (T, vocab) half-precision fixtures only, else empty
 
-  explicit Reference(const std::string& fixture) {
-    SafetensorsFile f(model_dir(fixture) / "reference.safetensors");
+  // The reference of fixture `fixture` (tests/data/models/<fixture>/reference.safetensors).
+  explicit Reference(const std::string& fixture) { load(model_dir(fixture) / "reference.safetensors"); }
+  // A reference file of the same format anywhere (e.g. tests/data/gguf/models/<name>.reference.safetensors).
+  static Reference from_file(const std::filesystem::path& file) {
+    Reference r;
+    r.load(file);
+    return r;
+  }
+
+ private:
+  Reference() = default;
+  void load(const std::filesystem::path& file) {
+    SafetensorsFile f(file);
     read(f, "prompt_ids", prompt_ids);
     read(f, "prompt_logits", prompt_logits);
     read(f, "greedy_ids", greedy_ids);
     read(f, "greedy_logits", greedy_logits);
     if (f.find("prompt_logits_native")) read(f, "prompt_logits_native", prompt_logits_native);
   }
-
- private:
   template <typename T>
   static void read(const SafetensorsFile& f, const std::string& name, std::vector<T>& out) {
     const TensorView& t = f.get(name);

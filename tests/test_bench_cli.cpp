@@ -24,6 +24,9 @@ constexpr uint64_t kKvBytesPerToken = 2 * 2 * 2 * 8 * 4;
 
 Output bench(std::vector<std::string> args) {
   args.insert(args.end(), {"-t", "1"});  // ctest runs tests side by side on few cores
+  // The CPU backend throughout (bandwidth probe, peak RSS, f32 bit-equal tokens): --device auto
+  // would pick a GPU where one exists.
+  args.insert(args.end(), {"--device", "cpu"});
   return kvinfer::test::run_binary(KVINFER_BENCH_BIN, args);
 }
 

@@ -2,8 +2,12 @@
 // chatml_tiny fixture (a real tokenizer and chat template over random weights).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -16,8 +20,13 @@ namespace fs = std::filesystem;
 
 using kvinfer::test::Output;
 
+// These tests mean the CPU backend (--device auto would pick a GPU where one exists): every run
+// gets --device cpu unless its arguments choose a device themselves.
 Output run(const char* binary, const std::vector<std::string>& args, const std::string& input = "") {
-  return kvinfer::test::run_binary(binary, args, input);
+  std::vector<std::string> all;
+  if (std::find(args.begin(), args.end(), "--device") == args.end()) all = {"--device", "cpu"};
+  for (const std::string& a : args) all.push_back(a);
+  return kvinfer::test::run_binary(binary, all, input);
 }
 
 nlohmann::json reference() {
@@ -26,6 +35,25 @@ nlohmann::json reference() {
 }
 
 const std::string kModel = kvinfer::test::model_dir("chatml_tiny").string();
+
+// The README's quick-start self-check (tools/setup.sh runs it too): token ids in, token ids out on
+// the llama_gqa4 fixture, HF's greedy continuation from its reference.safetensors.
+TEST(GenerateCli, ReadmeQuickStartIdsEqualHfGreedy) {
+  const kvinfer::test::Reference ref("llama_gqa4");
+  std::string prompt;
+  for (int32_t id : ref.prompt_ids) {
+    if (!prompt.empty()) prompt += ',';
+    prompt += std::to_string(id);
+  }
+  ASSERT_EQ(prompt, "0,4,6,16,58,102,101,80,1");  // the README's command line
+  Output r = run(KVINFER_GENERATE_BIN, {"-m", kvinfer::test::model_dir("llama_gqa4").string(), "--ids", prompt, "-n",
+                                        std::to_string(ref.greedy_ids.size()), "--temp", "0", "--ignore-eos"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream out(r.out);
+  std::vector<int32_t> ids;
+  for (int32_t id = 0; out >> id;) ids.push_back(id);
+  EXPECT_EQ(ids, ref.greedy_ids) << r.out;
+}
 
 TEST(GenerateCli, GreedyTextEqualsHfThenOneStatsLine) {
   const auto ref = reference();

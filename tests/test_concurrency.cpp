@@ -80,17 +80,18 @@ void expect_concurrent_equals_sequential(const std::shared_ptr<const Model>& mod
 }
 
 TEST(ConcurrentSessions, FourThreadsGenerateAsSequentialRunsLlama) {
-  expect_concurrent_equals_sequential(Model::load(test::fixture_dir("llama_gqa4")));
+  expect_concurrent_equals_sequential(Model::load(test::fixture_dir("llama_gqa4"), {.device = Device::CPU}));
 }
 
 TEST(ConcurrentSessions, FourThreadsGenerateAsSequentialRunsGpt2Gguf) {
   expect_concurrent_equals_sequential(
-      Model::load(std::filesystem::path(KVINFER_TEST_DATA) / "gguf" / "models" / "gpt2_tiny.q8_0.gguf"));
+      Model::load(std::filesystem::path(KVINFER_TEST_DATA) / "gguf" / "models" / "gpt2_tiny.q8_0.gguf",
+                  {.device = Device::CPU}));
 }
 
 // Shared tokenizer and chat template: 4 threads encode and render at once, as one would alone.
 TEST(ConcurrentSessions, TokenizerAndChatTemplateAreSharedSafely) {
-  const auto model = Model::load(test::fixture_dir("chatml_tiny"));
+  const auto model = Model::load(test::fixture_dir("chatml_tiny"), {.device = Device::CPU});
   const Tokenizer tok = Tokenizer::from_hf(test::fixture_dir("chatml_tiny"));
   const ChatTemplate tmpl(test::read_bytes(std::filesystem::path(KVINFER_TEST_DATA) / "chat" / "templates" /
                                            "smollm2.jinja"));

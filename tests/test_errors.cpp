@@ -28,13 +28,13 @@ using json = nlohmann::json;
 // llama_gqa4: f32, tied, 8 heads / 2 KV heads × head_dim 8, hidden 64, intermediate 64.
 const std::string kFixture = "llama_gqa4";
 
-std::string load_error(const fs::path& dir, const LoadOptions& options = {}) {
+std::string load_error(const fs::path& dir, const LoadOptions& options = {.device = Device::CPU}) {
   return error_of([&] { Model::load(dir, options); });
 }
 
 TEST(LoadErrors, PristineCopyLoads) {  // the corruptions below are all that break the copies
   TempDir tmp;
-  EXPECT_NO_THROW(Model::load(copy_fixture(kFixture, tmp)));
+  EXPECT_NO_THROW(Model::load(copy_fixture(kFixture, tmp), {.device = Device::CPU}));
 }
 
 TEST(LoadErrors, MissingConfigJson) {
@@ -241,7 +241,7 @@ using test::filled_kv;
 
 class RunErrors : public ::testing::Test {
  protected:
-  std::shared_ptr<const Model> model_ = Model::load(test::fixture_dir("llama_mha"));
+  std::shared_ptr<const Model> model_ = Model::load(test::fixture_dir("llama_mha"), {.device = Device::CPU});
   test::Reference ref_{"llama_mha"};  // prompt of 7 ids
   std::span<const int32_t> prompt(size_t n) const { return {ref_.prompt_ids.data(), n}; }
 };
@@ -293,7 +293,7 @@ TEST_F(RunErrors, TokenIdOutsideTheVocabulary) {
 }
 
 TEST_F(RunErrors, KvCacheOfAnotherModel) {
-  auto other = Model::load(test::fixture_dir(kFixture));  // 2 KV heads × 8, not 4 × 16
+  auto other = Model::load(test::fixture_dir(kFixture), {.device = Device::CPU});  // 2 KV heads × 8, not 4 × 16
   KvCache kv(*other, 16);
   Session s(model_);
   EXPECT_THAT(error_of([&] { s.prefill(kv, prompt(3)); }),

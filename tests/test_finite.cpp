@@ -151,14 +151,14 @@ TEST(CheckFinite, EnvironmentVariableTurnsItOn) {
   const fs::path dir = poisoned(tmp, kLlama, "model.layers.1.mlp.down_proj.weight", 5 * 64, kNaN);
   {
     ScopedEnv env("KVINFER_CHECK_FINITE", "1");
-    auto model = Model::load(dir);
+    auto model = Model::load(dir, {.device = Device::CPU});
     EXPECT_TRUE(model->check_finite());
     KvCache kv(*model, 16);
     Session s(model);
     EXPECT_THAT(error_of([&] { s.prefill(kv, kPrompt); }), HasSubstr("after layer 1 (feed-forward block)"));
   }
   ScopedEnv off("KVINFER_CHECK_FINITE", "0");
-  EXPECT_FALSE(Model::load(dir)->check_finite());
+  EXPECT_FALSE(Model::load(dir, {.device = Device::CPU})->check_finite());
 }
 
 TEST(CheckFinite, ChangesNoResult) {

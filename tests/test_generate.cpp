@@ -11,7 +11,7 @@ namespace {
 
 class GenerateTest : public ::testing::Test {
  protected:
-  std::shared_ptr<const Model> model_ = Model::load(test::model_dir("llama_gqa4"));
+  std::shared_ptr<const Model> model_ = Model::load(test::model_dir("llama_gqa4"), {.device = Device::CPU});
   test::Reference ref_{"llama_gqa4"};
 };
 

@@ -108,7 +108,7 @@ TEST(HfParityNative, HalfPrecisionWithinRoundingOfNativeHf) {
                                         std::tuple{"llama_f16", 0.015f, DType::F16},
                                         std::tuple{"gpt2_untied_f16", 0.015f, DType::F16}}) {
     SCOPED_TRACE(name);
-    auto model = Model::load(test::model_dir(name));
+    auto model = Model::load(test::model_dir(name), {.device = Device::CPU});
     EXPECT_EQ(model->weight_dtype(), dtype);
     Reference ref(name);
     const size_t vocab = static_cast<size_t>(model->config().vocab_size);

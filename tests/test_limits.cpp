@@ -45,7 +45,7 @@ TEST(FileLimits, ConfigSizeBeyondInt32IsRefusedNamingTheKey) {
   TempDir tmp;
   const fs::path dir = copy_fixture(kFixture, tmp);
   edit_json_file(dir / "config.json", [](json& c) { c["vocab_size"] = int64_t{1} << 40; });
-  EXPECT_THAT(error_of([&] { Model::load(dir); }),
+  EXPECT_THAT(error_of([&] { Model::load(dir, {.device = Device::CPU}); }),
               AllOf(HasSubstr((dir / "config.json").string()), HasSubstr("'vocab_size' is 1099511627776, beyond the "
                                                                          "limit of 2147483647 for a size")));
 }
@@ -59,7 +59,7 @@ TEST(FileLimits, Gpt2WidthWhoseMlpSizeWouldOverflowIsRefused) {
     c["n_embd"] = int64_t{1} << 62;
     c.erase("n_inner");
   });
-  EXPECT_THAT(error_of([&] { Model::load(dir); }),
+  EXPECT_THAT(error_of([&] { Model::load(dir, {.device = Device::CPU}); }),
               AllOf(HasSubstr((dir / "config.json").string()), HasSubstr("'n_embd' is 4611686018427387904, beyond")));
 }
 
@@ -130,13 +130,16 @@ TEST(MemoryFigure, ExplicitLimitThenEnvironmentReplaceTheDetectedFigure) {
 
 // ---- memory: the model's weights (and planned KV cache) at load ----
 
-uint64_t fixture_weight_bytes(const fs::path& path) { return Model::load(path)->weight_bytes(); }
+uint64_t fixture_weight_bytes(const fs::path& path) {
+  return Model::load(path, {.device = Device::CPU})->weight_bytes();
+}
 
 TEST(MemoryLimits, WeightsBeyondTheLimitFailBeforeAnyIsRead) {
   const fs::path dir = test::fixture_dir(kFixture);
   const uint64_t weights = fixture_weight_bytes(dir);
   int progress_calls = 0;
   LoadOptions o;
+  o.device = Device::CPU;
   o.on_progress = [&](uint64_t, uint64_t) { ++progress_calls; };
   o.memory_limit = weights - 1;
   EXPECT_THAT(error_of([&] { Model::load(dir, o); }),
@@ -158,6 +161,7 @@ TEST(MemoryLimits, WeightsPlusThePlannedKvCacheMustFit) {
   const uint64_t kv = plan_kv_bytes(c, 100, DType::F32);  // the default for f32 weights
   ASSERT_EQ(kv, 100u * 256u);
   LoadOptions o;
+  o.device = Device::CPU;
   o.kv_tokens = 100;
   o.memory_limit = weights + kv - 1;
   EXPECT_THAT(error_of([&] { Model::load(dir, o); }),
@@ -181,6 +185,7 @@ TEST(MemoryLimits, GgufAndGpt2LoadsAreCheckedToo) {
     SCOPED_TRACE(path.string());
     const uint64_t weights = fixture_weight_bytes(path);
     LoadOptions o;
+    o.device = Device::CPU;
     int progress_calls = 0;
     o.on_progress = [&](uint64_t, uint64_t) { ++progress_calls; };
     o.memory_limit = weights - 1;
@@ -196,11 +201,11 @@ TEST(MemoryLimits, EnvironmentLimitAppliesToLoadsAndToModellessCaches) {
   const fs::path dir = test::fixture_dir(kFixture);
   {
     ScopedEnv env(kMemoryLimitEnv, "1K");
-    EXPECT_THAT(error_of([&] { Model::load(dir); }),
+    EXPECT_THAT(error_of([&] { Model::load(dir, {.device = Device::CPU}); }),
                 AllOf(HasSubstr(dir.string()),
                       HasSubstr("only 1.0 KiB (1024 bytes) is available ($KVINFER_MEMORY_LIMIT)")));
     // The option wins over the variable.
-    EXPECT_NO_THROW(Model::load(dir, {.memory_limit = uint64_t{1} << 30}));
+    EXPECT_NO_THROW(Model::load(dir, {.device = Device::CPU, .memory_limit = uint64_t{1} << 30}));
     const ModelConfig c = load_config(dir / "config.json");
     EXPECT_NO_THROW(KvCache(c, 4, DType::F32));  // 1024 bytes: fits exactly
     EXPECT_THAT(error_of([&] { KvCache(c, 5, DType::F32); }),
@@ -208,7 +213,8 @@ TEST(MemoryLimits, EnvironmentLimitAppliesToLoadsAndToModellessCaches) {
                           "memory is available ($KVINFER_MEMORY_LIMIT)"));
   }
   ScopedEnv bad(kMemoryLimitEnv, "12X");
-  EXPECT_THAT(error_of([&] { Model::load(dir); }), AllOf(HasSubstr("$KVINFER_MEMORY_LIMIT"), HasSubstr("'12X'")));
+  EXPECT_THAT(error_of([&] { Model::load(dir, {.device = Device::CPU}); }),
+              AllOf(HasSubstr("$KVINFER_MEMORY_LIMIT"), HasSubstr("'12X'")));
 }
 
 // ---- memory: KV caches against what the weights left ----
@@ -217,7 +223,7 @@ TEST(MemoryLimits, KvCacheMustFitWhatTheWeightsAndOtherCachesLeave) {
   const fs::path dir = test::fixture_dir(kFixture);
   const uint64_t weights = fixture_weight_bytes(dir);
   constexpr uint64_t kPerToken = 256;  // 2 (K, V) × 2 layers × 2 KV heads × 8 × 4 bytes
-  auto model = Model::load(dir, {.memory_limit = weights + 100 * kPerToken});
+  auto model = Model::load(dir, {.device = Device::CPU, .memory_limit = weights + 100 * kPerToken});
   auto a = std::make_optional<KvCache>(*model, 60);
   EXPECT_THAT(error_of([&] { KvCache(*model, 41); }),
               AllOf(HasSubstr(fmt::format("KV cache of 41 tokens (f32) needs {} but only {} of cpu memory is available",
@@ -246,7 +252,7 @@ TEST(MemoryLimits, ACacheBeyondTheMachineFailsUpFrontWithTheDetectedFigure) {
   // lazy host allocation could succeed and the process be killed when the pages are touched.
   ScopedEnv no_limit(kMemoryLimitEnv, std::nullopt);
   if (!mem_available()) GTEST_SKIP() << "no MemAvailable in /proc/meminfo here";
-  auto model = Model::load(test::fixture_dir(kFixture));
+  auto model = Model::load(test::fixture_dir(kFixture), {.device = Device::CPU});
   const int64_t tokens = int64_t{1} << 40;
   EXPECT_THAT(error_of([&] { KvCache(*model, tokens); }),
               AllOf(HasSubstr("KV cache of 1099511627776 tokens (f32) needs 262144.00 GiB (281474976710656 bytes)"),

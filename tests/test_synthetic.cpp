@@ -160,7 +160,8 @@ TEST(RandomModel, WeightsHaveTheIntendedStatistics) {
 }
 
 TEST(RandomModel, InvalidDtypeAndShapeAreErrors) {
-  const std::string e = error_of([] { random_model(tiny(Architecture::Llama), {.weight_dtype = DType::Q4_K}); });
+  const std::string e =
+      error_of([] { random_model(tiny(Architecture::Llama), {.weight_dtype = DType::Q4_K, .device = Device::CPU}); });
   EXPECT_NE(e.find("weight dtype q4_k is not supported"), std::string::npos) << e;
   EXPECT_NE(e.find("q8_0, q4_0 or q4_1"), std::string::npos) << e;
   ModelConfig bad = tiny(Architecture::Llama);
