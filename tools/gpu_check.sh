@@ -1,59 +1,173 @@
 #!/usr/bin/env bash
-# The GPU check, for a machine with an NVIDIA GPU (made for the lent H200, sm_90): builds the
-# CUDA targets for sm_90, runs the CUDA tests, then the GPU benchmarks (decode attention, end to
-# end, every op), and prints their tables.
-# Meant to finish in under 5 minutes on an H200. Output is also kept under ${OUT:-build-gpu}/.
+# The GPU check, for a machine with an NVIDIA GPU and no network (made for the lent H200, sm_90):
+# configures build-gpu/ (Release, CUDA for sm_90, tests and benchmarks, no examples), builds only
+# the targets the GPU run needs, runs the CUDA tests (and test_device), then the three GPU
+# benchmarks (decode attention, end to end, every op), each step under a timeout, and prints a
+# summary table (step, seconds, result). Meant to finish in under 5 minutes on an H200.
+# Never installs anything and never uses the network: a missing tool or Debian package is one
+# line naming it, and exit status 2. Needs no model file (the default-model tests skip without it).
 #
-#   tools/gpu_check.sh            build + tests + benchmarks
-#   GPU_CHECK_ARCH=89 tools/gpu_check.sh   another architecture
-set -euo pipefail
+#   tools/gpu_check.sh                       build + tests + benchmarks
+#   OUT=/some/dir tools/gpu_check.sh         logs there (default: build-gpu/)
+#   GPU_CHECK_ARCH=89 tools/gpu_check.sh     another architecture
+#   GPU_CHECK_DEADLINE=300 tools/gpu_check.sh   stop starting steps after 300 s (default 540)
+#
+# Exit status: 0 every step passed; 1 a step failed or timed out; 2 a prerequisite is missing.
+set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="$ROOT/build-gpu"
 LOGS="${OUT:-$BUILD}"
 ARCH="${GPU_CHECK_ARCH:-90}"
-JOBS="$(nproc)"
-mkdir -p "$LOGS"
+JOBS="$(nproc 2>/dev/null || echo 4)"
 export PATH="$PATH:/usr/local/cuda/bin"
 
-echo "== packages"
-"$ROOT/tools/setup.sh" --deps-only >/dev/null
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+TESTS=(test_cuda_attention test_cuda_ops test_cuda_e2e test_device)
+BENCHES=(kvinfer-bench-cuda-attention kvinfer-bench-cuda-decode kvinfer-bench-cuda-ops)
 
-echo "== build (sm_$ARCH, Release, -Werror)"
-t0=$SECONDS
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DKVINFER_CUDA=ON -DKVINFER_WERROR=ON \
-  -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DKVINFER_TESTS=ON -DKVINFER_BENCH=ON >"$LOGS/configure.log"
-cmake --build "$BUILD" -j "$JOBS" >"$LOGS/build.log" 2>&1 || { tail -50 "$LOGS/build.log"; exit 1; }
-echo "built in $((SECONDS - t0)) s"
+# Seconds each step may take at most, and the whole run: a step is cut to what is left of
+# GPU_CHECK_DEADLINE (default 540 s), and skipped when under 10 s is left, so that the summary is
+# always printed within a 10-minute session.
+T_CONFIGURE=90
+T_BUILD=240
+T_TEST=120
+T_BENCH=120
+DEADLINE="${GPU_CHECK_DEADLINE:-540}"
 
-echo "== CUDA tests"
-set +e
-ctest --test-dir "$BUILD" -R 'Cuda|cuda' --output-on-failure -j 4 >"$LOGS/cuda_tests.log" 2>&1
-tests_rc=$?
-set -e
-grep -E "tests passed|tests failed|Failed|\*\*\*" "$LOGS/cuda_tests.log" | tail -20
+missing() { echo "gpu_check: missing $*: this script installs nothing (no network there); install first" >&2; exit 2; }
 
-echo "== CPU tests (the reference backend, for completeness)"
-ctest --test-dir "$BUILD" -E 'Cuda|cuda' -j "$JOBS" >"$LOGS/cpu_tests.log" 2>&1 && grep "tests passed" "$LOGS/cpu_tests.log" ||
-  { grep -E "Failed|failed" "$LOGS/cpu_tests.log" | tail; tests_rc=1; }
-
-echo "== decode attention vs copy bandwidth"
-if [[ -x "$BUILD/bench/kvinfer-bench-cuda-attention" ]]; then
-  "$BUILD/bench/kvinfer-bench-cuda-attention" | tee "$LOGS/bench_attention.md"
-else
-  echo "(kvinfer-bench-cuda-attention not built)"
+# ---- prerequisites, checked without installing anything ----
+for tool in cmake make c++ pkg-config nvcc timeout; do
+  command -v "$tool" >/dev/null 2>&1 || missing "the tool '$tool'"
+done
+if command -v dpkg-query >/dev/null 2>&1; then
+  # What this configuration builds with (tools/setup.sh's list, less the examples' and the
+  # downloader's packages; libopenblas-dev is optional).
+  absent=()
+  for p in libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libpcre2-dev \
+           libutf8proc-dev; do
+    [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" == "install ok installed" ]] || absent+=("$p")
+  done
+  [[ ${#absent[@]} -eq 0 ]] || missing "the Debian packages ${absent[*]}"
+fi
+mkdir -p "$LOGS" || { echo "gpu_check: cannot create the log directory $LOGS" >&2; exit 2; }
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee "$LOGS/nvidia_smi.txt"
 fi
 
-echo "== end to end: TinyLlama-1.1B shape, bf16"
-"$BUILD/bench/kvinfer-bench-cuda-decode" | tee "$LOGS/bench_decode.md"
+# ---- steps ----
+STEP_NAMES=() STEP_SECONDS=() STEP_RESULTS=()
+failed=0
 
-echo "== every CUDA op of the forward pass (Google Benchmark, ~1B-model shapes)"
-set +e
-"$BUILD/bench/kvinfer-bench-cuda-ops" --benchmark_min_time=0.05 --benchmark_out="$LOGS/bench_cuda_ops.json" \
-  --benchmark_out_format=json | tee "$LOGS/bench_cuda_ops.txt"
-ops_rc=$?
-set -e
+# step NAME TIMEOUT LOG COMMAND...: runs COMMAND under `timeout`, its output into LOG, and records
+# the step. Returns COMMAND's exit status (124 on timeout).
+step() {
+  local name="$1" limit="$2" log="$3"
+  shift 3
+  local left=$((DEADLINE - SECONDS))
+  if [[ $left -lt 10 ]]; then
+    record "$name" 0 "skipped (GPU_CHECK_DEADLINE ${DEADLINE} s reached)"
+    failed=1
+    return 124
+  fi
+  [[ $limit -le $left ]] || limit=$left
+  echo "== $name (at most ${limit} s; log: $log)"
+  local t0=$SECONDS rc
+  timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1
+  rc=$?
+  local result="ok"
+  if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+    result="TIMEOUT after ${limit} s"
+  elif [[ $rc -ne 0 ]]; then
+    result="FAILED (exit $rc)"
+  fi
+  [[ $rc -eq 0 ]] || failed=1
+  record "$name" "$((SECONDS - t0))" "$result"
+  return "$rc"
+}
+record() { STEP_NAMES+=("$1") STEP_SECONDS+=("$2") STEP_RESULTS+=("$3"); }
 
-echo "== total $((SECONDS)) s; CUDA tests exit code $tests_rc; op benchmarks exit code $ops_rc"
-[[ $ops_rc -eq 0 ]] || exit "$ops_rc"
-exit "$tests_rc"
+# A gtest log's counts, e.g. "12 passed, 3 skipped".
+gtest_counts() {
+  local passed skipped failed_n
+  passed="$(grep -oE '^\[  PASSED  \] [0-9]+' "$1" | grep -oE '[0-9]+$' | tail -1)"
+  skipped="$(grep -oE '^\[  SKIPPED \] [0-9]+' "$1" | grep -oE '[0-9]+$' | tail -1)"
+  failed_n="$(grep -oE '^\[  FAILED  \] [0-9]+ test' "$1" | grep -oE '[0-9]+' | tail -1)"
+  echo "${passed:-0} passed, ${skipped:-0} skipped, ${failed_n:-0} failed"
+}
+
+# Finds a built target's executable (tests/ or bench/), or nothing.
+binary() {
+  local dir
+  for dir in tests bench; do
+    [[ -x "$BUILD/$dir/$1" ]] && { echo "$BUILD/$dir/$1"; return; }
+  done
+}
+
+configured=0
+if step configure "$T_CONFIGURE" "$LOGS/configure.log" \
+    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DKVINFER_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
+    -DKVINFER_TESTS=ON -DKVINFER_BENCH=ON -DKVINFER_EXAMPLES=OFF; then
+  configured=1
+  # No stale executable from an earlier build may pass for this one's.
+  for target in "${TESTS[@]}" "${BENCHES[@]}"; do
+    bin="$(binary "$target")"
+    [[ -z "$bin" ]] || rm -f "$bin"
+  done
+  # Keep going past a failed target, so that whatever did build still runs.
+  keep_going=(-k)
+  grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja' "$BUILD/CMakeCache.txt" && keep_going=(-k 0)
+  step "build (sm_$ARCH, $JOBS jobs)" "$T_BUILD" "$LOGS/build.log" \
+    cmake --build "$BUILD" -j "$JOBS" --target "${TESTS[@]}" "${BENCHES[@]}" -- "${keep_going[@]}" ||
+    grep -E -B2 -A2 ' error|Error ' "$LOGS/build.log" | head -40
+else
+  tail -20 "$LOGS/configure.log"
+fi
+
+for t in "${TESTS[@]}"; do
+  bin="$(binary "$t")"
+  if [[ $configured -eq 0 ]]; then
+    record "$t" 0 "skipped (configure failed)"
+    continue
+  elif [[ -z "$bin" ]]; then
+    record "$t" 0 "not built"
+    failed=1
+    continue
+  fi
+  rm -f "$LOGS/$t.log"
+  step "$t" "$T_TEST" "$LOGS/$t.log" "$bin" --gtest_brief=1
+  if [[ -f "$LOGS/$t.log" ]]; then
+    STEP_RESULTS[-1]="${STEP_RESULTS[-1]}: $(gtest_counts "$LOGS/$t.log")"
+    grep -E -A3 '^\[  FAILED  \]|Failure$' "$LOGS/$t.log" | head -40
+  fi
+done
+
+for b in "${BENCHES[@]}"; do
+  bin="$(binary "$b")"
+  if [[ $configured -eq 0 ]]; then
+    record "$b" 0 "skipped (configure failed)"
+    continue
+  elif [[ -z "$bin" ]]; then
+    record "$b" 0 "not built"
+    failed=1
+    continue
+  fi
+  args=()
+  if [[ "$b" == kvinfer-bench-cuda-ops ]]; then
+    args=(--benchmark_min_time=0.05 "--benchmark_out=$LOGS/bench_cuda_ops.json" --benchmark_out_format=json)
+  fi
+  step "$b" "$T_BENCH" "$LOGS/$b.txt" "$bin" "${args[@]}"
+  cat "$LOGS/$b.txt"
+done
+
+# ---- summary ----
+{
+  echo
+  echo "| step | seconds | result |"
+  echo "|---|---:|---|"
+  for i in "${!STEP_NAMES[@]}"; do
+    echo "| ${STEP_NAMES[$i]} | ${STEP_SECONDS[$i]} | ${STEP_RESULTS[$i]} |"
+  done
+  echo
+  echo "total ${SECONDS} s; logs in $LOGS"
+} | tee "$LOGS/summary.md"
+exit "$failed"

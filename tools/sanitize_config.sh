@@ -1,5 +1,6 @@
 # Sourced by tools/sanitize.sh and tools/fuzz.sh: their Debian packages (clang 14 with its
-# sanitizer and libFuzzer runtimes, ninja) and the one ASan + UBSan + libFuzzer build both use.
+# sanitizer and libFuzzer runtimes, ninja) and the one ASan + UBSan + libFuzzer build both use
+# (with the CUDA simulation, so that the CUDA kernel tests run under ASan + UBSan).
 ensure_clang() {
   local missing=() p sudo=()
   for p in clang-14 libclang-rt-14-dev ninja-build; do
@@ -14,8 +15,9 @@ ensure_clang() {
 
 configure_asan() {  # root, build dir
   ensure_clang
+  # The CUDA simulation (sim/): the CUDA kernels run under the sanitizers too.
   cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
-    -DKVINFER_CUDA=OFF -DKVINFER_SANITIZE=address,undefined -DKVINFER_FUZZ=ON -DKVINFER_TESTS=ON \
+    -DKVINFER_CUDA=OFF -DKVINFER_CUDA_SIM=ON -DKVINFER_SANITIZE=address,undefined -DKVINFER_FUZZ=ON -DKVINFER_TESTS=ON \
     -DKVINFER_BENCH=OFF -DKVINFER_EXAMPLES=ON -DKVINFER_WERROR=ON >/dev/null
 }
 
