@@ -31,6 +31,7 @@
 #include "kvinfer/kvinfer.h"
 #include "models/weights.h"
 #include "reference.h"
+#include "concurrent_generation.h"
 #include "test_files.h"
 
 namespace kvinfer {
@@ -372,78 +373,15 @@ TEST(CudaDefaultModel, GreedyTokensAndLogitsMatchTheCpu) {
 
 // ---- concurrent sessions on one device ----
 
-// One request's result: its tokens, and the bits of every logit it was sampled from.
-struct Request {
-  std::vector<int32_t> tokens;
-  std::vector<uint32_t> logit_bits;
-  bool operator==(const Request&) const = default;
-};
-
-Request generate_one(const std::shared_ptr<const Model>& model, const std::vector<int32_t>& prompt, uint64_t seed,
-                 bool use_kv_cache, int64_t tokens) {
-  Session session(model);  // its own stream, cuBLAS handle and workspace
-  KvCache kv(*model, 64);
-  GenerateOptions opt;
-  opt.max_new_tokens = tokens;
-  opt.ignore_eos = true;
-  opt.use_kv_cache = use_kv_cache;
-  opt.sampling = SamplingParams{};  // temperature 0.8, top-k 40, top-p 0.95, min-p 0.05
-  opt.sampling.seed = seed;
-  Request run;
-  const auto result = generate_tokens(session, kv, prompt, opt, [&](int32_t, std::span<const float> logits) {
-    for (float v : logits) {
-      uint32_t bits;
-      std::memcpy(&bits, &v, sizeof bits);
-      run.logit_bits.push_back(bits);
-    }
-    return true;
-  });
-  run.tokens = result.tokens;
-  return run;
-}
-
 // kvinfer's promise on CUDA: on one device, the same model and inputs give bit-identical logits
 // whether sessions run alone or concurrently on several host threads. As tests/test_concurrency.cpp
 // on the CPU: 4 threads (2 with the cache, 2 recomputing every step) generate at once, twice, and
 // each equals, bit for bit, the same request run alone.
 TEST(CudaConcurrentSessions, FourThreadsGenerateAsSequentialRunsLlama) {
   SKIP_WITHOUT_DEVICE();
-  constexpr int64_t kTokens = 12;
   const auto model = Model::load(test::model_dir("llama_gqa4"), {.device = Device::CUDA});
   ASSERT_EQ(model->device(), Device::CUDA);
-  const int64_t vocab = model->config().vocab_size;
-  std::vector<std::vector<int32_t>> prompts;
-  for (int k = 0; k < 4; ++k) {
-    std::vector<int32_t> p;
-    for (int i = 0; i < 5 + 3 * k; ++i) p.push_back(static_cast<int32_t>((17 * i + 29 * k + 3) % vocab));
-    prompts.push_back(p);
-  }
-  auto request = [&](size_t k) { return generate_one(model, prompts[k], 1000 + k, k < 2, kTokens); };
-  std::vector<Request> alone;
-  for (size_t k = 0; k < 4; ++k) {
-    alone.push_back(request(k));
-    ASSERT_EQ(alone.back().tokens.size(), static_cast<size_t>(kTokens));
-    ASSERT_EQ(alone.back().logit_bits.size(), static_cast<size_t>(kTokens * vocab));
-  }
-  for (int round = 0; round < 2; ++round) {
-    std::vector<Request> together(4);
-    std::vector<std::string> errors(4);
-    std::vector<std::thread> threads;
-    for (size_t k = 0; k < 4; ++k)
-      threads.emplace_back([&, k] {
-        try {
-          together[k] = request(k);
-        } catch (const std::exception& e) {  // an exception escaping a thread would abort the run
-          errors[k] = e.what();
-        }
-      });
-    for (auto& t : threads) t.join();
-    for (size_t k = 0; k < 4; ++k) {
-      ASSERT_EQ(errors[k], "") << "thread " << k << ", round " << round;
-      EXPECT_EQ(together[k].tokens, alone[k].tokens) << "thread " << k << ", round " << round;
-      EXPECT_TRUE(together[k].logit_bits == alone[k].logit_bits) << "thread " << k << ", round " << round;
-    }
-  }
+  test::expect_concurrent_equals_sequential(model);
 }
 
 // ---- the load-time memory check counts the f16 scratch of quantised matrices ----
