@@ -20,6 +20,8 @@ steps=("$@")
 # with head_dims 8, 80 and 256 (every kernel variant kind: padded dims, chunked groups, the
 # largest tiles); the long-context, large-group and sm_86 runs are left to .ci/run's step 5.
 ASAN_CUDA_SKIP='^sim_sm86[.]|CudaAttention[.](PrefillThousands|DecodeLongContexts|LargeGroups)'
+# The whole-model CUDA tests (test_cuda_e2e's suites) run in step 5 only.
+ASAN_CUDA_SKIP+='|[.](CudaEndToEnd|CudaDefaultModel|CudaConcurrentSessions|CudaGguf|CudaKvCache|CudaMemoryLimits)'
 ASAN_CUDA_SKIP+='|CudaAttentionSweep[.].*/group(2|3|4|7|8|12|16|64|96)_|CudaAttentionSweep[.].*_hd(16|32|64|96|128)( |$)'
 
 for step in "${steps[@]}"; do
@@ -30,7 +32,7 @@ for step in "${steps[@]}"; do
       # One test process per core: ASan's shadow memory and the tests' threads fit that.
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 \
       UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 OMP_NUM_THREADS=1 \
-        ctest --test-dir "$ROOT/build-asan" --output-on-failure -j "$JOBS" -LE cuda_e2e -E "$ASAN_CUDA_SKIP"
+        ctest --test-dir "$ROOT/build-asan" --output-on-failure -j "$JOBS" -E "$ASAN_CUDA_SKIP"
       ;;
     tsan)
       configure_tsan "$ROOT" "$ROOT/build-tsan"
