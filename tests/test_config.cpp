@@ -172,6 +172,58 @@ TEST(Config, BadRopeValuesAreNamed) {
   EXPECT_THAT(parse_error(j), HasSubstr("'rope_theta'"));
 }
 
+// Numbers kvinfer computes with in f32 must be positive and finite there, as gguf_config.cpp asks
+// of its f32 keys: JSON holds no NaN or infinity, but 1e39 is infinite in f32 and 1e-50 is zero.
+// And only full rotary embeddings are supported.
+TEST(Config, NonsensicalNumbersAreNamedWithTheirValue) {
+  const json linear = {{"rope_type", "linear"}, {"factor", 2.0}};
+  const json llama3 = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0}};
+  const json plain = {{"rope_type", "default"}};
+  struct Case {
+    const char* object;  // "": a top-level key; else the rope object holding it, as `base`
+    json base;
+    const char* key;
+    double value;
+    const char* shown;
+  };
+  const Case cases[] = {
+      {"", {}, "rms_norm_eps", -1e-5, "got -1e-05"},
+      {"", {}, "rms_norm_eps", 0.0, "got 0"},
+      {"", {}, "rms_norm_eps", 1e39, "got 1e+39"},
+      {"", {}, "rms_norm_eps", 1e-50, "got 1e-50"},
+      {"", {}, "rope_theta", 1e39, "got 1e+39"},
+      {"", {}, "rope_theta", -10000.0, "got -10000"},
+      {"rope_parameters", plain, "rope_theta", 0.0, "got 0"},
+      {"rope_scaling", linear, "factor", 1e39, "got 1e+39"},
+      {"rope_scaling", linear, "factor", -2.0, "got -2"},
+      {"rope_parameters", linear, "factor", 0.0, "got 0"},
+      {"rope_scaling", llama3, "low_freq_factor", -1.0, "got -1"},
+      {"rope_parameters", llama3, "high_freq_factor", 1e39, "got 1e+39"},
+      {"", {}, "partial_rotary_factor", 0.5, "is 0.5; partial rotary"},
+      {"", {}, "partial_rotary_factor", 0.0, "is 0; partial rotary"},
+      {"rope_parameters", plain, "partial_rotary_factor", 0.25, "is 0.25; partial rotary"},
+  };
+  for (const Case& c : cases) {
+    const std::string key = *c.object ? std::string(c.object) + "." + c.key : c.key;
+    SCOPED_TRACE(key + " = " + json(c.value).dump());
+    json j = llama();
+    json& holder = *c.object ? (j[c.object] = c.base) : j;
+    holder[c.key] = c.value;
+    EXPECT_THAT(parse_error(j), AllOf(HasSubstr("'" + key + "'"), HasSubstr(c.shown)));
+  }
+  json j = llama();
+  j["partial_rotary_factor"] = 1.0;  // all of each head: what kvinfer does
+  EXPECT_NO_THROW(parse(j));
+
+  json gpt2 = {{"architectures", {"GPT2LMHeadModel"}}, {"vocab_size", 50257}, {"n_embd", 768}, {"n_layer", 12},
+               {"n_head", 12}};
+  EXPECT_EQ(parse(gpt2).norm_eps, 1e-5);
+  for (double eps : {0.0, -1e-5, 1e39}) {
+    gpt2["layer_norm_epsilon"] = eps;
+    EXPECT_THAT(parse_error(gpt2), AllOf(HasSubstr("'layer_norm_epsilon'"), HasSubstr("positive and finite")));
+  }
+}
+
 TEST(Config, EosAndBosForms) {
   json j = llama();
   j["eos_token_id"] = 2;

@@ -1,7 +1,9 @@
 // HF config.json → ModelConfig. Accepts both the transformers 4 spelling (rope_theta +
 // rope_scaling) and the transformers 5 one (rope_parameters).
+#include <cmath>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/std.h>
@@ -34,10 +36,12 @@ constexpr int64_t kMaxDim = INT32_MAX;
 
 class Reader {
  public:
-  Reader(const json& j, const std::string& source) : j_(j), source_(source) {}
+  // `prefix` names a nested object in errors: "rope_scaling." gives 'rope_scaling.factor'.
+  Reader(const json& j, const std::string& source, std::string prefix = "")
+      : j_(j), source_(source), prefix_(std::move(prefix)) {}
 
   Error error(const std::string& key, const std::string& why) const {
-    return Error(fmt::format("{}: '{}' {}", source_, key, why));
+    return Error(fmt::format("{}: '{}{}' {}", source_, prefix_, key, why));
   }
   bool has(const std::string& key) const { return j_.contains(key) && !j_[key].is_null(); }
 
@@ -52,6 +56,14 @@ class Reader {
     if (!has(key)) return fallback;
     if (!j_[key].is_number()) throw error(key, fmt::format("is not a number: {}", j_[key].dump()));
     return j_[key].get<double>();
+  }
+  // A number still positive and finite as f32, the type kvinfer computes with: JSON holds no NaN
+  // or infinity, but 1e39 is infinite in f32 and 1e-46 is zero (gguf_config.cpp's f32 keys alike).
+  double positive(const std::string& key, double fallback) const {
+    const double v = number(key, fallback);
+    const auto f = static_cast<float>(v);
+    if (!(f > 0) || !std::isfinite(f)) throw error(key, fmt::format("must be positive and finite (f32), got {}", v));
+    return v;
   }
   bool boolean(const std::string& key, bool fallback) const {
     if (!has(key)) return fallback;
@@ -81,6 +93,7 @@ class Reader {
   }
   const json& j_;
   const std::string& source_;
+  std::string prefix_;
 };
 
 Architecture parse_architecture(const Reader& r) {
@@ -98,20 +111,20 @@ Architecture parse_architecture(const Reader& r) {
 
 // `rope` is either the rope_scaling object (transformers 4) or rope_parameters (5).
 RopeScaling parse_rope_scaling(const json& rope, const std::string& source, const std::string& key) {
-  Reader r(rope, source);
+  Reader r(rope, source, key + ".");
   RopeScaling s;
   std::string type = r.string("rope_type", r.string("type", "default"));
   if (type == "default") return s;
-  s.factor = r.number("factor", 1.0);
-  if (!(s.factor >= 1.0)) throw Error(fmt::format("{}: '{}.factor' must be >= 1, got {}", source, key, s.factor));
+  s.factor = r.positive("factor", 1.0);
+  if (!(s.factor >= 1.0)) throw r.error("factor", fmt::format("must be >= 1, got {}", s.factor));
   if (type == "linear") {
     s.type = RopeScaling::Type::Linear;
   } else if (type == "llama3") {
     s.type = RopeScaling::Type::Llama3;
-    s.low_freq_factor = r.number("low_freq_factor", 1.0);
-    s.high_freq_factor = r.number("high_freq_factor", 4.0);
+    s.low_freq_factor = r.positive("low_freq_factor", 1.0);
+    s.high_freq_factor = r.positive("high_freq_factor", 4.0);
     s.original_max_position_embeddings = r.positive_int("original_max_position_embeddings", 8192);
-    if (!(s.high_freq_factor > s.low_freq_factor) || !(s.low_freq_factor > 0))
+    if (!(s.high_freq_factor > s.low_freq_factor))
       throw Error(fmt::format("{}: '{}' needs 0 < low_freq_factor < high_freq_factor, got {} and {}", source, key,
                               s.low_freq_factor, s.high_freq_factor));
   } else {
@@ -119,6 +132,14 @@ RopeScaling parse_rope_scaling(const json& rope, const std::string& source, cons
                             key, type));
   }
   return s;
+}
+
+// HF rotates only this fraction of each head (top level, or in rope_parameters in transformers 5);
+// kvinfer rotates all of it, as gguf_config.cpp refuses a rope.dimension_count below the head size.
+void check_full_rotary(const Reader& r) {
+  const double f = r.number("partial_rotary_factor", 1.0);
+  if (f != 1.0)
+    throw r.error("partial_rotary_factor", fmt::format("is {}; partial rotary embeddings are not supported", f));
 }
 
 // The Llama family's config.json: LlamaConfig, MistralConfig, Qwen2Config.
@@ -144,20 +165,22 @@ void parse_llama_family(const Reader& r, ModelConfig& c) {
 
   std::string act = r.string("hidden_act", "silu");
   if (act != "silu") throw r.error("hidden_act", fmt::format("is '{}'; only silu is supported", act));
-  c.norm_eps = r.number("rms_norm_eps", 1e-6);
+  c.norm_eps = r.positive("rms_norm_eps", 1e-6);
   c.max_position_embeddings = r.positive_int("max_position_embeddings", 2048);
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
 
-  c.rope_theta = r.number("rope_theta", 10000.0);
+  c.rope_theta = r.positive("rope_theta", 10000.0);
+  check_full_rotary(r);
   if (r.has("rope_parameters")) {
     if (!r["rope_parameters"].is_object()) throw r.error("rope_parameters", "is not an object");
-    c.rope_theta = Reader(r["rope_parameters"], r.source()).number("rope_theta", c.rope_theta);
+    const Reader p(r["rope_parameters"], r.source(), "rope_parameters.");
+    c.rope_theta = p.positive("rope_theta", c.rope_theta);
+    check_full_rotary(p);
     c.rope_scaling = parse_rope_scaling(r["rope_parameters"], r.source(), "rope_parameters");
   } else if (r.has("rope_scaling")) {
     if (!r["rope_scaling"].is_object()) throw r.error("rope_scaling", "is not an object");
     c.rope_scaling = parse_rope_scaling(r["rope_scaling"], r.source(), "rope_scaling");
   }
-  if (!(c.rope_theta > 0)) throw r.error("rope_theta", fmt::format("must be positive, got {}", c.rope_theta));
 
   switch (c.arch) {
     case Architecture::Llama:
@@ -189,7 +212,7 @@ void parse_gpt2(const Reader& r, ModelConfig& c) {
     throw r.error("n_embd", fmt::format("({}) is not a multiple of n_head ({})", c.hidden_size, c.num_heads));
   c.head_dim = c.hidden_size / c.num_heads;
   c.max_position_embeddings = r.positive_int("n_positions", 1024);
-  c.norm_eps = r.number("layer_norm_epsilon", 1e-5);
+  c.norm_eps = r.positive("layer_norm_epsilon", 1e-5);
   // gelu_new and gelu_pytorch_tanh are the same function: GELU with the tanh approximation.
   const std::string act = r.string("activation_function", "gelu_new");
   if (act != "gelu_new" && act != "gelu_pytorch_tanh")
