@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "kvinfer/kvinfer.h"
 #include "reference.h"
 #include "test_files.h"
@@ -161,6 +163,92 @@ TEST(LoadErrors, ConfigShapeDisagreesWithTensors) {
   EXPECT_THAT(load_error(dir),
               AllOf(HasSubstr((dir / "model.safetensors").string()), HasSubstr("model.layers.0.mlp.gate_proj.weight"),
                     HasSubstr("[64, 64]"), HasSubstr("[96, 64]")));
+}
+
+// The tensors' shapes check every size config.json states but one: the head count when head_dim
+// is derived and the KV width stays the same (heads × head_dim is all a shape shows).
+TEST(LoadErrors, EverySizeKeyIsCheckedByTheTensorShapes) {
+  struct Case {
+    const char* key;
+    int value;
+    const char* tensor;
+    const char* found;
+    const char* implied;
+  };
+  const Case cases[] = {
+      {"vocab_size", 100, "model.embed_tokens.weight", "[128, 64]", "[100, 64]"},
+      {"hidden_size", 32, "model.embed_tokens.weight", "[128, 64]", "[128, 32]"},
+      {"num_attention_heads", 4, "model.layers.0.self_attn.q_proj.weight", "[64, 64]", "[32, 64]"},
+      {"num_key_value_heads", 4, "model.layers.0.self_attn.k_proj.weight", "[16, 64]", "[32, 64]"},
+      {"head_dim", 16, "model.layers.0.self_attn.q_proj.weight", "[64, 64]", "[128, 64]"},
+  };
+  TempDir tmp;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.key);
+    fs::path dir = copy_fixture(kFixture, tmp, c.key);
+    edit_json_file(dir / "config.json", [&](json& config) { config[c.key] = c.value; });
+    EXPECT_THAT(load_error(dir), AllOf(HasSubstr((dir / "model.safetensors").string()), HasSubstr(c.tensor),
+                                       HasSubstr(c.found), HasSubstr(c.implied)));
+  }
+}
+
+// A checkpoint with more layers than config.json states would run with the extra ones ignored.
+TEST(LoadErrors, LayerBeyondTheConfigsLayerCount) {
+  TempDir tmp;
+  struct Case {
+    const char* fixture;
+    const char* key;
+    const char* tensor;
+  };
+  const Case cases[] = {
+      {"llama_gqa4", "num_hidden_layers", "model.layers.1.input_layernorm.weight"},
+      {"gpt2_tiny", "n_layer", "transformer.h.1.attn.c_attn.bias"},
+      {"gpt2_legacy_names", "n_layer", "h.1.attn.c_attn.bias"},  // h.1.attn.bias, a mask buffer, is skipped
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.fixture);
+    fs::path dir = copy_fixture(c.fixture, tmp);
+    edit_json_file(dir / "config.json", [&](json& config) { config[c.key] = 1; });
+    EXPECT_THAT(load_error(dir),
+                AllOf(HasSubstr((dir / "model.safetensors").string()),
+                      HasSubstr(fmt::format("tensor '{}' is for layer 1, but config.json has {} 1", c.tensor, c.key))));
+  }
+  // Sharded: the error names the shard that holds the tensor.
+  fs::path dir = copy_fixture("llama_sharded", tmp);
+  edit_json_file(dir / "config.json", [](json& c) { c["num_hidden_layers"] = 1; });
+  EXPECT_THAT(load_error(dir), AllOf(HasSubstr(dir.string() + "/model-0000"), HasSubstr("'model.layers.1."),
+                                     HasSubstr("is for layer 1, but config.json has num_hidden_layers 1")));
+}
+
+// Appends an f32 tensor of `shape` (zeros) to a safetensors file.
+void add_tensor(const fs::path& weights, const std::string& name, const std::vector<int64_t>& shape) {
+  auto parts = test::SafetensorsParts::read(weights);
+  uint64_t bytes = 4;
+  for (int64_t d : shape) bytes *= static_cast<uint64_t>(d);
+  const uint64_t end = parts.data.size();
+  parts.header[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {end, end + bytes}}};
+  parts.data.append(bytes, '\0');
+  parts.write(weights);
+}
+
+// Any other layer tensor the model does not bind would be dropped too (here a bias the config
+// does not turn on); the buffers HF itself skips on load are accepted.
+TEST(LoadErrors, LayerTensorTheModelDoesNotUse) {
+  TempDir tmp;
+  fs::path dir = copy_fixture(kFixture, tmp, "bias");
+  const std::string bias = "model.layers.0.self_attn.q_proj.bias";
+  add_tensor(dir / "model.safetensors", bias, {64});
+  EXPECT_THAT(load_error(dir), AllOf(HasSubstr((dir / "model.safetensors").string()), HasSubstr("'" + bias + "'"),
+                                     HasSubstr("not part of a LlamaForCausalLM model")));
+
+  dir = copy_fixture(kFixture, tmp, "inv_freq");
+  for (int l = 0; l < 2; ++l)
+    add_tensor(dir / "model.safetensors", fmt::format("model.layers.{}.self_attn.rotary_emb.inv_freq", l), {4});
+  EXPECT_NO_THROW(Model::load(dir, {.device = Device::CPU}));
+  dir = copy_fixture("gpt2_tiny", tmp);
+  add_tensor(dir / "model.safetensors", "transformer.h.0.attn.masked_bias", {});
+  add_tensor(dir / "model.safetensors", "transformer.h.1.attn.bias", {1, 1, 4, 4});
+  EXPECT_NO_THROW(Model::load(dir, {.device = Device::CPU}));
 }
 
 TEST(LoadErrors, ConfigDimensionsWhoseProductWouldOverflow) {

@@ -1,5 +1,6 @@
 #include "formats/hf_checkpoint.h"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -84,6 +85,13 @@ const TensorView* HfCheckpoint::find(const std::string& name) const {
 const TensorView& HfCheckpoint::get(const std::string& name) const {
   if (const TensorView* t = find(name)) return *t;
   throw Error(fmt::format("{}: missing tensor '{}'", dir_, name));
+}
+
+std::vector<std::string> HfCheckpoint::names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, t] : tensors_) names.push_back(name);
+  std::ranges::sort(names);
+  return names;
 }
 
 std::vector<std::span<const std::byte>> HfCheckpoint::mapped() const {

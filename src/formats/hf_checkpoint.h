@@ -21,6 +21,7 @@ class HfCheckpoint {
   const std::filesystem::path& dir() const { return dir_; }
   const TensorView* find(const std::string& name) const;
   const TensorView& get(const std::string& name) const;  // throws naming the tensor and the directory
+  std::vector<std::string> names() const;  // every tensor's, sorted (so errors name the same one each run)
   // Each shard's file as mapped.
   std::vector<std::span<const std::byte>> mapped() const;
 

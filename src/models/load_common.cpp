@@ -1,7 +1,9 @@
 #include "models/load_common.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
+#include <limits>
 #include <new>
 #include <string_view>
 
@@ -50,6 +52,20 @@ Vector HostStorage::add(const std::vector<float>& values) {
 std::byte* HostStorage::allocate(size_t bytes) {
   matrices.emplace_back(bytes);  // uninitialised
   return matrices.back().data();
+}
+
+std::optional<LayerTensor> layer_tensor(std::string_view name, std::string_view layer) {
+  const size_t hole = layer.find("{}");
+  const std::string_view before = layer.substr(0, hole), after = layer.substr(hole + 2);
+  if (!name.starts_with(before)) return std::nullopt;
+  name.remove_prefix(before.size());
+  const size_t digits = std::min(name.find_first_not_of("0123456789"), name.size());
+  const std::string_view rest = name.substr(digits);
+  if (digits == 0 || !rest.starts_with(after)) return std::nullopt;
+  int64_t index = 0;
+  if (std::from_chars(name.data(), name.data() + digits, index).ec != std::errc())
+    index = std::numeric_limits<int64_t>::max();  // too many digits: beyond any layer count
+  return LayerTensor{index, rest.substr(after.size())};
 }
 
 std::unique_ptr<ModelWeights> bind_weights(const ModelConfig& c, const TensorNames& names, const TensorSource& source,

@@ -6,8 +6,10 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/large_buffer.h"
@@ -62,6 +64,14 @@ struct TensorNames {
   std::string layer;
   std::string attn_norm, q, k, v, o, ffn_norm, gate, up, down;
 };
+
+// A tensor named under a layer prefix (TensorNames::layer, "model.layers.{}."): the layer's index
+// (INT64_MAX when it does not fit) and the rest of the name. nullopt for any other name.
+struct LayerTensor {
+  int64_t layer;
+  std::string_view part;
+};
+std::optional<LayerTensor> layer_tensor(std::string_view name, std::string_view layer);
 
 // Every tensor of the model `c` describes, checked and bound; norms and biases are widened to
 // f32 into `storage`. rope_inv_freq is left to the caller.

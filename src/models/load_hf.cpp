@@ -1,5 +1,10 @@
 // Model::load for HF directories: maps the checkpoint, checks every tensor against the config
 // and binds the weights in their stored dtype.
+#include <algorithm>
+#include <array>
+#include <set>
+#include <string_view>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <fmt/std.h>
@@ -59,6 +64,7 @@ class HfSource : public TensorSource {
     const TensorView& t = shaped(name, {n});
     return Matrix{t.float_dtype(), t.data, 1, n};
   }
+  bool used(const std::string& name) const { return used_.contains(name); }
 
  private:
   const TensorView& shaped(const std::string& name, const std::vector<int64_t>& shape) const {
@@ -66,10 +72,36 @@ class HfSource : public TensorSource {
     if (t.shape != shape)
       throw Error(fmt::format("{}: tensor '{}' has shape [{}] but config.json implies [{}]", *t.file, name,
                               fmt::join(t.shape, ", "), fmt::join(shape, ", ")));
+    used_.insert(name);
     return t;
   }
   const HfCheckpoint& ckpt_;
+  mutable std::set<std::string, std::less<>> used_;
 };
+
+// Buffers a layer may carry that HF itself skips on load (_keys_to_ignore_on_load_unexpected):
+// Llama's rope frequencies from older transformers, GPT-2's causal-mask buffers.
+constexpr std::array<std::string_view, 3> kUnusedLayerBuffers = {"self_attn.rotary_emb.inv_freq", "attn.bias",
+                                                                 "attn.masked_bias"};
+
+// Every tensor under a layer prefix must have been bound, as load_gguf.cpp asks of every tensor:
+// one for a layer beyond the layer count means config.json and the checkpoint disagree, any other
+// (a bias the config does not turn on) would be dropped without a word.
+void check_layer_tensors(const HfCheckpoint& ckpt, const HfSource& source, const std::string& layer) {
+  const ModelConfig& c = ckpt.config();
+  for (const std::string& name : ckpt.names()) {
+    const auto t = layer_tensor(name, layer);
+    if (!t || source.used(name) || std::ranges::find(kUnusedLayerBuffers, t->part) != kUnusedLayerBuffers.end())
+      continue;
+    const std::filesystem::path& file = *ckpt.find(name)->file;
+    if (t->layer >= c.num_layers)
+      throw Error(fmt::format("{}: tensor '{}' is for layer {}, but config.json has {} {}", file, name, t->layer,
+                              c.is_gpt2() ? "n_layer" : "num_hidden_layers", c.num_layers));
+    throw Error(fmt::format("{}: tensor '{}' is not part of a {} model as config.json describes it and kvinfer "
+                            "reads it",
+                            file, name, architecture_name(c.arch)));
+  }
+}
 
 }  // namespace
 
@@ -81,11 +113,15 @@ std::shared_ptr<const Model> load_hf(const std::filesystem::path& path, const Lo
   auto storage = std::make_shared<HostStorage>();
   storage->checkpoint = ckpt;
   storage->mapped = ckpt->mapped();
+  const HfSource source(*ckpt);
   std::unique_ptr<ModelWeights> w;
   if (c.is_gpt2()) {
-    w = bind_gpt2_weights(c, gpt2_names(*ckpt), HfSource(*ckpt), *storage, path / "config.json");
+    const Gpt2TensorNames names = gpt2_names(*ckpt);
+    w = bind_gpt2_weights(c, names, source, *storage, path / "config.json");
+    check_layer_tensors(*ckpt, source, names.layer);
   } else {
-    w = bind_weights(c, kHfNames, HfSource(*ckpt), *storage, path / "config.json");
+    w = bind_weights(c, kHfNames, source, *storage, path / "config.json");
+    check_layer_tensors(*ckpt, source, kHfNames.layer);
     w->rope_inv_freq = storage->add(rope_inv_freq(c));
   }
   w->storage = storage;
