@@ -424,10 +424,15 @@ class TinyGguf {
     set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
     tensor("token_embd.weight", {8, 10});
     tensor("output_norm.weight", {8});
+    layer(0);
+  }
+
+  // The tensors of layer `l`.
+  void layer(int l) {
     for (auto [name, dims] : {std::pair{"attn_norm", std::vector<uint64_t>{8}}, {"attn_q", {8, 8}}, {"attn_k", {8, 4}},
                               {"attn_v", {8, 4}}, {"attn_output", {8, 8}}, {"ffn_norm", {8}}, {"ffn_gate", {8, 16}},
                               {"ffn_up", {8, 16}}, {"ffn_down", {16, 8}}})
-      tensor(std::string("blk.0.") + name + ".weight", dims);
+      tensor(fmt::format("blk.{}.{}.weight", l, name), dims);
   }
 
   void set_u32(const std::string& key, uint32_t v) { set(key, kU32, pod(v)); }
@@ -532,6 +537,17 @@ TEST(GgufModelErrors, TensorTheModelDoesNotUse) {
   TinyGguf g;
   g.tensor("blk.0.attn_q.bias", {8});  // llama.cpp's "llama" may carry biases; kvinfer's does not
   EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'blk.0.attn_q.bias'"), HasSubstr("not part of a llama")));
+}
+
+TEST(GgufModelErrors, LayerBeyondTheBlockCount) {  // would run with the extra layer ignored
+  test::TempDir tmp;
+  TinyGguf g;
+  g.layer(1);
+  EXPECT_THAT(load_error(g.write(tmp)),
+              AllOf(HasSubstr("model.gguf"),
+                    HasSubstr("tensor 'blk.1.attn_norm.weight' is for layer 1, but key 'llama.block_count' is 1")));
+  g.set_u32("llama.block_count", 2);
+  EXPECT_EQ(Model::load(g.write(tmp), {.device = Device::CPU})->config().num_layers, 2);
 }
 
 TEST(GgufModelErrors, UnsupportedArchitecture) {

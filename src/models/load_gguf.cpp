@@ -113,6 +113,20 @@ void apply_rope_freqs(const GgufFile& f, const GgufSource& source, std::vector<f
   }
 }
 
+// As llama.cpp: a tensor the model does not use means a feature kvinfer would silently drop, or,
+// under a layer beyond the block count, metadata and tensors that disagree.
+void check_all_used(const GgufFile& f, const GgufSource& source, const ModelConfig& c) {
+  const std::string arch = f.string("general.architecture");
+  for (const GgufTensorInfo& t : f.tensors()) {
+    if (source.used(t.name)) continue;
+    // kGgufGpt2Names.layer is the same "blk.{}.".
+    if (const auto l = layer_tensor(t.name, kGgufNames.layer); l && l->layer >= c.num_layers)
+      throw Error(fmt::format("{}: tensor '{}' is for layer {}, but key '{}.block_count' is {}", f.path(), t.name,
+                              l->layer, arch, c.num_layers));
+    throw Error(fmt::format("{}: tensor '{}' is not part of a {} model as kvinfer reads it", f.path(), t.name, arch));
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<const Model> load_gguf(const std::filesystem::path& path, const LoadOptions& options) {
@@ -134,11 +148,7 @@ std::shared_ptr<const Model> load_gguf(const std::filesystem::path& path, const 
     w->rope_inv_freq = storage->add(inv_freq);
   }
   w->storage = storage;
-  // As llama.cpp: a tensor the model does not use means a feature kvinfer would silently drop.
-  for (const GgufTensorInfo& t : file->tensors())
-    if (!source.used(t.name))
-      throw Error(fmt::format("{}: tensor '{}' is not part of a {} model as kvinfer reads it", path, t.name,
-                              file->string("general.architecture")));
+  check_all_used(*file, source, c);
   std::shared_ptr<const Tokenizer> tokenizer;
   if (file->has("tokenizer.ggml.model") || file->has("tokenizer.ggml.tokens"))
     tokenizer = std::make_shared<const Tokenizer>(Tokenizer::from_gguf(*file));
