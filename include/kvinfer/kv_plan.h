@@ -21,5 +21,7 @@ constexpr DType default_kv_dtype(DType weight_dtype) { return is_quantized(weigh
 
 // A byte count for people, in binary units: "512 B", "1.5 KiB", "2.0 MiB", "1.00 GiB".
 std::string format_bytes(uint64_t bytes);
+// A count for people, in groups of three digits: 250004 -> "250,004", -1 -> "-1".
+std::string format_count(int64_t n);
 
 }  // namespace kvinfer

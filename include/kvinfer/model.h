@@ -42,7 +42,7 @@ struct LoadOptions {
   // detected when the model loads: MemAvailable in /proc/meminfo for the CPU, the free bytes of
   // cudaMemGetInfo for CUDA.
   uint64_t memory_limit = 0;
-  int64_t kv_tokens = 0;
+  int64_t kv_tokens = 0;  // at most the context length (below)
   std::optional<DType> kv_dtype = std::nullopt;
 
   // Debug: check the residual stream for NaN/Inf after the embedding and after every attention
@@ -62,6 +62,13 @@ struct LoadOptions {
   // does anyway. On: every weight is used in place from the mapping, row-major (4 KiB pages,
   // shared with other processes that map the same file, llama.cpp's default).
   bool weights_in_place = false;
+
+  // The positions a KV cache of this model may hold: 0 (the default) is the model's context
+  // length (max_position_embeddings, GGUF context_length, GPT-2 n_positions), and no KvCache is
+  // made larger. A larger value is a deliberate extrapolation, allowed for rotary models only:
+  // positions past the trained length are computed the same way, but the model never saw them
+  // and its output usually degrades. Learned positions (GPT-2) have no rows for them: refused.
+  int64_t context_length = 0;
 };
 
 class Model {
@@ -90,6 +97,9 @@ class Model {
   const Tokenizer& tokenizer() const;
   // Every id that ends generation: config.json's eos ids and the tokenizer's.
   std::vector<int32_t> eos_ids() const;
+  // The positions a KvCache of this model may hold: config().max_position_embeddings, or
+  // LoadOptions::context_length when the model was loaded with a longer one.
+  int64_t context_length() const { return context_length_; }
 
   // LoadOptions::int8_activations as loaded (sessions of this model use it).
   bool int8_activations() const { return int8_activations_; }
@@ -101,7 +111,7 @@ class Model {
   Model(ModelConfig config, std::unique_ptr<ModelWeights> weights, Device device,
         std::shared_ptr<const Tokenizer> tokenizer = nullptr, std::filesystem::path source = {},
         bool int8_activations = false, std::shared_ptr<MemoryAccount> memory = nullptr,
-        bool check_finite = false);
+        bool check_finite = false, int64_t context_length = 0);  // 0: config.max_position_embeddings
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -118,6 +128,7 @@ class Model {
   bool int8_activations_;
   std::shared_ptr<MemoryAccount> memory_;
   bool check_finite_;
+  int64_t context_length_;
   friend class KvCache;  // reserves its bytes in memory_
 };
 

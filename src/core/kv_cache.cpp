@@ -21,9 +21,21 @@ std::string cache_name(int64_t capacity_tokens, DType dtype) {
 }
 }  // namespace
 
+namespace {
+// A cache longer than the model's context would hold positions the model cannot use well (rotary)
+// or at all (learned positions): refused before anything is allocated.
+int64_t within_context(int64_t capacity_tokens, int64_t context_length) {
+  if (capacity_tokens > context_length)
+    throw Error(fmt::format("a KV cache of {} tokens is beyond the model's context length of {} tokens "
+                            "(LoadOptions::context_length allows a longer one for rotary models)",
+                            format_count(capacity_tokens), format_count(context_length)));
+  return capacity_tokens;
+}
+}  // namespace
+
 KvCache::KvCache(const Model& model, int64_t capacity_tokens, std::optional<DType> dtype)
-    : KvCache(model.config(), capacity_tokens, dtype.value_or(default_kv_dtype(model.weight_dtype())),
-              model.device(), model.memory_) {}
+    : KvCache(model.config(), within_context(capacity_tokens, model.context_length()),
+              dtype.value_or(default_kv_dtype(model.weight_dtype())), model.device(), model.memory_) {}
 
 KvCache::KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype, Device device)
     : KvCache(config, capacity_tokens, dtype, device, nullptr) {}

@@ -40,4 +40,14 @@ std::string format_bytes(uint64_t bytes) {
   return fmt::format("{:.2f} GiB", b / 1073741824.0);
 }
 
+std::string format_count(int64_t n) {
+  const std::string digits = n < 0 ? std::to_string(n).substr(1) : std::to_string(n);
+  std::string out = n < 0 ? "-" : "";
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
+}
+
 }  // namespace kvinfer

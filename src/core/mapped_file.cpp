@@ -11,13 +11,15 @@
 #include <fmt/format.h>
 #include <fmt/std.h>
 
+#include "core/input_file.h"
 #include "kvinfer/error.h"
 
 namespace kvinfer {
 
 MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  check_input_file(path, kMappedModelLimit);  // before open: opening a FIFO waits for a writer
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw Error(fmt::format("{}: {}", path, errno_text(errno)));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);

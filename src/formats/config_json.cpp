@@ -1,7 +1,6 @@
 // HF config.json → ModelConfig. Accepts both the transformers 4 spelling (rope_theta +
 // rope_scaling) and the transformers 5 one (rope_parameters).
 #include <cmath>
-#include <fstream>
 #include <sstream>
 #include <utility>
 
@@ -9,6 +8,7 @@
 #include <fmt/std.h>
 #include <nlohmann/json.hpp>
 
+#include "core/input_file.h"
 #include "kvinfer/config.h"
 #include "kvinfer/error.h"
 
@@ -259,11 +259,7 @@ ModelConfig parse_config(std::string_view json_text, const std::string& source) 
 }
 
 ModelConfig load_config(const std::filesystem::path& config_json) {
-  std::ifstream in(config_json, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open config", config_json));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_config(text.str(), config_json.string());
+  return parse_config(read_input_file(config_json, kJsonSettingsLimit), config_json.string());
 }
 
 }  // namespace kvinfer

@@ -9,6 +9,7 @@
 #include <fmt/std.h>
 #include <nlohmann/json.hpp>
 
+#include "core/input_file.h"
 #include "kvinfer/error.h"
 
 namespace kvinfer {
@@ -17,19 +18,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open", path));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Shard file name → tensor names it must hold, from model.safetensors.index.json.
 std::map<std::string, std::vector<std::string>> read_index(const fs::path& index_path) {
   nlohmann::json index;
   try {
-    index = nlohmann::json::parse(read_text(index_path));
+    index = nlohmann::json::parse(read_input_file(index_path, kSafetensorsIndexLimit));
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: invalid JSON: {}", index_path, e.what()));
   }
@@ -50,17 +43,17 @@ std::map<std::string, std::vector<std::string>> read_index(const fs::path& index
 }  // namespace
 
 HfCheckpoint::HfCheckpoint(const fs::path& dir) : dir_(dir) {
-  if (!fs::is_directory(dir)) throw Error(fmt::format("{}: not a model directory", dir));
+  if (model_path_kind(dir) != ModelPathKind::Directory) throw Error(fmt::format("{}: not a model directory", dir));
   fs::path config_path = dir / "config.json";
-  if (!fs::exists(config_path)) throw Error(fmt::format("{}: missing config.json", dir));
+  if (!input_exists(config_path)) throw Error(fmt::format("{}: missing config.json", dir));
   config_ = load_config(config_path);
 
   fs::path single = dir / "model.safetensors";
   fs::path index_path = dir / "model.safetensors.index.json";
-  if (fs::exists(single)) {
+  if (input_exists(single)) {
     files_.push_back(std::make_unique<SafetensorsFile>(single));
     for (const auto& [name, t] : files_.back()->tensors()) tensors_.emplace(name, &t);
-  } else if (fs::exists(index_path)) {
+  } else if (input_exists(index_path)) {
     for (const auto& [shard, names] : read_index(index_path)) {
       files_.push_back(std::make_unique<SafetensorsFile>(dir / shard));
       const SafetensorsFile& file = *files_.back();
@@ -92,6 +85,12 @@ std::vector<std::string> HfCheckpoint::names() const {
   for (const auto& [name, t] : tensors_) names.push_back(name);
   std::ranges::sort(names);
   return names;
+}
+
+uint64_t HfCheckpoint::tensor_bytes() const {
+  uint64_t sum = 0;
+  for (const auto& [name, t] : tensors_) sum += t->bytes;
+  return sum;
 }
 
 std::vector<std::span<const std::byte>> HfCheckpoint::mapped() const {

@@ -22,6 +22,8 @@ class HfCheckpoint {
   const TensorView* find(const std::string& name) const;
   const TensorView& get(const std::string& name) const;  // throws naming the tensor and the directory
   std::vector<std::string> names() const;  // every tensor's, sorted (so errors name the same one each run)
+  // The bytes of every tensor, as stored.
+  uint64_t tensor_bytes() const;
   // Each shard's file as mapped.
   std::vector<std::span<const std::byte>> mapped() const;
 

@@ -129,6 +129,19 @@ MemoryBudget load_budget(Device device, const LoadOptions& options) {
 }
 
 namespace {
+// LoadOptions::context_length checked: 0 is the model's; longer only where positions are rotary.
+int64_t context_length(const ModelConfig& c, const LoadOptions& options, const std::filesystem::path& path) {
+  if (options.context_length < 0)
+    throw Error(fmt::format("{}: LoadOptions::context_length is {}; it must be 0 (the model's) or positive", path,
+                            options.context_length));
+  if (options.context_length == 0) return c.max_position_embeddings;
+  if (options.context_length > c.max_position_embeddings && c.is_gpt2())
+    throw Error(fmt::format("{}: a context of {} tokens is beyond GPT-2's {} learned positions (n_positions); "
+                            "they cannot be extended",
+                            path, format_count(options.context_length), format_count(c.max_position_embeddings)));
+  return options.context_length;
+}
+
 // $KVINFER_CHECK_FINITE=1 turns LoadOptions::check_finite on.
 bool check_finite_from_env() {
   const char* v = std::getenv("KVINFER_CHECK_FINITE");
@@ -145,9 +158,14 @@ std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<M
   const uint64_t weights = model_weight_bytes(*w, c.tie_word_embeddings);
   uint64_t kv = 0;
   std::string kv_text;
+  const int64_t context = context_length(c, options, path);
   if (options.kv_tokens < 0)
     throw Error(fmt::format("{}: LoadOptions::kv_tokens is {}; it must be 0 (no plan) or positive", path,
                             options.kv_tokens));
+  if (options.kv_tokens > context)
+    throw Error(fmt::format("{}: a KV cache of {} tokens (LoadOptions::kv_tokens) is beyond the model's context "
+                            "length of {} tokens",
+                            path, format_count(options.kv_tokens), format_count(context)));
   if (options.kv_tokens > 0) {
     const DType kv_dtype = options.kv_dtype.value_or(default_kv_dtype(w->layers.empty() ? w->embed.dtype
                                                                                         : w->layers[0].q.weight.dtype));
@@ -187,7 +205,7 @@ std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<M
   }
   return std::make_shared<const Model>(c, std::move(w), device, std::move(tokenizer), path, options.int8_activations,
                                        std::make_shared<MemoryAccount>(budget, weights),
-                                       options.check_finite || check_finite_from_env());
+                                       options.check_finite || check_finite_from_env(), context);
 }
 
 }  // namespace kvinfer

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 
 #include <fmt/format.h>
 #include <fmt/std.h>
 
+#include "core/input_file.h"
 #include "core/memory.h"
 #include "kvinfer/error.h"
 #include "kvinfer/tokenizer.h"
@@ -32,13 +32,7 @@ uint64_t step_bytes(const ModelWeights& w) {
 }
 
 // A GGUF file is known by its first four bytes, whatever its name.
-bool is_gguf_file(const std::filesystem::path& path) {
-  if (!std::filesystem::is_regular_file(path)) return false;
-  std::ifstream in(path, std::ios::binary);
-  char magic[4] = {};
-  in.read(magic, sizeof magic);
-  return in.gcount() == sizeof magic && std::memcmp(magic, "GGUF", sizeof magic) == 0;
-}
+bool is_gguf_file(const std::filesystem::path& path) { return starts_with_magic(path, "GGUF", kMappedModelLimit); }
 }  // namespace
 
 uint64_t model_weight_bytes(const ModelWeights& w, bool tied) {
@@ -46,15 +40,14 @@ uint64_t model_weight_bytes(const ModelWeights& w, bool tied) {
 }
 
 std::shared_ptr<const Model> Model::load(const std::filesystem::path& path, const LoadOptions& options) {
+  if (model_path_kind(path) == ModelPathKind::Directory) return load_hf(path, options);
   if (is_gguf_file(path)) return load_gguf(path, options);
-  if (std::filesystem::is_regular_file(path))
-    throw Error(fmt::format("{}: not a GGUF file (it does not start with \"GGUF\") and not a model directory", path));
-  return load_hf(path, options);
+  throw Error(fmt::format("{}: not a GGUF file (it does not start with \"GGUF\") and not a model directory", path));
 }
 
 Model::Model(ModelConfig config, std::unique_ptr<ModelWeights> weights, Device device,
              std::shared_ptr<const Tokenizer> tokenizer, std::filesystem::path source, bool int8_activations,
-             std::shared_ptr<MemoryAccount> memory, bool check_finite)
+             std::shared_ptr<MemoryAccount> memory, bool check_finite, int64_t context_length)
     : config_(std::move(config)),
       weights_(std::move(weights)),
       device_(device),
@@ -65,7 +58,8 @@ Model::Model(ModelConfig config, std::unique_ptr<ModelWeights> weights, Device d
       step_weight_bytes_(step_bytes(*weights_)),
       int8_activations_(int8_activations),
       memory_(std::move(memory)),
-      check_finite_(check_finite) {}
+      check_finite_(check_finite),
+      context_length_(context_length > 0 ? context_length : config_.max_position_embeddings) {}
 
 Model::~Model() = default;
 

@@ -3,13 +3,12 @@
 // the config) and generation_config.json (eos_token_id) from the same directory.
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
-#include <iterator>
 
 #include <fmt/format.h>
 #include <fmt/std.h>
 #include <nlohmann/json.hpp>
 
+#include "core/input_file.h"
 #include "kvinfer/error.h"
 #include "tokenizer/hf_components.h"
 #include "tokenizer/load.h"
@@ -22,15 +21,10 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open file", path));
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-json read_json(const fs::path& path) {
+json read_json(const fs::path& path, const InputLimit& limit) {
+  const std::string text = read_input_file(path, limit);
   try {
-    return json::parse(read_file(path));
+    return json::parse(text);
   } catch (const json::exception& e) {
     throw Error(fmt::format("{}: malformed JSON: {}", path, e.what()));
   }
@@ -134,7 +128,7 @@ std::vector<AddedToken> parse_added_tokens(const json& tokenizer, std::string_vi
 
 // tokenizer_config.json: special tokens, add_bos_token / add_eos_token, chat_template.
 void apply_config(TokenizerData& data, const fs::path& file, Template& templ) {
-  const json config = read_json(file);
+  const json config = read_json(file, kJsonSettingsLimit);
   const std::string where = file.string();
   if (!config.is_object()) throw Error(fmt::format("{}: expected a JSON object", where));
   data.bos_text = config_token(config, "bos_token", where);
@@ -166,7 +160,7 @@ void apply_config(TokenizerData& data, const fs::path& file, Template& templ) {
 
 // generation_config.json: eos_token_id, an id or a list of ids.
 std::vector<int32_t> generation_eos_ids(const fs::path& file) {
-  const json config = read_json(file);
+  const json config = read_json(file, kJsonSettingsLimit);
   std::vector<int32_t> ids;
   if (!config.is_object() || !config.contains("eos_token_id")) return ids;
   const json& v = config["eos_token_id"];
@@ -180,10 +174,9 @@ std::vector<int32_t> generation_eos_ids(const fs::path& file) {
 std::unique_ptr<TokenizerData> load_hf_tokenizer(const fs::path& dir_or_file) {
   std::error_code ec;
   const fs::path file = fs::is_directory(dir_or_file, ec) ? dir_or_file / "tokenizer.json" : dir_or_file;
-  if (!fs::is_regular_file(file, ec)) throw Error(fmt::format("{}: no such tokenizer file", file));
   const fs::path dir = file.parent_path();
   const std::string where = file.string();
-  const json tokenizer = read_json(file);
+  const json tokenizer = read_json(file, kTokenizerJsonLimit);
   if (!tokenizer.is_object()) throw Error(fmt::format("{}: expected a JSON object", where));
 
   auto data = std::make_unique<TokenizerData>(parse_model(tokenizer, where));
@@ -198,10 +191,12 @@ std::unique_ptr<TokenizerData> load_hf_tokenizer(const fs::path& dir_or_file) {
   data->unk_id = std::get<BpeModel>(data->model).options().unk_id;
 
   std::vector<int32_t> given_eos;
-  if (fs::is_regular_file(dir / "tokenizer_config.json", ec)) apply_config(*data, dir / "tokenizer_config.json", templ);
-  if (fs::is_regular_file(dir / "chat_template.jinja", ec)) data->chat_template = read_file(dir / "chat_template.jinja");
+  // The optional files: absent is fine, present but unreadable (a FIFO, too large) is an error.
+  if (input_exists(dir / "tokenizer_config.json")) apply_config(*data, dir / "tokenizer_config.json", templ);
+  if (input_exists(dir / "chat_template.jinja"))
+    data->chat_template = read_input_file(dir / "chat_template.jinja", kChatTemplateLimit);
   if (data->eos_id) given_eos.push_back(*data->eos_id);
-  if (fs::is_regular_file(dir / "generation_config.json", ec)) {
+  if (input_exists(dir / "generation_config.json")) {
     for (int32_t id : generation_eos_ids(dir / "generation_config.json")) given_eos.push_back(id);
   }
   for (const auto* ids : {&templ.prefix, &templ.suffix})
