@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <cerrno>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -16,24 +16,26 @@
 
 #include <fmt/format.h>
 
-#include <CLI/CLI.hpp>
-
 #include "bench_report.h"
 #include "bench_run.h"
+#include "core/input_file.h"
 #include "kvinfer/kvinfer.h"
 #include "kvinfer/synthetic.h"
 #include "read_bandwidth.h"
+#include "tool.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using kvinfer::Error;
 
+constexpr int kExitModesDisagree = 3;  // cache on and off chose different tokens (printed, and in the JSON)
+
 struct Args {
   std::string model, shape, dtype = "f32", kv_dtype = "auto", mode = "both", device = "auto";
   std::string positions = "1,64,256,512,1000", prompt_text, json, csv, svg;
   int64_t prompt_tokens = 16, tokens = 1000, off_every = 1, seed = 0;
-  int threads = 0;
+  int64_t threads = 0;
   bool list_shapes = false, no_probe = false, prompt_tokens_given = false, dtype_given = false;
   bool int8_activations = false;
   bool weights_in_place = false;
@@ -75,10 +77,12 @@ kvinfer::Device parse_device(const std::string& d) {
 // P + N positions against the model's context: learned positions (GPT-2) cannot go further, and
 // beyond a rope model's trained context the numbers would describe a model nobody runs.
 void check_positions(const kvinfer::ModelConfig& c, int64_t p, int64_t n) {
-  if (p + n > c.max_position_embeddings)
-    throw Error(fmt::format("P + N = {} + {} = {} positions exceed the model's {} {}; lower -p or -n", p, n, p + n,
-                            c.max_position_embeddings,
-                            c.is_gpt2() ? "learned positions (n_positions)" : "positions (max_position_embeddings)"));
+  int64_t total = 0;
+  if (__builtin_add_overflow(p, n, &total) || total > c.max_position_embeddings)
+    throw tool::UsageError(fmt::format(
+        "-p/-n: P + N = {} + {} positions exceed the model's {} {}; lower -p or -n", kvinfer::format_count(p),
+        kvinfer::format_count(n), kvinfer::format_count(c.max_position_embeddings),
+        c.is_gpt2() ? "learned positions (n_positions)" : "positions (max_position_embeddings)"));
 }
 
 void draw_progress(const char* what, uint64_t done, uint64_t total) {
@@ -92,24 +96,20 @@ void draw_progress(const char* what, uint64_t done, uint64_t total) {
 
 // Every check that needs no model, so that a typo fails at once.
 void check_args(const Args& a) {
+  using tool::UsageError;
   if (a.model.empty() && a.shape.empty())
-    throw Error("no model: give -m PATH or -s NAME (--list-shapes lists the names)");
-  if (!a.model.empty() && !a.shape.empty()) throw Error("-m and -s exclude each other: give a model file or a shape");
-  if (a.tokens <= 0) throw Error(fmt::format("-n/--tokens must be at least 1, got {}", a.tokens));
-  if (a.prompt_tokens <= 0) throw Error(fmt::format("-p/--prompt-tokens must be at least 1, got {}", a.prompt_tokens));
-  if (a.off_every < 1) throw Error(fmt::format("--off-every must be at least 1, got {}", a.off_every));
-  if (a.off_every > 1 && a.mode == "on") throw Error("--off-every applies to cache off: it needs --mode off or both");
+    throw UsageError("no model: give -m PATH or -s NAME (--list-shapes lists the names)");
+  if (!a.model.empty() && !a.shape.empty()) throw UsageError("-m and -s exclude each other: give a model file or a shape");
+  if (a.off_every > 1 && a.mode == "on") throw UsageError("--off-every applies to cache off: it needs --mode off or both");
   if (a.off_every > 1 && a.mode == "off")
-    throw Error("--off-every > 1 skips steps, which needs the cache-on tokens: use --mode both");
-  if (a.threads < 0) throw Error(fmt::format("-t/--threads must be at least 1 (0: the default), got {}", a.threads));
-  if (a.seed < 0) throw Error(fmt::format("--seed must be >= 0, got {}", a.seed));
-  if (a.json == "-" && a.csv == "-") throw Error("--json - and --csv - cannot both write to stdout");
+    throw UsageError("--off-every > 1 skips steps, which needs the cache-on tokens: use --mode both");
+  if (a.json == "-" && a.csv == "-") throw UsageError("--json - and --csv - cannot both write to stdout");
   if (!a.model.empty() && a.dtype_given)
-    throw Error("--dtype sets the weights of a synthetic shape (-s); a model file has its own");
-  if (!a.model.empty() && !fs::exists(a.model)) throw Error(fmt::format("-m: {} does not exist", a.model));
-  if (!a.prompt_text.empty() && a.prompt_tokens_given) throw Error("--prompt sets P from the text: drop -p");
+    throw UsageError("--dtype sets the weights of a synthetic shape (-s); a model file has its own");
+  if (!a.prompt_text.empty() && a.prompt_tokens_given) throw UsageError("--prompt sets P from the text: drop -p");
   if (!a.prompt_text.empty() && !a.shape.empty())
-    throw Error("--prompt needs a tokenizer: synthetic shapes have none (use -p P)");
+    throw UsageError("--prompt needs a tokenizer: synthetic shapes have none (use -p P)");
+  if (!a.model.empty()) kvinfer::model_path_kind(a.model);  // "no such file or directory", as the other tools
 }
 
 // --dtype: a plain type (parse_dtype) or one of the quantised types random_model writes.
@@ -124,7 +124,7 @@ std::optional<kvinfer::DType> kv_dtype(const Args& a) {
     if (a.kv_dtype == "auto") return std::nullopt;
     return kvinfer::parse_dtype(a.kv_dtype);
   } catch (const Error& e) {
-    throw Error(fmt::format("--kv-dtype: {}", e.what()));
+    throw tool::UsageError(fmt::format("--kv-dtype: {}", e.what()));
   }
 }
 
@@ -146,7 +146,7 @@ std::shared_ptr<const kvinfer::Model> make_model(const Args& a, bool tty, bench:
       if (sh.name == a.shape) info.description = sh.description;
   } else {
     const fs::path config_json = fs::path(a.model) / "config.json";
-    if (a.prompt_text.empty() && fs::is_directory(a.model) && fs::exists(config_json))
+    if (a.prompt_text.empty() && fs::is_directory(a.model) && kvinfer::input_exists(config_json))
       check_positions(kvinfer::load_config(config_json), a.prompt_tokens, a.tokens);
     kvinfer::LoadOptions o{device, {}, a.int8_activations};
     o.weights_in_place = a.weights_in_place;
@@ -168,7 +168,7 @@ std::vector<int32_t> make_prompt(const Args& a, const kvinfer::Model& model, ben
   std::vector<int32_t> prompt;
   if (!a.prompt_text.empty()) {
     prompt = model.tokenizer().encode(a.prompt_text);
-    if (prompt.empty()) throw Error("--prompt: the text encodes to no tokens");
+    if (prompt.empty()) throw tool::UsageError("--prompt: the text encodes to no tokens");
     info.prompt_source = "--prompt text";
   } else {
     const auto vocab = static_cast<uint64_t>(model.config().vocab_size);
@@ -196,36 +196,41 @@ class Outputs {
   // The table goes to stderr when stdout carries the JSON or the CSV.
   void write(const bench::Report& r) {
     std::FILE* table_out = a_.json == "-" || a_.csv == "-" ? stderr : stdout;
-    std::fputs(bench::format_table(r).c_str(), table_out);
-    std::fflush(table_out);
-    if (!a_.json.empty()) put(json_, bench::format_json(r));
-    if (!a_.csv.empty()) put(csv_, bench::format_csv(r));
-    if (!a_.svg.empty()) put(svg_, bench::format_svg(r));
-    for (auto* f : {&json_, &csv_, &svg_})
-      if (*f && !(*f)->flush()) throw Error("cannot finish writing an output file (disk full?)");
+    if (table_out == stdout) {
+      tool::write_stdout(bench::format_table(r));
+    } else {
+      std::fputs(bench::format_table(r).c_str(), table_out);
+      std::fflush(table_out);
+    }
+    if (!a_.json.empty()) put(json_, a_.json, "--json", bench::format_json(r));
+    if (!a_.csv.empty()) put(csv_, a_.csv, "--csv", bench::format_csv(r));
+    if (!a_.svg.empty()) put(svg_, a_.svg, "--svg", bench::format_svg(r));
   }
 
  private:
-  static void open(std::optional<std::ofstream>& f, const std::string& path, const char* flag) {
+  // Opened for writing, truncated: a file, or a device or FIFO the user named.
+  static void open(std::unique_ptr<std::FILE, int (*)(std::FILE*)>& f, const std::string& path, const char* flag) {
     if (path.empty() || path == "-") return;
-    f.emplace(path, std::ios::binary);
-    if (!*f) throw Error(fmt::format("{}: cannot write {}", flag, path));
+    f.reset(std::fopen(path.c_str(), "wb"));
+    if (!f) throw Error(fmt::format("{} \"{}\": cannot write: {}", flag, path, kvinfer::errno_text(errno)));
   }
-  static void put(std::optional<std::ofstream>& f, const std::string& text) {
-    if (f)
-      *f << text;
-    else
-      std::fputs(text.c_str(), stdout);
+  static void put(std::unique_ptr<std::FILE, int (*)(std::FILE*)>& f, const std::string& path, const char* flag,
+                  const std::string& text) {
+    if (!f) return tool::write_stdout(text);
+    if (std::fwrite(text.data(), 1, text.size(), f.get()) != text.size() || std::fflush(f.get()) != 0 ||
+        std::fclose(f.release()) != 0)
+      throw Error(fmt::format("{} \"{}\": cannot write: {}", flag, path, kvinfer::errno_text(errno)));
   }
   const Args& a_;
-  std::optional<std::ofstream> json_, csv_, svg_;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> json_{nullptr, std::fclose}, csv_{nullptr, std::fclose},
+      svg_{nullptr, std::fclose};
 };
 
 int run(const Args& a) {
   check_args(a);
   const std::vector<int64_t> positions = parse_positions(a.positions, a.tokens);
   const std::optional<kvinfer::DType> cache_dtype = kv_dtype(a);
-  if (a.threads > 0) kvinfer::set_cpu_threads(a.threads);
+  if (a.threads > 0) kvinfer::set_cpu_threads(tool::checked_threads(a.threads, "-t/--threads"));
   const int threads = kvinfer::cpu_threads();
   const bool tty = isatty(fileno(stderr)) != 0;
   Outputs outputs(a);
@@ -263,7 +268,7 @@ int run(const Args& a) {
   report.run = bench::run_experiment(model, ro);
 
   outputs.write(report);
-  return bench::tokens_match(report) ? 0 : 3;  // 3: the modes disagree (printed, and in the JSON)
+  return bench::tokens_match(report) ? tool::kExitOk : kExitModesDisagree;
 }
 
 }  // namespace
@@ -273,13 +278,11 @@ int main(int argc, char** argv) {
       "kvinfer-bench: greedy generation with the KV cache on vs off: time per step, speedup, peak memory "
       "and the memory bandwidth each decode step achieves",
       "kvinfer-bench"};
-  app.failure_message([](const CLI::App* app_, const CLI::Error& e) {
-    return fmt::format("{}: {} (see --help)\n", app_->get_name(), e.what());
-  });
   app.get_formatter()->column_width(32);
   Args a;
   app.add_option("-m,--model", a.model, "model: a HF directory (config.json, *.safetensors) or a .gguf file")
-      ->type_name("PATH");
+      ->type_name("PATH")
+      ->check(tool::not_empty());
   app.add_option("-s,--shape", a.shape, "a named synthetic shape with random weights (list below, or --list-shapes)")
       ->type_name("NAME");
   app.add_flag("--list-shapes", a.list_shapes, "print the synthetic shapes and exit");
@@ -295,26 +298,34 @@ int main(int argc, char** argv) {
       ->type_name("DTYPE")
       ->capture_default_str();
   app.add_option("-p,--prompt-tokens", a.prompt_tokens, "P: prompt length, P random ids in [0, vocab) from --seed")
+      ->check(tool::at_least(1))
       ->capture_default_str();
   app.add_option("--prompt", a.prompt_text,
                  "prompt text instead of random ids (a model with a tokenizer); P = its tokens");
-  app.add_option("-n,--tokens", a.tokens, "N: tokens to generate (greedy, EOS ignored)")->capture_default_str();
+  app.add_option("-n,--tokens", a.tokens, "N: tokens to generate (greedy, EOS ignored)")
+      ->check(tool::at_least(1))
+      ->capture_default_str();
   app.add_option("--mode", a.mode, "on (cache on only), off (cache off only), both")
       ->check(CLI::IsMember({"on", "off", "both"}))
       ->capture_default_str();
   app.add_option("--off-every", a.off_every,
                  "cache off: run step 1, every K-th step, the last and the --positions steps only, and estimate the "
                  "total (trapezoid rule in step index); 1 = every step, exact")
+      ->check(tool::at_least(1))
       ->capture_default_str();
   app.add_option("--positions", a.positions, "steps whose latency the report shows (past N: the last step)")
       ->type_name("LIST")
       ->capture_default_str();
-  app.add_option("-t,--threads", a.threads, "OpenMP threads; 0 = $OMP_NUM_THREADS, else all cores")
+  app.add_option("-t,--threads", a.threads,
+                 fmt::format("OpenMP threads, at most {} per core; 0 = $OMP_NUM_THREADS, else all cores",
+                             tool::kThreadsPerCore))
+      ->check(tool::at_least(0))
       ->capture_default_str();
   app.add_option("--device", a.device, "where the forward pass runs: auto (a CUDA GPU if present), cpu, cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
-  app.add_option("--seed", a.seed, "seed of the random prompt ids and of a synthetic shape's weights")
+  app.add_option("--seed", a.seed, "seed of the random prompt ids and of a synthetic shape's weights, >= 0")
+      ->check(tool::at_least(0))
       ->capture_default_str();
   app.add_option("--json", a.json,
                  "write every figure and the per-step arrays as JSON to FILE (- = stdout, the table "
@@ -332,21 +343,17 @@ int main(int argc, char** argv) {
   app.footer("Synthetic shapes (-s):\n" + shapes_text() +
              "\nCache on: step 1 prefills the P prompt tokens (time to first token), step i > 1 decodes token i-1.\n"
              "Cache off: step i clears the cache and prefills all P + i - 1 tokens, as HF's use_cache=False.\n"
-             "Both modes must pick the same tokens; otherwise the first mismatch is printed and the exit status is 3.\n"
+             "Both modes must pick the same tokens; otherwise the first mismatch is printed and the exit status is 3.\n" +
+             std::string(tool::kExitStatusHelp) + "\n"
              "Published: gpt2-medium, 1000 tokens: ~21.7 s with the cache, ~107 s without (4.9x):\n"
              "  kvinfer-bench -s gpt2-medium -n 1000 --svg kv.svg");
-  CLI11_PARSE(app, argc, argv);
-  a.prompt_tokens_given = app.count("--prompt-tokens") > 0;
-  a.dtype_given = app.count("--dtype") > 0;
-
-  if (a.list_shapes) {
-    std::fputs(shapes_text().c_str(), stdout);
-    return 0;
-  }
-  try {
+  return tool::run(app, argc, argv, [&] {
+    a.prompt_tokens_given = app.count("--prompt-tokens") > 0;
+    a.dtype_given = app.count("--dtype") > 0;
+    if (a.list_shapes) {
+      tool::write_stdout(shapes_text());
+      return tool::kExitOk;
+    }
     return run(a);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "kvinfer-bench: %s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -8,19 +8,18 @@
 #include <random>
 
 #include <fmt/format.h>
+#include <fmt/std.h>
+
+#include "core/input_file.h"
+#include "formats/gguf.h"
+#include "formats/gguf_config.h"
 
 namespace cli {
-
-void one_line_errors(CLI::App& app) {
-  app.failure_message([](const CLI::App* a, const CLI::Error& e) {
-    return fmt::format("{}: {} (see --help)\n", a->get_name(), e.what());
-  });
-}
 
 void add_model_option(CLI::App& app, std::string& model) {
   std::string help = "model: a HF directory (config.json, *.safetensors, tokenizer.json) or a .gguf file; default: ";
   help.append("$KVINFER_MODEL if set, else " KVINFER_DEFAULT_MODEL " (tools/fetch_model.sh downloads it)");
-  app.add_option("-m,--model", model, help);
+  app.add_option("-m,--model", model, help)->check(tool::not_empty());
 }
 
 void add_model_options(CLI::App& app, ModelOptions& o, const char* ctx_help) {
@@ -28,9 +27,14 @@ void add_model_options(CLI::App& app, ModelOptions& o, const char* ctx_help) {
   app.add_option("--device", o.device, "where the forward pass runs: auto (a CUDA GPU if present), cpu, cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
-  app.add_option("-c,--ctx", o.ctx, ctx_help)->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("-t,--threads", o.threads, "CPU threads; 0 = one per core (results do not depend on it)")
-      ->check(CLI::NonNegativeNumber)
+  app.add_option("-c,--ctx", o.ctx, ctx_help)->check(tool::at_least(0))->capture_default_str();
+  app.add_flag("--extend-context", o.extend_context,
+               "allow -c beyond the model's context length: rotary models only; positions past the length it was "
+               "trained on usually give worse output");
+  app.add_option("-t,--threads", o.threads,
+                 fmt::format("CPU threads, at most {} per core; 0 = one per core (results do not depend on it)",
+                             tool::kThreadsPerCore))
+      ->check(tool::at_least(0))
       ->capture_default_str();
   app.add_flag("--int8-activations", o.int8_activations,
                "CPU, Q8_0/Q4_0/Q4_1 weights: 8-bit activations and integer products, as llama.cpp does "
@@ -44,7 +48,10 @@ void add_model_options(CLI::App& app, ModelOptions& o, const char* ctx_help) {
 }
 
 void add_sampling_options(CLI::App& app, SamplingOptions& o) {
-  app.add_option("-n,--max-new-tokens", o.max_new_tokens, "tokens to generate at most")->capture_default_str();
+  app.add_option("-n,--max-new-tokens", o.max_new_tokens,
+                 "tokens to generate at most (generation also stops when the context is full)")
+      ->check(tool::at_least(0))
+      ->capture_default_str();
   app.add_option("--temp", o.temp, "temperature; 0 = greedy (argmax)")->capture_default_str();
   app.add_option("--top-k", o.top_k, "keep the k most likely tokens; 0 = off")->capture_default_str();
   app.add_option("--top-p", o.top_p, "keep the most likely tokens up to this cumulative probability; 1 = off")
@@ -60,7 +67,9 @@ void add_sampling_options(CLI::App& app, SamplingOptions& o) {
       ->capture_default_str();
   app.add_option("--repeat-last-n", o.repeat_last_n, "recent tokens the penalties look at; -1 = all, 0 = none")
       ->capture_default_str();
-  app.add_option("--seed", o.seed, "random seed; -1 = a random one (printed with the stats)")->capture_default_str();
+  app.add_option("--seed", o.seed, "random seed, 0 to 18446744073709551615; -1 = a random one (printed with the stats)")
+      ->type_name("INT")
+      ->capture_default_str();
   app.add_option("--logit-bias", o.logit_bias, "ID=BIAS added to a token's logit (repeatable); -inf bans it");
   app.add_option("--stop", o.stop, "stop when the text contains this string (repeatable); it is not printed");
   app.add_flag("--ignore-eos", o.ignore_eos, "do not stop at the model's end-of-generation tokens");
@@ -96,29 +105,55 @@ std::pair<int32_t, float> parse_bias(const std::string& s) {
     if (b != "-inf" && used != b.size()) throw std::invalid_argument("bad bias");
     return {static_cast<int32_t>(id), bias};
   } catch (const std::exception&) {
-    throw kvinfer::Error(fmt::format("--logit-bias: '{}' is not ID=BIAS (e.g. 15043=-2.5 or 2=-inf)", s));
+    throw tool::UsageError(fmt::format("--logit-bias: '{}' is not ID=BIAS (e.g. 15043=-2.5 or 2=-inf)", s));
   }
 }
 
 }  // namespace
 
 std::filesystem::path model_path(const std::string& given) {
-  namespace fs = std::filesystem;
-  if (!given.empty()) return given;
+  if (!given.empty()) return given;  // -m "" is refused by its validator
   const char* env = std::getenv("KVINFER_MODEL");
   if (env != nullptr && *env != '\0') {
-    if (!fs::exists(env))
-      throw kvinfer::Error(fmt::format("$KVINFER_MODEL: {} does not exist; pass -m PATH or unset it", env));
+    try {
+      kvinfer::model_path_kind(env);
+    } catch (const kvinfer::Error& e) {
+      throw kvinfer::Error(fmt::format("$KVINFER_MODEL: {}; pass -m PATH or unset it", e.what()));
+    }
     return env;
   }
-  if (!fs::exists(KVINFER_DEFAULT_MODEL))
+  if (!std::filesystem::exists(KVINFER_DEFAULT_MODEL))
     throw kvinfer::Error(fmt::format("no model: pass -m PATH, or run tools/fetch_model.sh to download the default ({})",
                                      KVINFER_DEFAULT_MODEL));
   return KVINFER_DEFAULT_MODEL;
 }
 
+namespace {
+// A GGUF file is known by its first four bytes, whatever its name (as Model::load knows it).
+bool is_gguf(const std::filesystem::path& p) { return kvinfer::starts_with_magic(p, "GGUF", kvinfer::kMappedModelLimit); }
+}  // namespace
+
+ModelShape read_model_shape(const std::filesystem::path& path) {
+  if (kvinfer::model_path_kind(path) == kvinfer::ModelPathKind::Directory) {
+    if (!kvinfer::input_exists(path / "config.json"))
+      throw kvinfer::Error(fmt::format("{}: a model directory needs a config.json", path));
+    return {"hf_directory", kvinfer::load_config(path / "config.json")};
+  }
+  if (is_gguf(path)) return {"gguf", kvinfer::gguf_config(kvinfer::GgufFile(path))};
+  return {"config_json", kvinfer::load_config(path)};
+}
+
 std::shared_ptr<const kvinfer::Model> load_model(const ModelOptions& o) {
-  kvinfer::set_cpu_threads(o.threads);
+  kvinfer::set_cpu_threads(tool::checked_threads(o.threads, "-t/--threads"));
+  const std::filesystem::path path = model_path(o.model);
+  if (o.ctx > 0 && !o.extend_context) {
+    const kvinfer::ModelConfig c = read_model_shape(path).config;
+    if (o.ctx > c.max_position_embeddings)
+      throw tool::UsageError(fmt::format(
+          "-c/--ctx: {} tokens is beyond the model's context length of {} tokens; --extend-context allows it "
+          "(rotary models; the output usually degrades past the trained length)",
+          kvinfer::format_count(o.ctx), kvinfer::format_count(c.max_position_embeddings)));
+  }
   const kvinfer::Device dev = o.device == "cpu"    ? kvinfer::Device::CPU
                               : o.device == "cuda" ? kvinfer::Device::CUDA
                                                    : kvinfer::Device::Auto;
@@ -128,14 +163,74 @@ std::shared_ptr<const kvinfer::Model> load_model(const ModelOptions& o) {
   // available before any weight is read.
   options.kv_tokens = o.ctx;
   options.kv_dtype = kv_dtype(o);
+  if (o.extend_context) options.context_length = o.ctx;
   if (isatty(fileno(stderr))) options.on_progress = draw_progress;
-  return kvinfer::Model::load(model_path(o.model), options);
+  return kvinfer::Model::load(path, options);
 }
 
 std::optional<kvinfer::DType> kv_dtype(const ModelOptions& o) {
   if (o.kv_dtype == "auto") return std::nullopt;
-  return kvinfer::parse_dtype(o.kv_dtype);
+  try {
+    return kvinfer::parse_dtype(o.kv_dtype);
+  } catch (const kvinfer::Error& e) {
+    throw tool::UsageError(fmt::format("--kv-dtype: {}", e.what()));
+  }
 }
+
+namespace {
+
+// --seed: -1 or a whole number that fits 64 bits; anything else is refused, never clamped.
+uint64_t parse_seed(const std::string& text) {
+  if (text == "-1") return (uint64_t{std::random_device{}()} << 31) ^ std::random_device{}();
+  size_t used = 0;
+  uint64_t v = 0;
+  try {
+    if (!text.empty() && text[0] >= '0' && text[0] <= '9') v = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size())
+    throw tool::UsageError(
+        fmt::format("--seed: '{}' is not -1 (random) or a whole number from 0 to 18446744073709551615", text));
+  return v;
+}
+
+// The library's name of a sampling parameter, and the option that sets it.
+constexpr std::pair<std::string_view, std::string_view> kSamplingOptions[] = {
+    {"temperature", "--temp"},
+    {"top_k", "--top-k"},
+    {"top_p", "--top-p"},
+    {"min_p", "--min-p"},
+    {"repetition_penalty", "--repeat-penalty"},
+    {"presence_penalty", "--presence-penalty"},
+    {"frequency_penalty", "--frequency-penalty"},
+    {"penalty_last_n", "--repeat-last-n"},
+    {"logit_bias", "--logit-bias"},
+};
+
+// SamplingParams::validate, its errors naming the option instead of the parameter.
+void validate_sampling(const kvinfer::SamplingParams& s, int64_t vocab_size) {
+  try {
+    s.validate(static_cast<int32_t>(vocab_size));
+  } catch (const kvinfer::Error& e) {
+    constexpr std::string_view kPrefix = "sampling parameter ";
+    std::string_view m = e.what();
+    if (m.substr(0, kPrefix.size()) == kPrefix) {
+      m.remove_prefix(kPrefix.size());
+      for (const auto& [param, option] : kSamplingOptions) {
+        if (m.substr(0, param.size()) != param) continue;
+        m.remove_prefix(param.size());  // then "[i]" for a logit bias, ':' or a space
+        if (!m.empty() && m[0] == '[') m.remove_prefix(std::min(m.size(), m.find(']') + 1));
+        while (!m.empty() && (m[0] == ':' || m[0] == ' ')) m.remove_prefix(1);
+        const bool of_a_token = m.substr(0, 4) == "for ";  // "logit_bias[i] for token id ..."
+        throw tool::UsageError(fmt::format("{}: {}{}", option, of_a_token ? "the bias " : "", m));
+      }
+    }
+    throw tool::UsageError(e.what());
+  }
+}
+
+}  // namespace
 
 kvinfer::GenerateOptions generate_options(const SamplingOptions& o) {
   kvinfer::GenerateOptions g;
@@ -151,10 +246,25 @@ kvinfer::GenerateOptions generate_options(const SamplingOptions& o) {
   s.presence_penalty = o.presence_penalty;
   s.frequency_penalty = o.frequency_penalty;
   s.penalty_last_n = o.repeat_last_n;
-  if (o.seed < -1) throw kvinfer::Error(fmt::format("--seed must be -1 (random) or >= 0, got {}", o.seed));
-  s.seed = o.seed >= 0 ? static_cast<uint64_t>(o.seed) : (uint64_t{std::random_device{}()} << 31) ^ std::random_device{}();
+  s.seed = parse_seed(o.seed);
   for (const std::string& b : o.logit_bias) s.logit_bias.push_back(parse_bias(b));
+  // Every value but the bias ids (which need the vocabulary) checked before the model loads.
+  kvinfer::SamplingParams without_ids = s;
+  without_ids.logit_bias.clear();
+  validate_sampling(without_ids, 1);
   return g;
+}
+
+void check_token_id(int64_t id, const kvinfer::Model& model, std::string_view option) {
+  const int64_t vocab = model.config().vocab_size;
+  if (id < 0 || id >= vocab)
+    throw tool::UsageError(fmt::format("{}: token id {} is outside the model's vocabulary (ids 0 to {})", option,
+                                       kvinfer::format_count(id), kvinfer::format_count(vocab - 1)));
+}
+
+void check_generate_options(const kvinfer::GenerateOptions& g, const kvinfer::Model& model) {
+  for (const auto& [id, bias] : g.sampling.logit_bias) check_token_id(id, model, "--logit-bias");
+  validate_sampling(g.sampling, model.config().vocab_size);
 }
 
 std::string stats_line(const kvinfer::GenerationStats& s, kvinfer::StopReason stop, const kvinfer::KvCache& kv,

@@ -1,6 +1,7 @@
 #pragma once
 // What kvinfer-generate, kvinfer-chat and kvinfer-kv-plan share: model and sampling options, the
-// default model, the load progress bar, and the stats line.
+// default model, the model's shape read without its weights, the load progress bar, and the stats
+// line. What every tool shares (kvinfer-bench too) is in cli/tool.h.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -11,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "kvinfer/kvinfer.h"
+#include "tool.h"
 
 namespace cli {
 
@@ -19,7 +21,8 @@ struct ModelOptions {
   std::string device = "auto";
   std::string kv_dtype = "auto";
   int64_t ctx = 0;
-  int threads = 0;  // CPU threads; 0: one per core
+  bool extend_context = false;  // -c may exceed the model's context length (LoadOptions::context_length)
+  int64_t threads = 0;  // CPU threads; 0: one per core
   bool int8_activations = false;  // LoadOptions::int8_activations
   bool weights_in_place = false;  // LoadOptions::weights_in_place
 };
@@ -33,15 +36,13 @@ struct SamplingOptions {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   int32_t repeat_last_n = 64;
-  int64_t seed = -1;
+  std::string seed = "-1";  // -1, or 0 to 2^64 - 1: parsed by generate_options
   std::vector<std::string> logit_bias;  // "ID=BIAS"
   std::vector<std::string> stop;
   int64_t max_new_tokens = 256;
   bool ignore_eos = false;
 };
 
-// Parse errors as one line: "<tool>: <what is wrong> (see --help)".
-void one_line_errors(CLI::App& app);
 void add_model_options(CLI::App& app, ModelOptions& o, const char* ctx_help);
 // -m/--model alone, optional: for tools that read a model without running it.
 void add_model_option(CLI::App& app, std::string& model);
@@ -52,11 +53,25 @@ void add_sampling_options(CLI::App& app, SamplingOptions& o);
 // to get one when the default is absent.
 std::filesystem::path model_path(const std::string& given);
 
-// Loads model_path(o.model), drawing a progress bar on stderr when it is a terminal.
+// What the model at `path` is and its shape, read without its weights: a GGUF file's metadata, a
+// directory's config.json, or a bare config.json.
+struct ModelShape {
+  std::string format;  // "gguf", "hf_directory" or "config_json"
+  kvinfer::ModelConfig config;
+};
+ModelShape read_model_shape(const std::filesystem::path& path);
+
+// Loads model_path(o.model), drawing a progress bar on stderr when it is a terminal. -c is checked
+// against the model's context length first (UsageError naming -c/--ctx).
 std::shared_ptr<const kvinfer::Model> load_model(const ModelOptions& o);
 std::optional<kvinfer::DType> kv_dtype(const ModelOptions& o);
-// The generation options the flags describe; a seed of -1 becomes a random one (reported).
+// The generation options the flags describe, each value checked (UsageError naming the option);
+// a seed of -1 becomes a random one (reported).
 kvinfer::GenerateOptions generate_options(const SamplingOptions& o);
+// The checks that need the model: --logit-bias ids in its vocabulary.
+void check_generate_options(const kvinfer::GenerateOptions& g, const kvinfer::Model& model);
+// A token id the user gave in `option`, checked against the model's vocabulary.
+void check_token_id(int64_t id, const kvinfer::Model& model, std::string_view option);
 
 
 // One line: prompt and generated tokens, their rates, time to first token, cache use, stop.

@@ -1,9 +1,6 @@
 // kvinfer-generate: text in, streamed text out, then one stats line on stderr.
-#include <unistd.h>
-
+#include <algorithm>
 #include <cstdio>
-#include <iostream>
-#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -27,48 +24,56 @@ std::vector<int32_t> parse_ids(const std::string& text) {
       used = 0;
     }
     if (used == 0 || item.find_first_not_of(" \t", used) != std::string::npos || v < 0 || v > INT32_MAX)
-      throw kvinfer::Error(fmt::format("--ids: '{}' is not a token id", item));
+      throw tool::UsageError(fmt::format("--ids: '{}' is not a token id", item));
     ids.push_back(static_cast<int32_t>(v));
   }
-  if (ids.empty()) throw kvinfer::Error("--ids: no token ids given");
+  if (ids.empty()) throw tool::UsageError("--ids: no token ids given");
   return ids;
 }
 
-std::string read_stdin() {
-  if (isatty(fileno(stdin))) throw kvinfer::Error("no prompt: give -p PROMPT, --ids, or pipe the prompt on stdin");
-  return {std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+// Saturating: -n may be as large as int64 allows.
+int64_t saturating_add(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"kvinfer-generate: generate text with a model, streaming it to stdout", "kvinfer-generate"};
-  cli::one_line_errors(app);
   cli::ModelOptions model_opt;
   cli::SamplingOptions sample_opt;
-  std::string prompt, ids_text, system;
+  std::string prompt, prompt_file, ids_text, system;
   bool no_cache = false, chat = false;
-  cli::add_model_options(app, model_opt, "KV cache capacity in tokens; 0 = prompt + max new tokens");
+  cli::add_model_options(app, model_opt,
+                         "KV cache capacity in tokens, at most the model's context length; 0 = prompt + max new "
+                         "tokens, up to the context length");
   app.add_option("-p,--prompt", prompt, "prompt text (default: read stdin)");
+  app.add_option("-f,--file", prompt_file, "read the prompt from FILE (- = stdin)")->check(tool::not_empty());
   app.add_option("--ids", ids_text, "prompt as token ids, comma separated (prints ids; no tokenizer needed)");
   app.add_flag("--chat", chat, "wrap the prompt as a user message in the model's chat template");
   app.add_option("--system", system, "system message for --chat");
   app.add_flag("--no-kv-cache", no_cache, "recompute the whole sequence every step (cache-off baseline)");
   cli::add_sampling_options(app, sample_opt);
-  CLI11_PARSE(app, argc, argv);
-
-  try {
-    if (!system.empty() && !chat) throw kvinfer::Error("--system needs --chat");
-    if (!ids_text.empty() && (chat || !prompt.empty())) throw kvinfer::Error("--ids cannot be combined with -p or --chat");
+  app.footer(tool::kExitStatusHelp);
+  return tool::run(app, argc, argv, [&] {
+    const bool given_ids = app.count("--ids") > 0, given_prompt = app.count("--prompt") > 0;
+    if (!system.empty() && !chat) throw tool::UsageError("--system needs --chat");
+    if (given_ids && (chat || given_prompt || !prompt_file.empty()))
+      throw tool::UsageError("--ids cannot be combined with -p, -f or --chat");
+    if (given_prompt && !prompt_file.empty()) throw tool::UsageError("-p and -f both give the prompt: use one");
     kvinfer::GenerateOptions options = cli::generate_options(sample_opt);
     options.use_kv_cache = !no_cache;
-    auto model = cli::load_model(model_opt);
-
     std::vector<int32_t> ids;
-    if (!ids_text.empty()) {
-      ids = parse_ids(ids_text);
+    if (given_ids) ids = parse_ids(ids_text);
+    // Read before the model loads: an unreadable prompt should not cost a load.
+    if (!given_ids && !given_prompt) prompt = prompt_file.empty() ? tool::read_stdin_prompt() : tool::read_prompt_file(prompt_file);
+    auto model = cli::load_model(model_opt);
+    cli::check_generate_options(options, *model);
+
+    if (given_ids) {
+      for (int32_t id : ids) cli::check_token_id(id, *model, "--ids");
     } else {
-      if (prompt.empty()) prompt = read_stdin();
       const kvinfer::Tokenizer& tok = model->tokenizer();
       if (chat) {
         if (tok.chat_template().empty())
@@ -83,31 +88,34 @@ int main(int argc, char** argv) {
         ids = tok.encode(prompt);
       }
     }
-    const int64_t capacity =
-        model_opt.ctx > 0 ? model_opt.ctx : static_cast<int64_t>(ids.size()) + options.max_new_tokens;
-    kvinfer::KvCache kv(*model, capacity, cli::kv_dtype(model_opt));
+    // The cache holds the prompt and what is generated, never more than the model's context:
+    // generation that reaches its end stops with "context full".
+    const auto prompt_tokens = static_cast<int64_t>(ids.size());
+    const int64_t capacity = model_opt.ctx > 0
+                                 ? model_opt.ctx
+                                 : std::min(saturating_add(prompt_tokens, options.max_new_tokens), model->context_length());
+    if (prompt_tokens > capacity)
+      throw kvinfer::Error(fmt::format(
+          "the prompt is {} tokens, more than the {} a KV cache of this model can hold ({})",
+          kvinfer::format_count(prompt_tokens), kvinfer::format_count(capacity),
+          model_opt.ctx > 0 ? "-c/--ctx" : "the model's context length"));
+    kvinfer::KvCache kv(*model, std::max<int64_t>(capacity, 1), cli::kv_dtype(model_opt));
     kvinfer::Session session(model);
 
     kvinfer::GenerateResult result;
-    if (!ids_text.empty()) {
+    if (given_ids) {
       result = kvinfer::generate_tokens(session, kv, ids, options, [](int32_t id, std::span<const float>) {
-        std::printf("%d ", id);
-        std::fflush(stdout);
+        tool::write_stdout(fmt::format("{} ", id));
         return true;
       });
     } else {
       result = kvinfer::generate(session, kv, model->tokenizer(), ids, options, [](int32_t, std::string_view piece) {
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
+        tool::write_stdout(piece);
         return true;
       });
     }
-    std::printf("\n");
-    std::fflush(stdout);
+    tool::write_stdout("\n");
     std::fprintf(stderr, "%s\n", cli::stats_line(result.stats, result.stop, kv, options).c_str());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "kvinfer-generate: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return tool::kExitOk;
+  });
 }

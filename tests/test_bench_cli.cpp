@@ -198,10 +198,10 @@ TEST(BenchCli, ErrorsAreOneLine) {
   expect_one_line_error(bench({"-s", "gpt3"}), "gpt2-medium");  // lists the known shapes
   expect_one_line_error(bench({"-m", kFixture, "-n", "0"}), "-n");
   expect_one_line_error(bench({"-m", kFixture, "-p", "0"}), "-p");
-  expect_one_line_error(bench({"-m", kFixture, "-p", "4", "-n", "200"}), "204");
+  expect_one_line_error(bench({"-m", kFixture, "-p", "4", "-n", "200"}), "4 + 200");
   expect_one_line_error(bench({"-m", kFixture, "-p", "4", "-n", "200"}), "128");
-  expect_one_line_error(bench({"-s", "gpt2-medium", "-p", "100", "-n", "1000"}), "1024");
-  expect_one_line_error(bench({"-m", kFixture + "/missing"}), "does not exist");
+  expect_one_line_error(bench({"-s", "gpt2-medium", "-p", "100", "-n", "1000"}), "1,024");
+  expect_one_line_error(bench({"-m", kFixture + "/missing"}), "no such file or directory");
   expect_one_line_error(bench({}), "-m PATH or -s NAME");
   expect_one_line_error(bench({"-m", kFixture, "--positions", "1,x"}), "--positions");
   expect_one_line_error(bench({"-m", kFixture, "--positions", "0"}), "--positions");

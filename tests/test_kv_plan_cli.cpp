@@ -182,11 +182,13 @@ TEST(KvPlanCli, TableShowsTheJsonFigures) {
     else
       EXPECT_EQ(n.at("weights"), j["weight_bytes"].get<uint64_t>()) << table.out;
     EXPECT_EQ(n.at("context length"), j["context_length"].get<uint64_t>()) << table.out;
-    EXPECT_NE(table.out.find(fmt::format("for {} tokens", j["tokens"].get<int64_t>())), std::string::npos) << table.out;
+    EXPECT_NE(table.out.find(fmt::format("for {} tokens", kvinfer::format_count(j["tokens"].get<int64_t>()))),
+              std::string::npos)
+        << table.out;
     EXPECT_NE(table.out.find("kv dtype        " + j["kv_dtype"].get<std::string>()), std::string::npos) << table.out;
   }
   Output bare = run({"-m", config("llama-2-7b")});
-  EXPECT_NE(bare.out.find("per sequence    2,147,483,648 bytes (2.00 GiB) for 4096 tokens"), std::string::npos)
+  EXPECT_NE(bare.out.find("per sequence    2,147,483,648 bytes (2.00 GiB) for 4,096 tokens"), std::string::npos)
       << bare.out;
   EXPECT_NE(bare.out.find("weights         - "), std::string::npos) << bare.out;
 }

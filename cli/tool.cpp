@@ -1,0 +1,215 @@
+#include "tool.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <regex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/input_file.h"
+#include "kvinfer/kv_plan.h"
+
+namespace tool {
+
+namespace {
+
+// A closed stdin or stderr would hand its number to the next file opened, which could then
+// receive the tool's output: /dev/null takes the place. A closed stdout is an error.
+void check_standard_descriptors() {
+  for (int fd : {0, 2})
+    if (::fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+      const int null = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+      if (null >= 0 && null != fd) ::close(null);  // not the lowest free number: leave it
+    }
+  if (::fcntl(1, F_GETFD) == -1 && errno == EBADF) throw OutputError("stdout is closed: nothing could be written");
+}
+
+void finish_stdout() {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout))
+    throw OutputError(fmt::format("stdout: {}", kvinfer::errno_text(errno)));
+}
+
+// The length of the UTF-8 sequence at s[i], or 0 when the bytes there are not one.
+size_t utf8_length(std::string_view s, size_t i, char32_t& cp) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char c = b(0);
+  size_t n = 0;
+  if (c < 0x80) {
+    cp = c;
+    return 1;
+  }
+  if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1f;
+  else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0f;
+  else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07;
+  else return 0;
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(k) & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (b(k) & 0x3f);
+  }
+  const bool overlong = (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000);
+  if (overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return n;
+}
+
+// C0, DEL and C1 controls move the cursor or end the line; bidirectional overrides and isolates
+// reorder what follows on the line.
+bool unsafe(char32_t cp) {
+  return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) ||
+         (cp >= 0x2066 && cp <= 0x2069);
+}
+
+// CLI11's parse errors in the tools' words: the option as all its names ("-c/--ctx"), a value
+// that does not convert named with its type, a repeated option said so.
+std::string parse_error_text(const CLI::App& app, const CLI::ParseError& e) {
+  std::string text = e.what();
+  static const std::regex convert(R"(^Could not convert: (\S+) = (.*)$)");
+  static const std::regex repeated(R"(^(\S+): At Most 1 required but received (\d+)$)");
+  std::smatch m;
+  if (std::regex_match(text, m, convert)) {
+    const CLI::Option* o = app.get_option_no_throw(m[1].str());
+    text = fmt::format("{}: '{}' is not a valid {}", m[1].str(), m[2].str(), o ? o->get_type_name() : "value");
+  } else if (std::regex_match(text, m, repeated)) {
+    text = fmt::format("{}: given {} times; give it once", m[1].str(), m[2].str());
+  }
+  const size_t colon = text.find(": ");
+  if (colon != std::string::npos && text[0] == '-') {
+    if (const CLI::Option* o = app.get_option_no_throw(text.substr(0, colon))) {
+      std::string names = o->get_name(false, true);
+      std::replace(names.begin(), names.end(), ',', '/');
+      text = names + text.substr(colon);
+    }
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    char32_t cp = 0;
+    const size_t n = utf8_length(text, i, cp);
+    if (n == 0) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(text[i]));
+      ++i;
+      continue;
+    }
+    if (!unsafe(cp)) {
+      out.append(text.substr(i, n));
+    } else if (cp == '\n') {
+      out += "\\n";
+    } else if (cp == '\r') {
+      out += "\\r";
+    } else if (cp == '\t') {
+      out += "\\t";
+    } else if (cp < 0x80) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned>(cp));
+    } else {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned>(cp));
+    }
+    i += n;
+  }
+  return out;
+}
+
+int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
+  const std::string name = app.get_name();
+  const auto fail = [&](std::string_view message, int status) {
+    std::fprintf(stderr, "%s: %s\n", name.c_str(), printable(message).c_str());
+    return status;
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0) return fail(fmt::format("{} (see --help)", parse_error_text(app, e)), kExitUsage);
+    app.exit(e);  // --help: the text on stdout, which must arrive too
+    try {
+      finish_stdout();
+    } catch (const OutputError& out) {
+      return fail(out.what(), kExitError);
+    }
+    return kExitOk;
+  }
+  try {
+    check_standard_descriptors();
+    const int status = body();
+    finish_stdout();
+    return status;
+  } catch (const UsageError& e) {
+    return fail(fmt::format("{} (see --help)", e.what()), kExitUsage);
+  } catch (const std::bad_alloc&) {
+    return fail("out of memory", kExitError);
+  } catch (const std::exception& e) {
+    return fail(e.what(), kExitError);
+  }
+}
+
+void write_stdout(std::string_view text) {
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
+    throw OutputError(fmt::format("stdout: {}", kvinfer::errno_text(errno)));
+}
+
+int checked_threads(int64_t requested, std::string_view option) {
+  const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t limit = kThreadsPerCore * cores;
+  if (requested < 0)
+    throw UsageError(fmt::format("{}: {} is not a thread count (0 = one per core)", option,
+                                 kvinfer::format_count(requested)));
+  if (requested > limit)
+    throw UsageError(fmt::format("{}: {} threads is more than {} × the {} cores of this machine ({})", option,
+                                 kvinfer::format_count(requested), kThreadsPerCore, cores, limit));
+  return static_cast<int>(requested);
+}
+
+std::string read_stdin_prompt() {
+  if (::isatty(0)) throw UsageError("no prompt: give -p PROMPT, -f FILE or --ids, or pipe the prompt on stdin");
+  return kvinfer::read_input_fd(0, "stdin", kvinfer::kPromptLimit);
+}
+
+std::string read_prompt_file(const std::string& path) {
+  if (path == "-") return read_stdin_prompt();
+  // A FIFO is a prompt file too (it waits for its writer, as cat does); devices are not.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode)) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw kvinfer::Error(fmt::format("\"{}\": {}", path, kvinfer::errno_text(errno)));
+    try {
+      std::string text = kvinfer::read_input_fd(fd, fmt::format("\"{}\"", path), kvinfer::kPromptLimit);
+      ::close(fd);
+      return text;
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+  }
+  return kvinfer::read_input_file(path, kvinfer::kPromptLimit);
+}
+
+CLI::Validator at_least(int64_t min) {
+  return CLI::Validator(
+      [min](std::string& value) -> std::string {
+        try {
+          size_t used = 0;
+          const long long v = std::stoll(value, &used);
+          if (used == value.size() && v >= min) return {};
+        } catch (const std::exception&) {
+        }
+        return fmt::format("'{}' is not a whole number of at least {}", value, kvinfer::format_count(min));
+      },
+      "");  // no name: the help shows "INT=0", the bound is in the option's text
+}
+
+CLI::Validator not_empty() {
+  return CLI::Validator([](std::string& value) -> std::string { return value.empty() ? "the value is empty" : ""; },
+                        "");
+}
+
+}  // namespace tool

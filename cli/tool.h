@@ -1,0 +1,64 @@
+#pragma once
+// What every kvinfer command-line tool does the same way: exit statuses, one printable error line,
+// bounded prompts, checked output, and the limits of resource options (README: "Exit status").
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include <CLI/CLI.hpp>
+
+#include "kvinfer/error.h"
+
+namespace tool {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;  // a model, input or prompt is bad or does not fit; a run or output failed
+inline constexpr int kExitUsage = 2;  // the command line: an option, its value or a combination (named)
+
+// For --help: the statuses above, as the README states them.
+inline constexpr const char* kExitStatusHelp =
+    "Exit status: 0 done; 1 a model, input or prompt is bad or does not fit, or a run or its output failed; "
+    "2 the command line is wrong (the message names the option).";
+
+// An option's value is wrong; the message starts with the option as the user spelled it.
+class UsageError : public kvinfer::Error {
+ public:
+  using kvinfer::Error::Error;
+};
+
+// stdout could not be written (a full disk, a closed descriptor). Not a kvinfer::Error, so that a
+// loop that survives bad turns (kvinfer-chat) does not survive this.
+class OutputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Parses the command line and runs `body`, whose return value is the exit status. Parse errors
+// and UsageError exit kExitUsage, every other exception kExitError, each as one line on stderr:
+// "<tool>: <message>", made printable. stdout is flushed and checked before a success is returned.
+int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
+
+// `text` safe to show on one terminal line: control characters (newlines included), C1 controls,
+// bidirectional overrides and bytes that are not UTF-8 become visible escapes (\n, \x1b, \u202e).
+std::string printable(std::string_view text);
+
+// Writes to stdout and flushes (streamed output is seen as it comes); throws OutputError.
+void write_stdout(std::string_view text);
+
+// -t/--threads checked: 0 (one per core) up to kThreadsPerCore × the cores; UsageError naming
+// `option` otherwise.
+inline constexpr int kThreadsPerCore = 4;
+int checked_threads(int64_t requested, std::string_view option);
+
+// The prompt from stdin, bounded (kvinfer::kPromptLimit); a terminal is refused (nothing piped).
+std::string read_stdin_prompt();
+// A prompt file ("-" is stdin), bounded; a regular file or a pipe.
+std::string read_prompt_file(const std::string& path);
+
+// CLI11 validators whose messages name the bound in plain digits.
+CLI::Validator at_least(int64_t min);
+CLI::Validator not_empty();
+
+}  // namespace tool
