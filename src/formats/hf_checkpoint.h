@@ -3,7 +3,6 @@
 // model.safetensors.index.json. Tensors are looked up by name across all shards.
 #include <filesystem>
 #include <memory>
-#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -21,8 +20,8 @@ class HfCheckpoint {
   const std::filesystem::path& dir() const { return dir_; }
   const TensorView* find(const std::string& name) const;
   const TensorView& get(const std::string& name) const;  // throws naming the tensor and the directory
-  // Each shard's file as mapped.
-  std::vector<std::span<const std::byte>> mapped() const;
+  // Each shard's file, mapped.
+  std::vector<const MappedFile*> files() const;
 
  private:
   std::filesystem::path dir_;
