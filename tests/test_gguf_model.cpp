@@ -133,7 +133,8 @@ class GgufModel : public ::testing::TestWithParam<GgufFixture> {
 
 // Loaded in its stored type: what the model holds is exactly the file's tensor bytes. By default
 // on the CPU every matrix is a copy in the model's own memory (LoadOptions::weights_in_place: on
-// huge pages); with weights_in_place, each points into the loader's own mapping of the file.
+// huge pages) and the model keeps no mapping of the file; with weights_in_place, each points into
+// the loader's own mapping of the file, which the model keeps.
 TEST_P(GgufModel, LoadsTheFilesBytesWithTheHfFixturesConfig) {
   expect_config_of_hf_fixture(model_->config(), load_config(test::model_dir(GetParam().hf) / "config.json"));
   EXPECT_EQ(model_->weight_dtype(), GetParam().dtype);
@@ -153,17 +154,20 @@ TEST_P(GgufModel, LoadsTheFilesBytesWithTheHfFixturesConfig) {
     EXPECT_EQ(done, total);
     EXPECT_GE(total, bytes);
     const auto& storage = *static_cast<const HostStorage*>(model->weights().storage.get());
-    const auto& mapped = *static_cast<const GgufFile*>(storage.checkpoint.get());
-    const std::span<const std::byte> map = mapped.mapped();
-    // m holds the file's bytes at `at`: in place, or copied (and packed where packs_rows says).
-    auto expect_bytes = [&](const Matrix& m, const std::byte* at, uint64_t size, const std::string& name) {
+    const auto* mapped = static_cast<const GgufFile*>(storage.checkpoint.get());  // the model's, in place only
+    ASSERT_EQ(mapped != nullptr, in_place);
+    EXPECT_EQ(storage.mapped.empty(), !in_place);
+    // m holds the bytes `skip` bytes into the file's tensor `tensor`: in place (in the model's
+    // mapping), or copied (and packed where packs_rows says).
+    auto expect_bytes = [&](const Matrix& m, const std::string& tensor, uint64_t skip, uint64_t size,
+                            const std::string& name) {
       EXPECT_EQ(m.bytes(), size) << name;
       if (in_place) {
-        EXPECT_EQ(m.data, at) << name;
+        EXPECT_EQ(m.data, mapped->tensor(tensor).data + skip) << name;
         EXPECT_FALSE(m.packed) << name;
         return;
       }
-      EXPECT_TRUE(m.data < map.data() || m.data >= map.data() + map.size()) << name << ": not copied";
+      const std::byte* at = file.tensor(tensor).data + skip;  // the test's own mapping
       EXPECT_EQ(reinterpret_cast<uintptr_t>(m.data) % 64, 0u) << name;
       EXPECT_EQ(m.packed, cpu::packs_rows(m.dtype, m.cols)) << name;
       std::vector<std::byte> rows(size);  // (rows, row_bytes) the copy, unpacked
@@ -172,7 +176,7 @@ TEST_P(GgufModel, LoadsTheFilesBytesWithTheHfFixturesConfig) {
       if (m.packed && m.rows >= cpu::kPackedRows) ++packed;
     };
     auto expect_tensor = [&](const Matrix& m, const std::string& name) {
-      expect_bytes(m, mapped.tensor(name).data, mapped.tensor(name).bytes, name);
+      expect_bytes(m, name, 0, file.tensor(name).bytes, name);
     };
     const ModelWeights& w = model->weights();
     expect_tensor(w.embed, "token_embd.weight");
@@ -185,11 +189,12 @@ TEST_P(GgufModel, LoadsTheFilesBytesWithTheHfFixturesConfig) {
       const LayerWeights& L = w.layers[l];
       const std::string p = fmt::format("blk.{}.", l);
       if (model->config().is_gpt2()) {  // q, k, v: the three row blocks of the fused attn_qkv
-        const GgufTensorInfo& qkv = mapped.tensor(p + "attn_qkv.weight");
+        const std::string qkv_name = p + "attn_qkv.weight";
+        const GgufTensorInfo& qkv = file.tensor(qkv_name);
         const uint64_t third = qkv.bytes / 3;
-        expect_bytes(L.q.weight, qkv.data, third, p + "attn_qkv q");
-        expect_bytes(L.k.weight, qkv.data + third, third, p + "attn_qkv k");
-        expect_bytes(L.v.weight, qkv.data + 2 * third, third, p + "attn_qkv v");
+        expect_bytes(L.q.weight, qkv_name, 0, third, p + "attn_qkv q");
+        expect_bytes(L.k.weight, qkv_name, third, third, p + "attn_qkv k");
+        expect_bytes(L.v.weight, qkv_name, 2 * third, third, p + "attn_qkv v");
         EXPECT_EQ(3 * third, qkv.bytes);
         for (auto [m, name] : {std::pair{&L.o, "attn_output"}, {&L.up, "ffn_up"}, {&L.down, "ffn_down"}})
           expect_tensor(m->weight, p + name + ".weight");

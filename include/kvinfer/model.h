@@ -52,15 +52,20 @@ struct LoadOptions {
   // checked: non-finite logits throw, suggesting this option.
   bool check_finite = false;
 
-  // CPU only. Off (the default): the weight matrices are copied out of the file mapping, their
-  // stored bytes unchanged, into memory on transparent huge pages where the kernel allows, and
-  // the mapping's pages under them are given back: decode reads every matrix once a token,
-  // and 4 KiB pages cost it page walks (whole decode steps 5-25 % faster, docs/benchmarks.md).
-  // On AVX-512 machines the bf16, Q8_0, Q4_0 and Q4_1 copies are then reordered within each
-  // block of 16 rows for decode's kernels (src/cpu/packed_rows.h; bf16 and 8-bit decode steps
-  // another 9-22 % faster). The copy takes about as long as the read of every page that loading
-  // does anyway. On: every weight is used in place from the mapping, row-major (4 KiB pages,
-  // shared with other processes that map the same file, llama.cpp's default).
+  // CPU only. Off (the default): the weight matrices are read out of the file (pread), their
+  // stored bytes unchanged, into memory on transparent huge pages where the kernel allows:
+  // decode reads every matrix once a token, and 4 KiB pages cost it page walks (whole decode
+  // steps 5-25 % faster, docs/benchmarks.md). On AVX-512 machines the bf16, Q8_0, Q4_0 and Q4_1
+  // copies are then reordered within each block of 16 rows for decode's kernels
+  // (src/cpu/packed_rows.h; bf16 and 8-bit decode steps another 9-22 % faster). The copy takes
+  // about as long as the read of every page that loading does anyway. The file is unmapped and
+  // closed before load returns: truncating, rewriting or deleting it later cannot affect the
+  // model; one that shrinks or is rewritten while it is read makes load throw naming it.
+  // On: every weight is used in place from the mapping, row-major (4 KiB pages, shared with
+  // other processes that map the same file, llama.cpp's default), for the model's life.
+  // Truncating or rewriting the file in place meanwhile is then undefined for the process
+  // (SIGBUS on Linux), as with any mmap, llama.cpp's included; replace it by renaming a new file
+  // over it instead (the mapping keeps the old one).
   bool weights_in_place = false;
 
   // The positions a KV cache of this model may hold: 0 (the default) is the model's context
@@ -76,10 +81,11 @@ class Model {
   // Loads a HF model directory (config.json + model.safetensors, or shards listed in
   // model.safetensors.index.json, and tokenizer.json when the directory has one) or a GGUF file
   // of llama.cpp's "llama" or "qwen2" architecture (known by its "GGUF" magic, whatever its name;
-  // its tokenizer from the tokenizer.ggml.* metadata when present). Weights are memory-mapped,
-  // used in their stored dtype (GGUF's quantised types included, never dequantised up front), and
-  // read once up front (so the first token does not pay for page faults), reporting progress; on
-  // the CPU the large matrices are copied onto huge pages then (LoadOptions::weights_in_place).
+  // its tokenizer from the tokenizer.ggml.* metadata when present). Weights are used in their
+  // stored dtype (GGUF's quantised types included, never dequantised up front) and read once up
+  // front (so the first token does not pay for page faults), reporting progress; on the CPU the
+  // large matrices are copied onto huge pages then, or used in place from a memory map of the
+  // file (LoadOptions::weights_in_place, which says what changing the file does in each case).
   static std::shared_ptr<const Model> load(const std::filesystem::path& path, const LoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }

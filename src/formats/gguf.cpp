@@ -36,12 +36,15 @@ struct Context {
   uint64_t element = kNoElement;
 };
 
+// Reads the file front to back with pread (MappedFile::read_at), a window of at least kWindow
+// bytes at a time, never through the mapping: a file that shrinks while its header is parsed
+// gives an Error, not SIGBUS.
 class Cursor {
  public:
-  Cursor(std::span<const std::byte> bytes, const fs::path& path) : bytes_(bytes), path_(path) {}
+  Cursor(const MappedFile& file, const fs::path& path) : file_(file), path_(path) {}
 
   uint64_t pos() const { return pos_; }
-  uint64_t remaining() const { return bytes_.size() - pos_; }
+  uint64_t remaining() const { return file_.size() - pos_; }
 
   [[noreturn]] void fail(const Context& ctx, const std::string& why) const {
     if (ctx.element == kNoElement) throw Error(fmt::format("{}: {}: {}", path_, ctx.what, why));
@@ -57,7 +60,7 @@ class Cursor {
   T read(const Context& ctx) {
     need(sizeof(T), ctx);
     T v;
-    std::memcpy(&v, bytes_.data() + pos_, sizeof(T));
+    std::memcpy(&v, at(sizeof(T)), sizeof(T));
     pos_ += sizeof(T);
     return v;
   }
@@ -67,15 +70,28 @@ class Cursor {
     if (len > remaining())
       fail(ctx, fmt::format("string length {} at offset {} exceeds the {} bytes left in the file", len, pos_ - 8,
                             remaining()));
-    std::string s(reinterpret_cast<const char*>(bytes_.data() + pos_), len);
+    std::string s(reinterpret_cast<const char*>(at(len)), len);
     pos_ += len;
     return s;
   }
 
  private:
-  std::span<const std::byte> bytes_;
+  static constexpr uint64_t kWindow = uint64_t{1} << 20;
+  // The next n bytes of the file (n <= remaining()), read into the window as needed.
+  const std::byte* at(uint64_t n) {
+    if (pos_ + n > begin_ + window_.size()) {
+      window_.resize(std::min(remaining(), std::max(n, kWindow)));  // (bytes) the file from pos_
+      file_.read_at(pos_, window_.size(), window_.data());
+      begin_ = pos_;
+    }
+    return window_.data() + (pos_ - begin_);
+  }
+
+  const MappedFile& file_;
   const fs::path& path_;
   uint64_t pos_ = 0;
+  std::vector<std::byte> window_;  // the file's bytes from begin_
+  uint64_t begin_ = 0;
 };
 
 enum class Kind { Unsigned, Signed, Float, Bool, String, Array };
@@ -283,7 +299,7 @@ int64_t GgufTensorInfo::numel() const {
 }
 
 GgufFile::GgufFile(const fs::path& path) : map_(path) {
-  Cursor c(map_.bytes(), path);
+  Cursor c(map_, path);
   const uint32_t magic = c.read<uint32_t>(Context{"header"});
   if (magic != kMagic)
     throw Error(fmt::format("{}: not a GGUF file: bad magic {:#010x} (expected \"GGUF\", {:#010x})", path, magic,

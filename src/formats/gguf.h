@@ -57,7 +57,7 @@ struct GgufTensorInfo {
   GgmlType type = GgmlType::F32;
   uint64_t offset = 0;        // relative to the data section
   uint64_t bytes = 0;
-  const std::byte* data = nullptr;  // into the mapping
+  const std::byte* data = nullptr;  // into the mapping (the header itself is read with pread)
   int64_t numel() const;
 };
 
@@ -70,6 +70,7 @@ class GgufFile {
   uint64_t data_offset() const { return data_offset_; }  // file offset of the data section
   const std::filesystem::path& path() const { return map_.path(); }
   std::span<const std::byte> mapped() const { return map_.bytes(); }  // the whole file, mapped
+  const MappedFile& file() const { return map_; }
 
   const std::map<std::string, GgufValue, std::less<>>& metadata() const { return metadata_; }
   const GgufValue* find(std::string_view key) const;  // nullptr when absent

@@ -93,10 +93,10 @@ uint64_t HfCheckpoint::tensor_bytes() const {
   return sum;
 }
 
-std::vector<std::span<const std::byte>> HfCheckpoint::mapped() const {
-  std::vector<std::span<const std::byte>> spans;
-  for (const auto& f : files_) spans.push_back(f->mapped());
-  return spans;
+std::vector<const MappedFile*> HfCheckpoint::files() const {
+  std::vector<const MappedFile*> files;
+  for (const auto& f : files_) files.push_back(&f->file());
+  return files;
 }
 
 }  // namespace kvinfer

@@ -3,7 +3,6 @@
 // model.safetensors.index.json. Tensors are looked up by name across all shards.
 #include <filesystem>
 #include <memory>
-#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -24,8 +23,8 @@ class HfCheckpoint {
   std::vector<std::string> names() const;  // every tensor's, sorted (so errors name the same one each run)
   // The bytes of every tensor, as stored.
   uint64_t tensor_bytes() const;
-  // Each shard's file as mapped.
-  std::vector<std::span<const std::byte>> mapped() const;
+  // Each shard's file, mapped.
+  std::vector<const MappedFile*> files() const;
 
  private:
   std::filesystem::path dir_;

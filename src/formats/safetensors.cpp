@@ -30,6 +30,20 @@ uint64_t read_u64_le(const std::byte* p) {
   return v;
 }
 
+// The header's length and JSON text are read with pread (MappedFile::read_at), not through the
+// mapping: a file that shrinks while it is parsed gives an Error, not SIGBUS.
+uint64_t header_length(const MappedFile& file) {
+  std::byte length[8];
+  file.read_at(0, sizeof(length), length);
+  return read_u64_le(length);
+}
+
+std::string header_text(const MappedFile& file, uint64_t length) {
+  std::string text(length, '\0');
+  file.read_at(8, length, reinterpret_cast<std::byte*>(text.data()));
+  return text;
+}
+
 }  // namespace
 
 int64_t TensorView::numel() const {
@@ -50,17 +64,16 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : map_(path)
   if (bytes.size() < 8)
     throw Error(fmt::format("{}: truncated safetensors file ({} bytes, shorter than the 8-byte header length)", path,
                             bytes.size()));
-  uint64_t header_len = read_u64_le(bytes.data());
+  uint64_t header_len = header_length(map_);
   if (header_len > bytes.size() - 8)
     throw Error(fmt::format("{}: header length {} runs beyond the end of the file ({} bytes)", path, header_len,
                             bytes.size()));
   if (header_len > kMaxHeaderBytes)
     throw Error(fmt::format("{}: header length {} exceeds the {}-byte limit", path, header_len, kMaxHeaderBytes));
 
-  std::string_view header_text(reinterpret_cast<const char*>(bytes.data() + 8), header_len);
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(header_text);
+    header = nlohmann::json::parse(header_text(map_, header_len));
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: invalid header JSON: {}", path, e.what()));
   }

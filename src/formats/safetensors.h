@@ -20,7 +20,7 @@ struct TensorView {
   std::string dtype;  // as the file spells it: "F32", "BF16", "I32", ...
   size_t element_size = 0;
   std::vector<int64_t> shape;
-  const std::byte* data = nullptr;  // into the mapping, aligned to element_size
+  const std::byte* data = nullptr;  // into the mapping, aligned to element_size (the header is read with pread)
   uint64_t bytes = 0;
   const std::filesystem::path* file = nullptr;
 
@@ -38,6 +38,7 @@ class SafetensorsFile {
   const TensorView& get(const std::string& name) const;  // throws naming the missing tensor
   const std::filesystem::path& path() const { return map_.path(); }
   std::span<const std::byte> mapped() const { return map_.bytes(); }  // the whole file, mapped
+  const MappedFile& file() const { return map_; }
 
  private:
   MappedFile map_;

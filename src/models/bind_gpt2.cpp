@@ -2,11 +2,11 @@
 // ModelWeights, the layout the forward pass shares with the Llama family.
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/std.h>
 
-#include "cpu/cpu_ops.h"
 #include "kvinfer/error.h"
 #include "models/load_common.h"
 
@@ -14,22 +14,33 @@ namespace kvinfer {
 
 namespace {
 
-// out (cols, rows) = in (rows, cols)ᵀ, in tiles that stay in cache.
+// Rows [first, first + count) of a (rows, cols) matrix, `in` (count, cols), into their columns of
+// its transpose `out` (cols, rows), in tiles that stay in cache.
 template <typename T>
-void transpose(const T* in, int64_t rows, int64_t cols, T* out) {
+void transpose_rows(const T* in, int64_t first, int64_t count, int64_t rows, int64_t cols, T* out) {
   constexpr int64_t kTile = 64;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
-    for (int64_t c0 = 0; c0 < cols; c0 += kTile)
-      for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r)
-        for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c) out[c * rows + r] = in[r * cols + c];
+#pragma omp parallel for schedule(static)
+  for (int64_t c0 = 0; c0 < cols; c0 += kTile)
+    for (int64_t r = 0; r < count; ++r)
+      for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c) out[c * rows + first + r] = in[r * cols + c];
 }
 
-void transpose(const std::byte* in, int64_t rows, int64_t cols, size_t size, std::byte* out) {
-  if (size == 4)
-    transpose(reinterpret_cast<const uint32_t*>(in), rows, cols, reinterpret_cast<uint32_t*>(out));
-  else
-    transpose(reinterpret_cast<const uint16_t*>(in), rows, cols, reinterpret_cast<uint16_t*>(out));
+// out (cols, rows) = stored (rows, cols)ᵀ, an f32, f16 or bf16 matrix. `stored` is read a block of
+// rows at a time with storage.read (pread where it lies in a file: never through the mapping).
+void transpose(const HostStorage& storage, const Matrix& stored, std::byte* out) {
+  constexpr int64_t kRows = 64;
+  const uint64_t row = stored.row_bytes();
+  std::vector<std::byte> block(static_cast<size_t>(std::min(kRows, stored.rows) * row));  // (kRows, cols)
+  for (int64_t r0 = 0; r0 < stored.rows; r0 += kRows) {
+    const int64_t n = std::min(kRows, stored.rows - r0);
+    storage.read(stored.data + static_cast<uint64_t>(r0) * row, static_cast<uint64_t>(n) * row, block.data());
+    if (dtype_size(stored.dtype) == 4)
+      transpose_rows(reinterpret_cast<const uint32_t*>(block.data()), r0, n, stored.rows, stored.cols,
+                     reinterpret_cast<uint32_t*>(out));
+    else
+      transpose_rows(reinterpret_cast<const uint16_t*>(block.data()), r0, n, stored.rows, stored.cols,
+                     reinterpret_cast<uint16_t*>(out));
+  }
 }
 
 // Rows [first, first + count) of a row-major matrix, in place.
@@ -50,10 +61,7 @@ std::unique_ptr<ModelWeights> bind_gpt2_weights(const ModelConfig& c, const Gpt2
                             "heads, head_dim {}, hidden {})",
                             path, c.num_heads, c.num_kv_heads, c.head_dim, hidden));
   auto vector = [&](const std::string& name, int64_t n) {
-    const Matrix t = source.vector(name, n);
-    std::vector<float> out(static_cast<size_t>(n));
-    cpu::to_f32(t.dtype, t.data, out.data(), n);
-    return storage.add(out);
+    return storage.add(storage.read_f32(source.vector(name, n)));
   };
   // A (out, in) projection: Conv1D checkpoints store (in, out) and are transposed into storage.
   auto linear = [&](const std::string& prefix, int64_t out, int64_t in) {
@@ -65,7 +73,7 @@ std::unique_ptr<ModelWeights> bind_gpt2_weights(const ModelConfig& c, const Gpt2
                                 prefix, dtype_name(stored.dtype)));
       // Allocated now (the pointer is bound), filled once finish_load's memory check has passed.
       std::byte* t = storage.allocate(stored.bytes());
-      storage.fills.push_back([stored, in, out, t] { transpose(stored.data, in, out, dtype_size(stored.dtype), t); });
+      storage.fills.push_back([&storage, stored, t] { transpose(storage, stored, t); });
       l.weight = Matrix{stored.dtype, t, out, in};
     } else {
       l.weight = source.matrix(prefix + ".weight", out, in);

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <limits>
+#include <cstring>
 #include <new>
 #include <string_view>
 
@@ -68,6 +69,37 @@ std::optional<LayerTensor> layer_tensor(std::string_view name, std::string_view 
   return LayerTensor{index, rest.substr(after.size())};
 }
 
+const MappedFile* HostStorage::file_of(const std::byte* p, uint64_t bytes) const {
+  for (const MappedFile* f : mapped)
+    if (f->contains(p, bytes)) return f;
+  return nullptr;
+}
+
+void HostStorage::read(const std::byte* p, uint64_t bytes, std::byte* out) const {
+  if (const MappedFile* f = file_of(p, bytes))
+    f->read(p, bytes, out);
+  else
+    std::memcpy(out, p, bytes);
+}
+
+std::vector<float> HostStorage::read_f32(const Matrix& stored) const {
+  std::vector<std::byte> bytes(stored.bytes());  // (cols) values as stored
+  read(stored.data, stored.bytes(), bytes.data());
+  std::vector<float> out(static_cast<size_t>(stored.cols));
+  cpu::to_f32(stored.dtype, bytes.data(), out.data(), stored.cols);
+  return out;
+}
+
+void HostStorage::release_checkpoint(const ModelWeights& w) {
+  bool in_files = false;
+  for_each_tensor(w, [&](const auto& t) {
+    in_files |= t.data && file_of(reinterpret_cast<const std::byte*>(t.data), t.bytes());
+  });
+  if (in_files) return;  // a view left in a file (a loader's bug) keeps it mapped rather than dangling
+  mapped.clear();
+  checkpoint.reset();
+}
+
 std::unique_ptr<ModelWeights> bind_weights(const ModelConfig& c, const TensorNames& names, const TensorSource& source,
                                            HostStorage& storage, const std::filesystem::path& path) {
   // The config is input like any other: its dimensions are positive, but their product may not fit.
@@ -77,10 +109,7 @@ std::unique_ptr<ModelWeights> bind_weights(const ModelConfig& c, const TensorNam
                             c.head_dim));
   const int64_t hidden = c.hidden_size, kv_dim = c.num_kv_heads * c.head_dim;  // kv heads <= heads
   auto vector = [&](const std::string& name, int64_t n) {
-    const Matrix t = source.vector(name, n);
-    std::vector<float> out(static_cast<size_t>(n));
-    cpu::to_f32(t.dtype, t.data, out.data(), n);
-    return storage.add(out);
+    return storage.add(storage.read_f32(source.vector(name, n)));
   };
   auto linear = [&](const std::string& prefix, int64_t out, int64_t in, bool bias) {
     Linear l{source.matrix(prefix + ".weight", out, in), {}};
@@ -203,6 +232,10 @@ std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<M
                               path, bytes_text(weights)));
     }
   }
+  // A file rewritten while it was read gave bytes of two files: refused.
+  for (const MappedFile* f : storage.mapped) f->check_unchanged();
+  // Copied, every view into the files is gone: after load nothing reads them, whatever is done to them.
+  if (device == Device::CPU && !options.weights_in_place) storage.release_checkpoint(*w);
   return std::make_shared<const Model>(c, std::move(w), device, std::move(tokenizer), path, options.int8_activations,
                                        std::make_shared<MemoryAccount>(budget, weights),
                                        options.check_finite || check_finite_from_env(), context);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/large_buffer.h"
+#include "core/mapped_file.h"
 #include "core/memory.h"
 #include "kvinfer/config.h"
 #include "kvinfer/model.h"
@@ -27,10 +28,11 @@ std::shared_ptr<const Model> load_gguf(const std::filesystem::path& file, const 
 // Device::Auto resolved; throws naming `path` when CUDA is asked for and none is usable.
 Device resolve_device(const std::filesystem::path& path, Device requested);
 
-// What a loaded model keeps alive: the mapped checkpoint and the f32 vectors made from it.
+// What a loaded model keeps alive: the mapped checkpoint (with LoadOptions::weights_in_place only;
+// finish_load releases it otherwise) and the f32 vectors made from it.
 struct HostStorage {
   std::shared_ptr<const void> checkpoint;
-  std::vector<std::span<const std::byte>> mapped;  // the checkpoint's files as mapped (read-only, private)
+  std::vector<const MappedFile*> mapped;  // the checkpoint's files, mapped (read-only, private); owned by it
   std::vector<std::unique_ptr<float[]>> vectors;
   // Made at load (transposed, or random), each starting at a cache line: the AVX-512 prefill tiles
   // read 32 bytes of an f32 row at a time, and rows 16 bytes off (malloc's large blocks) split
@@ -44,6 +46,17 @@ struct HostStorage {
   Vector add(const std::vector<float>& values);
   // `bytes` bytes owned by the storage, uninitialised, 64-byte aligned.
   std::byte* allocate(size_t bytes);
+
+  // The mapped file that holds [p, p + bytes), or null.
+  const MappedFile* file_of(const std::byte* p, uint64_t bytes) const;
+  // Copies [p, p + bytes) to `out`: inside a mapped file, read from the file with pread
+  // (MappedFile::read: an Error naming a file that shrank, not SIGBUS); elsewhere, memcpy.
+  void read(const std::byte* p, uint64_t bytes, std::byte* out) const;
+  // The values of a stored 1 × n vector (norm weights, biases), read as above, widened to f32.
+  std::vector<float> read_f32(const Matrix& stored) const;
+  // Drops the checkpoint once no tensor of `w` lies in its files: the loader's own reference is
+  // then the last, and the files are unmapped and closed when it returns.
+  void release_checkpoint(const ModelWeights& w);
 };
 
 // A checkpoint's tensors by name, checked against the shape the config implies and returned in
@@ -73,8 +86,8 @@ struct LayerTensor {
 };
 std::optional<LayerTensor> layer_tensor(std::string_view name, std::string_view layer);
 
-// Every tensor of the model `c` describes, checked and bound; norms and biases are widened to
-// f32 into `storage`. rope_inv_freq is left to the caller.
+// Every tensor of the model `c` describes, checked and bound; norms and biases are read (pread)
+// and widened to f32 into `storage`. rope_inv_freq is left to the caller.
 std::unique_ptr<ModelWeights> bind_weights(const ModelConfig& c, const TensorNames& names, const TensorSource& source,
                                            HostStorage& storage, const std::filesystem::path& path);
 
@@ -105,9 +118,10 @@ MemoryBudget load_budget(Device device, const LoadOptions& options);
 // CPU weights, before the first forward pass. With `copy`, every matrix that lies in a mapped
 // checkpoint file (storage.mapped) is copied, its stored bytes unchanged, into one buffer of the
 // storage's own (LargeBuffer: 2 MiB pages where the kernel allows; each matrix on a cache line),
-// and the model points at the copy; this process's pages of the mapping under it are given back
-// (the file's page cache keeps them). Every other tensor (all of them without `copy`) is read once
-// in place, a byte a page, which moves the page faults from the first forward pass to load time.
+// and the model points at the copy. The copy reads the file with pread (HostStorage::read), not
+// through the mapping, whose pages are never touched: a file truncated meanwhile gives an Error
+// naming it, not SIGBUS. Every other tensor (all of them without `copy`) is read once in place,
+// a byte a page, which moves the page faults from the first forward pass to load time.
 // A tensor two views share (a tied LM head is the embedding) is placed once. Reports bytes done of
 // all the bytes. Then every matrix outside the mappings (the copies, and the matrices made at
 // load) whose type this CPU's decode kernels read packed is packed (cpu/packed_rows.h), each view
@@ -120,7 +134,9 @@ void place_weights(ModelWeights& w, HostStorage& storage, bool copy,
 // The weights (and the KV cache LoadOptions::kv_tokens plans) are checked against `budget`,
 // throwing naming `path`, the bytes needed and available; then the storage's fills run, host
 // weights are placed (place_weights: copied, or read in place with LoadOptions::weights_in_place)
-// or uploaded to the device, reporting progress; then the Model is built.
+// or uploaded to the device, reporting progress; a file that changed meanwhile throws naming it
+// (MappedFile::check_unchanged); copied weights release the checkpoint (nothing the model holds
+// reads the files again); then the Model is built.
 std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<ModelWeights> w, Device device,
                                          std::shared_ptr<const Tokenizer> tokenizer,
                                          const std::filesystem::path& path, const LoadOptions& options,

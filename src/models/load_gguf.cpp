@@ -9,7 +9,6 @@
 #include <fmt/ranges.h>
 #include <fmt/std.h>
 
-#include "cpu/cpu_ops.h"
 #include "formats/gguf.h"
 #include "formats/gguf_config.h"
 #include "kvinfer/error.h"
@@ -99,12 +98,10 @@ class GgufSource : public TensorSource {
 
 // Llama 3 rope scaling as llama.cpp stores it: one divisor per frequency (ggml_rope_ext's
 // freq_factors), so inv_freq[i] /= rope_freqs[i].
-void apply_rope_freqs(const GgufFile& f, const GgufSource& source, std::vector<float>& inv_freq) {
+void apply_rope_freqs(const GgufFile& f, const GgufSource& source, const HostStorage& storage,
+                      std::vector<float>& inv_freq) {
   if (!f.find_tensor(kRopeFreqs)) return;
-  const auto n = static_cast<int64_t>(inv_freq.size());
-  const Matrix t = source.vector(kRopeFreqs, n);
-  std::vector<float> factors(inv_freq.size());
-  cpu::to_f32(t.dtype, t.data, factors.data(), n);
+  const std::vector<float> factors = storage.read_f32(source.vector(kRopeFreqs, static_cast<int64_t>(inv_freq.size())));
   for (size_t i = 0; i < factors.size(); ++i) {
     if (!(factors[i] > 0) || !std::isfinite(factors[i]))
       throw Error(fmt::format("{}: tensor '{}' holds {} at [{}]; frequency factors must be positive and finite",
@@ -136,7 +133,7 @@ std::shared_ptr<const Model> load_gguf(const std::filesystem::path& path, const 
   const ModelConfig c = gguf_config(*file);
   auto storage = std::make_shared<HostStorage>();
   storage->checkpoint = file;
-  storage->mapped = {file->mapped()};
+  storage->mapped = {&file->file()};
   const GgufSource source(*file);
   std::unique_ptr<ModelWeights> w;
   if (c.is_gpt2()) {
@@ -144,7 +141,7 @@ std::shared_ptr<const Model> load_gguf(const std::filesystem::path& path, const 
   } else {
     w = bind_weights(c, kGgufNames, source, *storage, path);
     std::vector<float> inv_freq = rope_inv_freq(c);
-    apply_rope_freqs(*file, source, inv_freq);
+    apply_rope_freqs(*file, source, *storage, inv_freq);
     w->rope_inv_freq = storage->add(inv_freq);
   }
   w->storage = storage;

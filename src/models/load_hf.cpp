@@ -112,7 +112,7 @@ std::shared_ptr<const Model> load_hf(const std::filesystem::path& path, const Lo
   const ModelConfig& c = ckpt->config();
   auto storage = std::make_shared<HostStorage>();
   storage->checkpoint = ckpt;
-  storage->mapped = ckpt->mapped();
+  storage->mapped = ckpt->files();
   const HfSource source(*ckpt);
   std::unique_ptr<ModelWeights> w;
   if (c.is_gpt2()) {
