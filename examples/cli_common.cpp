@@ -41,7 +41,8 @@ void add_model_options(CLI::App& app, ModelOptions& o, const char* ctx_help) {
                "(faster, not exact: logits move by about 1 %); default: off, exact products");
   app.add_flag("--weights-in-place", o.weights_in_place,
                "CPU: use the weights in place from the file mapping (4 KiB pages, shared with other processes) "
-               "instead of copying them onto huge pages (and packing them for decode) at load; default: off, copied");
+               "instead of copying them onto huge pages (and packing them for decode) at load; the file must then not be "
+               "truncated or rewritten while the tool runs; default: off, copied (the file is closed after the load)");
   app.add_option("--kv-dtype", o.kv_dtype,
                  "KV cache element type: auto (the weights' dtype; f16 for quantised weights), f32, f16, bf16")
       ->capture_default_str();
