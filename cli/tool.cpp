@@ -14,6 +14,7 @@
 
 #include "core/input_file.h"
 #include "kvinfer/kv_plan.h"
+#include "tokenizer/utf8.h"
 
 namespace tool {
 
@@ -33,29 +34,6 @@ void check_standard_descriptors() {
 void finish_stdout() {
   if (std::fflush(stdout) != 0 || std::ferror(stdout))
     throw OutputError(fmt::format("stdout: {}", kvinfer::errno_text(errno)));
-}
-
-// The length of the UTF-8 sequence at s[i], or 0 when the bytes there are not one.
-size_t utf8_length(std::string_view s, size_t i, char32_t& cp) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
-  const unsigned char c = b(0);
-  size_t n = 0;
-  if (c < 0x80) {
-    cp = c;
-    return 1;
-  }
-  if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1f;
-  else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0f;
-  else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07;
-  else return 0;
-  if (i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((b(k) & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (b(k) & 0x3f);
-  }
-  const bool overlong = (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000);
-  if (overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-  return n;
 }
 
 // C0, DEL and C1 controls move the cursor or end the line; bidirectional overrides and isolates
@@ -95,13 +73,13 @@ std::string printable(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
-    char32_t cp = 0;
-    const size_t n = utf8_length(text, i, cp);
+    const size_t n = kvinfer::utf8::sequence_length(text, i);
     if (n == 0) {
       out += fmt::format("\\x{:02x}", static_cast<unsigned char>(text[i]));
       ++i;
       continue;
     }
+    const char32_t cp = kvinfer::utf8::decode(text, i, n);
     if (!unsafe(cp)) {
       out.append(text.substr(i, n));
     } else if (cp == '\n') {

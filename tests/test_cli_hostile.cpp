@@ -17,6 +17,7 @@
 
 #include "reference.h"
 #include "run_binary.h"
+#include "tool.h"
 
 namespace {
 
@@ -256,6 +257,17 @@ std::vector<Case> cases() {
 
 INSTANTIATE_TEST_SUITE_P(Cases, HostileCli, testing::ValuesIn(cases()),
                          [](const testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+// What makes a message printable: the escapes, and text that is left alone.
+TEST(HostileCliText, ControlsBidiOverridesAndInvalidUtf8AreEscaped) {
+  EXPECT_EQ(tool::printable("plain text, UTF-8 × é …"), "plain text, UTF-8 × é …");
+  EXPECT_EQ(tool::printable("a\x1b[2Jb\x1b]0;t\x07"), "a\\x1b[2Jb\\x1b]0;t\\x07");
+  EXPECT_EQ(tool::printable("one\ntwo\rthree\tfour"), "one\\ntwo\\rthree\\tfour");
+  EXPECT_EQ(tool::printable("\x7f\xc2\x9b"), "\\x7f\\u009b");            // DEL, the C1 CSI
+  EXPECT_EQ(tool::printable("x\xe2\x80\xaey"), "x\\u202ey");                // right-to-left override
+  EXPECT_EQ(tool::printable("\xff\xc0\x80\xed\xa0\x80"), "\\xff\\xc0\\x80\\xed\\xa0\\x80");  // not UTF-8
+  EXPECT_EQ(tool::printable(std::string("a\0b", 3)), "a\\x00b");
+}
 
 // $KVINFER_MODEL naming nothing: the same wording as -m, naming the variable.
 TEST(HostileCliEnv, ModelVariableNamingNothingIsNoSuchFile) {
