@@ -79,18 +79,45 @@ __host__ __device__ Layout layout(int heads, int hd) {
   return l;
 }
 
+// The split plan of a launch. With `start` (a device position: a graph's decode step) each
+// block makes it from that position, as the host makes it otherwise (same function, same plan);
+// the grid then holds the most splits any position may need, and the blocks past the plan exit.
+struct PlanArgs {
+  const int32_t* start;  // null: first, context, per_split and splits below are the plan
+  int64_t window, items, target_blocks;
+  int tile;
+  int64_t first, context, per_split;  // attended positions: first .. first+context-1
+  int splits;
+  int slot_stride;  // splits' stride in the partials: splits, or the grid's splits with `start`
+};
+
+struct BlockPlan {
+  int64_t first, context, per_split;
+  int splits;
+};
+
+__device__ __forceinline__ BlockPlan block_plan(const PlanArgs& a) {
+  if (a.start == nullptr) return {a.first, a.context, a.per_split, a.splits};
+  const int64_t start = *a.start;
+  const int64_t first = a.window > 0 && start - a.window + 1 > 0 ? start - a.window + 1 : 0;
+  const core::SplitPlan p =
+      core::plan_splits(start - first + 1, a.items, a.target_blocks, a.tile, kMaxSplits, kMinTilesPerSplit);
+  return {first, start - first + 1, p.per_split, static_cast<int>(p.splits)};
+}
+
 struct DecodeArgs {
   const float* q;          // (heads, hd): the one query row
   const unsigned char* k;  // (kv_heads, capacity, hd) of the cache dtype
   const unsigned char* v;  // (kv_heads, capacity, hd)
   float* out;              // (heads, hd): written directly when splits == 1
-  float* part_o;           // (heads, splits, hd) unnormalised partial outputs
-  float* part_ml;          // (heads, splits, 2) partial (m, l)
+  float* part_o;           // (heads, slot_stride, hd) unnormalised partial outputs
+  float* part_ml;          // (heads, slot_stride, 2) partial (m, l)
   float q_scale;           // 1/sqrt(hd) · log2(e): scores in the base-2 domain
   int head_dim;            // hd: a multiple of 8, at most the kernel's HDP
-  int group, splits;
+  int group;
   int heads_per_block, head_chunks;  // blockIdx.x = split · head_chunks + chunk; the last chunk may hold fewer
-  int64_t capacity, first, context, per_split;  // attended positions: first .. first+context-1
+  int64_t capacity;
+  PlanArgs plan;
 };
 
 template <typename T>
@@ -221,6 +248,8 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const DecodeA
   using S = Shape<HDP, KV, HV>;
   const int tid = threadIdx.x, hd = a.head_dim, g = blockIdx.y;
   const int split = static_cast<int>(blockIdx.x) / a.head_chunks, chunk = static_cast<int>(blockIdx.x) % a.head_chunks;
+  const BlockPlan plan = block_plan(a.plan);
+  if (split >= plan.splits) return;  // the whole block: past the plan of a device position
   const int h_first = chunk * a.heads_per_block;               // of the group: this block's first head
   const int heads = min_of(a.heads_per_block, a.group - h_first);  // heads this block serves
   const int64_t head0 = static_cast<int64_t>(g) * a.group + h_first;  // global index of head 0 here
@@ -232,11 +261,11 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const DecodeA
   float* l_s = m_s + heads;                                 // (heads) running sum
   float* alpha_s = l_s + heads;                             // (heads) this tile's rescale
   const int ps = heads | 1;  // odd pitch: the 32 positions a warp touches land on distinct banks
-  const int64_t b = split * a.per_split;
-  const int n = static_cast<int>(min_of(a.context, b + a.per_split) - b);  // positions of this split
+  const int64_t b = split * plan.per_split;
+  const int n = static_cast<int>(min_of(plan.context, b + plan.per_split) - b);  // positions of this split
   const int tiles = (n + S::kTile - 1) / S::kTile;
   const int row_bytes = hd * S::kElem, copies = row_bytes / 16;  // a global row; its 16-byte copies
-  const size_t row0 = static_cast<size_t>(g * a.capacity + a.first + b) * row_bytes;
+  const size_t row0 = static_cast<size_t>(g * a.capacity + plan.first + b) * row_bytes;
   const unsigned char* k_rows = a.k + row0;  // (n, hd) of this split
   const unsigned char* v_rows = a.v + row0;
 
@@ -306,10 +335,10 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const DecodeA
     float sum = 0.0f;
     for (int pgi = 0; pgi < pgs; ++pgi) sum += red[((pgi * ns + h / HV) * HV + h % HV) * hd + d];
     const int64_t head = head0 + h;
-    if (a.splits == 1) {
+    if (plan.splits == 1) {
       a.out[head * hd + d] = sum * core::OnlineSoftmax{m_s[h], l_s[h]}.inv_sum();
     } else {
-      const int64_t slot = head * a.splits + split;
+      const int64_t slot = head * a.plan.slot_stride + split;
       a.part_o[slot * hd + d] = sum;
       if (d == 0) a.part_ml[2 * slot] = m_s[h], a.part_ml[2 * slot + 1] = l_s[h];
     }
@@ -317,27 +346,30 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const DecodeA
 }
 
 struct CombineArgs {
-  const float* part_o;   // (heads, splits, head_dim)
-  const float* part_ml;  // (heads, splits, 2)
+  const float* part_o;   // (heads, slot_stride, head_dim)
+  const float* part_ml;  // (heads, slot_stride, 2)
   float* out;            // (heads, head_dim)
-  int splits, head_dim;
+  PlanArgs plan;
+  int head_dim;
 };
 
 // One block per head. Every thread scans the (at most kMaxSplits) split maxima itself: the
 // same addresses for the whole block, so the loads are broadcasts. Dynamic smem: (splits) floats.
 __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const CombineArgs a) {
+  const int splits = block_plan(a.plan).splits, stride = a.plan.slot_stride;
+  if (splits == 1) return;  // a device position's plan of one split: the split kernel wrote the output
   float* w_s = dynamic_shared<float>();  // (splits) combine weights
   const int64_t h = blockIdx.x;
-  const float* ml = a.part_ml + 2 * h * a.splits;  // (splits, 2)
+  const float* ml = a.part_ml + 2 * h * stride;  // (splits, 2)
   float m_max = -INFINITY, l_sum = 0.0f;
-  for (int s = 0; s < a.splits; ++s) m_max = fmaxf(m_max, ml[2 * s]);
-  for (int s = threadIdx.x; s < a.splits; s += kCombineThreads) w_s[s] = core::combine_weight(ml[2 * s], m_max);
+  for (int s = 0; s < splits; ++s) m_max = fmaxf(m_max, ml[2 * s]);
+  for (int s = threadIdx.x; s < splits; s += kCombineThreads) w_s[s] = core::combine_weight(ml[2 * s], m_max);
   __syncthreads();
-  for (int s = 0; s < a.splits; ++s) l_sum = fmaf(w_s[s], ml[2 * s + 1], l_sum);
+  for (int s = 0; s < splits; ++s) l_sum = fmaf(w_s[s], ml[2 * s + 1], l_sum);
   const float inv = core::OnlineSoftmax{m_max, l_sum}.inv_sum();
   for (int d = threadIdx.x; d < a.head_dim; d += kCombineThreads) {
     float acc = 0.0f;
-    for (int s = 0; s < a.splits; ++s) acc = fmaf(w_s[s], a.part_o[(h * a.splits + s) * a.head_dim + d], acc);
+    for (int s = 0; s < splits; ++s) acc = fmaf(w_s[s], a.part_o[(h * stride + s) * a.head_dim + d], acc);
     a.out[h * a.head_dim + d] = acc * inv;
   }
 }
@@ -370,30 +402,37 @@ void run(const DecodeCall& c) {
   [[maybe_unused]] static const bool allowed = allow_max_shared(kernel);
   const AttentionParams& p = c.p;
   const int hd = static_cast<int>(p.head_dim), group = static_cast<int>(p.heads / p.kv_heads);
-  const core::SplitPlan plan = core::plan_splits(c.context, p.kv_heads * c.head_chunks,
-                                                 int64_t{kBlocksPerSm} * multiprocessor_count(), S::kTile,
-                                                 kMaxSplits, kMinTilesPerSplit);
-  const size_t need = plan.splits > 1 ? partials_bytes(p.heads, hd, plan.splits) : 0;
+  const int64_t items = p.kv_heads * c.head_chunks, target = int64_t{kBlocksPerSm} * multiprocessor_count();
+  const core::SplitPlan plan = core::plan_splits(c.context, items, target, S::kTile, kMaxSplits, kMinTilesPerSplit);
+  // A device position: the grid covers the most splits of any context the cache (or window) holds.
+  const int64_t longest = p.window > 0 ? std::min(p.window, p.capacity) : p.capacity;
+  const int64_t grid_splits =
+      p.start_on_device == nullptr
+          ? plan.splits
+          : core::most_splits(longest, items, target, S::kTile, kMaxSplits, kMinTilesPerSplit);
+  const size_t need = grid_splits > 1 ? partials_bytes(p.heads, hd, grid_splits) : 0;
   if (need > 0 && (c.workspace == nullptr || c.workspace_bytes < need))
     throw Error("attention_decode: workspace of " + std::to_string(c.workspace_bytes) + " bytes is too small: " +
                 std::to_string(p.heads) + " heads × " + std::to_string(plan.splits) + " splits need " +
                 std::to_string(need) + " bytes (size it with attention_decode_workspace_bytes)");
-  if (plan.splits * c.head_chunks > 0x7fffffff)
+  if (grid_splits * c.head_chunks > 0x7fffffff)
     throw Error("attention_decode: " + std::to_string(p.heads / p.kv_heads) + " heads per KV head in chunks of " +
                 std::to_string(c.heads_per_block) + " are too many for one launch");
   float* part_o = static_cast<float*>(c.workspace);
+  const PlanArgs pa{p.start_on_device, p.window, items, target, S::kTile, c.first, c.context, plan.per_split,
+                    static_cast<int>(plan.splits), static_cast<int>(grid_splits)};
   const DecodeArgs a{p.q, static_cast<const unsigned char*>(p.k), static_cast<const unsigned char*>(p.v), p.out,
-                     part_o, need > 0 ? part_o + p.heads * plan.splits * hd : nullptr,
-                     1.0f / sqrtf(static_cast<float>(hd)) * core::kLog2e, hd, group, static_cast<int>(plan.splits),
-                     c.heads_per_block, c.head_chunks, p.capacity, c.first, c.context, plan.per_split};
+                     part_o, need > 0 ? part_o + p.heads * grid_splits * hd : nullptr,
+                     1.0f / sqrtf(static_cast<float>(hd)) * core::kLog2e, hd, group,
+                     c.heads_per_block, c.head_chunks, p.capacity, pa};
   const Layout lay = layout<S, HV>(c.heads_per_block, hd);
   launch("attention_decode (split)", kernel,
-         dim3(static_cast<unsigned>(plan.splits * c.head_chunks), static_cast<unsigned>(p.kv_heads)), dim3(kThreads),
-         static_cast<size_t>(lay.bytes), c.stream, a);
-  if (plan.splits == 1) return;
-  const CombineArgs ca{a.part_o, a.part_ml, p.out, a.splits, hd};
+         dim3(static_cast<unsigned>(grid_splits * c.head_chunks), static_cast<unsigned>(p.kv_heads)),
+         dim3(kThreads), static_cast<size_t>(lay.bytes), c.stream, a);
+  if (grid_splits == 1) return;
+  const CombineArgs ca{a.part_o, a.part_ml, p.out, pa, hd};
   launch("attention_decode (combine)", decode_combine_kernel, dim3(static_cast<unsigned>(p.heads)),
-         dim3(kCombineThreads), static_cast<size_t>(plan.splits) * sizeof(float), c.stream, ca);
+         dim3(kCombineThreads), static_cast<size_t>(grid_splits) * sizeof(float), c.stream, ca);
 }
 
 // HV, the heads a PV thread accumulates: the heads a block serves itself up to 4, then sets of 8.

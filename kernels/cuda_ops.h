@@ -14,6 +14,11 @@ namespace kvinfer::cuda {
 // Rotary layouts: HF's half split pairs (i, i + d/2); GGUF's interleaved pairs (2i, 2i + 1).
 enum class RopeLayout { HalfSplit, Interleaved };
 
+// Ops that depend on the position take `start` on the host and, optionally, `start_on_device`:
+// one int32 in device memory that the kernel reads instead when it is set. A CUDA graph captured
+// once then serves every decode step (its launch arguments are frozen; the position is not).
+// Host-side checks use `start`, which must then be a position the device value may take.
+
 // ---- kernels/elementwise.cu -----------------------------------------------------------------
 // out (n, hidden) = table[ids], widened to f32. table (vocab, hidden) of table_dtype (f32, f16
 // or bf16; quantised tables go through embed_quantized).
@@ -26,7 +31,7 @@ void layer_norm(const float* x, const float* weight, const float* bias, int64_t 
                 cudaStream_t stream);
 // x (n, heads, head_dim) rotated in place; row t at position start + t; inv_freq (head_dim / 2).
 void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const float* inv_freq,
-          RopeLayout layout, cudaStream_t stream);
+          RopeLayout layout, cudaStream_t stream, const int32_t* start_on_device = nullptr);
 // out (n) = silu(gate) · up   (out may alias gate)
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
 // out (n) = 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³)))   (out may alias x)
@@ -40,7 +45,8 @@ void convert_from_f32(DType dtype, const float* src, void* out, int64_t n, cudaS
 // Writes k, v (n, kv_heads, head_dim) at positions start .. start+n-1 of one layer's cache
 // blocks k_layer, v_layer: (kv_heads, capacity, head_dim) of kv_dtype.
 void store_kv(DType kv_dtype, const float* k, const float* v, int64_t n, int64_t kv_heads, int64_t head_dim,
-              int64_t start, int64_t capacity, void* k_layer, void* v_layer, cudaStream_t stream);
+              int64_t start, int64_t capacity, void* k_layer, void* v_layer, cudaStream_t stream,
+              const int32_t* start_on_device = nullptr);
 // *out = index of the largest logit (lowest index on ties, as torch.argmax).
 void argmax(const float* logits, int64_t vocab, int32_t* out, cudaStream_t stream);
 
@@ -65,13 +71,17 @@ struct AttentionParams {
   float* out = nullptr;      // (n, heads, head_dim)
   DType kv_dtype = DType::F32;
   int64_t n = 0, start = 0, heads = 0, kv_heads = 0, head_dim = 0, capacity = 0, window = 0;
+  const int32_t* start_on_device = nullptr;  // decode only: read instead of start (see above)
 };
 // Tiled prefill (FlashAttention-style online softmax); a K/V tile is loaded once for all query
 // heads of its group. Any n >= 1.
 void attention_prefill(const AttentionParams& p, cudaStream_t stream);
 // Bytes of workspace attention_decode needs for this shape at up to max_context positions.
 size_t attention_decode_workspace_bytes(int64_t heads, int64_t head_dim, int64_t max_context);
-// Flash-Decoding: n == 1; the context is split across thread blocks, then combined.
+// Flash-Decoding: n == 1; the context is split across thread blocks, then combined. With
+// start_on_device the grid covers the most splits any position up to capacity may need, and
+// each block plans from the device position (blocks past the plan exit): the same plan, and the
+// same bits, as a launch for that position.
 void attention_decode(const AttentionParams& p, void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
 }  // namespace kvinfer::cuda

@@ -55,18 +55,21 @@ void visit_dtype(DType t, F&& f) {
 }
 
 // ---- argument checks (host) -------------------------------------------------------------------
-void require(bool ok, const char* op, const std::string& what) {
-  if (!ok) throw Error(std::string("cuda::") + op + ": " + what);
+// The message is built only when the check fails: a decode step makes dozens of these calls.
+template <typename Message>
+void require(bool ok, const char* op, Message&& what) {
+  if (!ok) [[unlikely]]
+    throw Error(std::string("cuda::") + op + ": " + what());
 }
 void require_ptr(const void* p, const char* op, const char* name) {
-  require(p != nullptr, op, std::string(name) + " is a null pointer");
+  require(p != nullptr, op, [&] { return std::string(name) + " is a null pointer"; });
 }
 void require_positive(int64_t v, const char* op, const char* name) {
-  require(v > 0, op, std::string(name) + " must be positive, got " + std::to_string(v));
+  require(v > 0, op, [&] { return std::string(name) + " must be positive, got " + std::to_string(v); });
 }
 void require_grid_x(int64_t v, const char* op, const char* name) {
   require(v <= std::numeric_limits<int32_t>::max(), op,
-          std::string(name) + " = " + std::to_string(v) + " exceeds the grid's 2^31 - 1 blocks");
+          [&] { return std::string(name) + " = " + std::to_string(v) + " exceeds the grid's 2^31 - 1 blocks"; });
 }
 
 unsigned blocks_for(int64_t total, int threads) {
@@ -187,7 +190,8 @@ __global__ void layer_norm_kernel(const float* x, const float* weight, const flo
 // the CPU backend does: sinf/cosf of angles near 16K+ radians would already differ by ulps.
 template <RopeLayout kLayout>
 __global__ void rope_kernel(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start,
-                            const float* inv_freq) {
+                            const int32_t* start_on_device, const float* inv_freq) {
+  if (start_on_device != nullptr) start = *start_on_device;
   const int64_t half = head_dim / 2;
   const int64_t h0 = static_cast<int64_t>(blockIdx.y) * kRopeHeadsPerBlock;
   const int64_t h1 = h0 + kRopeHeadsPerBlock < heads ? h0 + kRopeHeadsPerBlock : heads;
@@ -268,7 +272,9 @@ __global__ void convert_kernel(const float* src, typename D::T* out, int64_t n) 
 // Threads over the elements of k, v (n, kv_heads, head_dim) → (kv_heads, capacity, head_dim).
 template <typename D>
 __global__ void store_kv_kernel(const float* k, const float* v, int64_t n, int64_t kv_heads, int64_t head_dim,
-                                int64_t start, int64_t capacity, typename D::T* k_layer, typename D::T* v_layer) {
+                                int64_t start, const int32_t* start_on_device, int64_t capacity,
+                                typename D::T* k_layer, typename D::T* v_layer) {
+  if (start_on_device != nullptr) start = *start_on_device;
   for (int64_t j = global_thread(); j < n * kv_heads * head_dim; j += grid_threads()) {
     const int64_t d = j % head_dim, g = (j / head_dim) % kv_heads, t = j / (head_dim * kv_heads);
     const int64_t dst = (g * capacity + start + t) * head_dim + d;
@@ -340,7 +346,7 @@ void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float
   require_positive(n, "rms_norm", "n");
   require_positive(dim, "rms_norm", "dim");
   require_grid_x(n, "rms_norm", "n");
-  require(eps >= 0.0f, "rms_norm", "eps must be >= 0, got " + std::to_string(eps));
+  require(eps >= 0.0f, "rms_norm", [&] { return "eps must be >= 0, got " + std::to_string(eps); });
   launch("rms_norm", rms_norm_kernel, static_cast<unsigned>(n), kNormThreads, 0, stream, x, weight, dim, eps, y);
 }
 
@@ -353,7 +359,7 @@ void layer_norm(const float* x, const float* weight, const float* bias, int64_t 
   require_positive(n, "layer_norm", "n");
   require_positive(dim, "layer_norm", "dim");
   require_grid_x(n, "layer_norm", "n");
-  require(eps >= 0.0f, "layer_norm", "eps must be >= 0, got " + std::to_string(eps));
+  require(eps >= 0.0f, "layer_norm", [&] { return "eps must be >= 0, got " + std::to_string(eps); });
   // About 4 elements per thread (whole warps, 32 .. kNormThreads): GPT-2's 768 gets 192 threads,
   // fewer idle lanes and shorter reductions than a fixed 512.
   const int64_t want = ((dim + 3) / 4 + 31) / 32 * 32;
@@ -367,25 +373,25 @@ void layer_norm(const float* x, const float* weight, const float* bias, int64_t 
 }
 
 void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const float* inv_freq,
-          RopeLayout layout, cudaStream_t stream) {
+          RopeLayout layout, cudaStream_t stream, const int32_t* start_on_device) {
   require_ptr(x, "rope", "x");
   require_ptr(inv_freq, "rope", "inv_freq");
   require_positive(n, "rope", "n");
   require_positive(heads, "rope", "heads");
   require_positive(head_dim, "rope", "head_dim");
-  require(head_dim % 2 == 0, "rope", "head_dim must be even, got " + std::to_string(head_dim));
-  require(start >= 0, "rope", "start must be >= 0, got " + std::to_string(start));
+  require(head_dim % 2 == 0, "rope", [&] { return "head_dim must be even, got " + std::to_string(head_dim); });
+  require(start >= 0, "rope", [&] { return "start must be >= 0, got " + std::to_string(start); });
   const int64_t head_groups = (heads + kRopeHeadsPerBlock - 1) / kRopeHeadsPerBlock;
-  require(head_groups <= kMaxGridY, "rope", "too many heads: " + std::to_string(heads));
+  require(head_groups <= kMaxGridY, "rope", [&] { return "too many heads: " + std::to_string(heads); });
   const dim3 grid(blocks_for(n * (head_dim / 2), kThreads), static_cast<unsigned>(head_groups));
   switch (layout) {
     case RopeLayout::HalfSplit:
       launch("rope", rope_kernel<RopeLayout::HalfSplit>, grid, kThreads, 0, stream,
-          x, n, heads, head_dim, start, inv_freq);
+          x, n, heads, head_dim, start, start_on_device, inv_freq);
       break;
     case RopeLayout::Interleaved:
       launch("rope", rope_kernel<RopeLayout::Interleaved>, grid, kThreads, 0, stream,
-          x, n, heads, head_dim, start, inv_freq);
+          x, n, heads, head_dim, start, start_on_device, inv_freq);
       break;
     default: throw Error("cuda::rope: unknown layout " + std::to_string(static_cast<int>(layout)));
   }
@@ -442,7 +448,8 @@ void convert_from_f32(DType dtype, const float* src, void* out, int64_t n, cudaS
 }
 
 void store_kv(DType kv_dtype, const float* k, const float* v, int64_t n, int64_t kv_heads, int64_t head_dim,
-              int64_t start, int64_t capacity, void* k_layer, void* v_layer, cudaStream_t stream) {
+              int64_t start, int64_t capacity, void* k_layer, void* v_layer, cudaStream_t stream,
+              const int32_t* start_on_device) {
   require_ptr(k, "store_kv", "k");
   require_ptr(v, "store_kv", "v");
   require_ptr(k_layer, "store_kv", "k_layer");
@@ -451,14 +458,16 @@ void store_kv(DType kv_dtype, const float* k, const float* v, int64_t n, int64_t
   require_positive(kv_heads, "store_kv", "kv_heads");
   require_positive(head_dim, "store_kv", "head_dim");
   require_positive(capacity, "store_kv", "capacity");
-  require(start >= 0 && start <= capacity - n, "store_kv",
-          "positions " + std::to_string(start) + " .. " + std::to_string(start + n - 1) + " outside a capacity of " +
-              std::to_string(capacity));
+  require(start >= 0 && start <= capacity - n, "store_kv", [&] {
+    return "positions " + std::to_string(start) + " .. " + std::to_string(start + n - 1) + " outside a capacity of " +
+           std::to_string(capacity);
+  });
   visit_dtype(kv_dtype, [&](auto d) {
     using D = decltype(d);
     using T = typename D::T;
     launch("store_kv", store_kv_kernel<D>, blocks_for(n * kv_heads * head_dim, kThreads), kThreads, 0, stream,
-        k, v, n, kv_heads, head_dim, start, capacity, static_cast<T*>(k_layer), static_cast<T*>(v_layer));
+        k, v, n, kv_heads, head_dim, start, start_on_device, capacity, static_cast<T*>(k_layer),
+        static_cast<T*>(v_layer));
   });
 }
 
@@ -467,7 +476,7 @@ void argmax(const float* logits, int64_t vocab, int32_t* out, cudaStream_t strea
   require_ptr(out, "argmax", "out");
   require_positive(vocab, "argmax", "vocab");
   require(vocab < std::numeric_limits<int32_t>::max(), "argmax",
-          "vocab " + std::to_string(vocab) + " does not fit int32 token ids");
+          [&] { return "vocab " + std::to_string(vocab) + " does not fit int32 token ids"; });
   launch("argmax", argmax_kernel, 1, kArgmaxThreads, 0, stream, logits, static_cast<int32_t>(vocab), out);
 }
 

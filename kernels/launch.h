@@ -33,7 +33,9 @@ void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, 
     cudaGetLastError();  // a configuration error is not sticky: clear it for the next call
     throw_launch_error(err, name, grid, block, smem, "launch");
   }
-  if (sync_after_launch()) {
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (sync_after_launch() && cudaStreamIsCapturing(stream, &capturing) == cudaSuccess &&
+      capturing == cudaStreamCaptureStatusNone) {  // a capture runs nothing to check yet
     err = cudaStreamSynchronize(stream);
     if (err == cudaSuccess) err = cudaGetLastError();
     if (err != cudaSuccess) throw_launch_error(err, name, grid, block, smem, "run (KVINFER_CUDA_SYNC=1)");

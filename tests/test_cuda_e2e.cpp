@@ -124,6 +124,41 @@ TEST_P(CudaEndToEnd, CacheOnAndCacheOffGiveTheSameTokens) {
   }
 }
 
+// Decode steps as CUDA graphs (cuda_backend::decode_step: captured at the second step, replayed
+// after) against plain launches ($KVINFER_CUDA_GRAPHS=0): the same logits, bit for bit, at every
+// step, with an f32 and a bf16 cache; and the graphs were used.
+TEST_P(CudaEndToEnd, DecodeGraphsGiveThePlainLaunchesBits) {
+  REQUIRE_FIXTURE(GetParam());
+  SKIP_WITHOUT_DEVICE();
+  auto gpu = Model::load(test::model_dir(GetParam()), {.device = Device::CUDA});
+  test::Reference ref(GetParam());
+  constexpr int kSteps = 10;  // 9 decode steps: eager, captured, then 7 replays
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    std::vector<std::vector<float>> logits[2];  // [plain, graphs] × (step, vocab)
+    for (int graphs = 0; graphs < 2; ++graphs) {
+      test::ScopedEnv env("KVINFER_CUDA_GRAPHS", graphs == 1 ? "1" : "0");
+      const auto before = cuda_backend::graph_counts();
+      KvCache kv(*gpu, static_cast<int64_t>(ref.prompt_ids.size()) + kSteps, dtype);
+      Session s(gpu);
+      GenerateOptions opt;
+      opt.max_new_tokens = kSteps;
+      opt.ignore_eos = true;
+      generate_greedy(s, kv, ref.prompt_ids, opt, [&](int32_t, std::span<const float> l) {
+        logits[graphs].emplace_back(l.begin(), l.end());
+        return true;
+      });
+      const auto after = cuda_backend::graph_counts();
+      EXPECT_EQ(after.captured - before.captured, graphs);
+      EXPECT_EQ(after.launched - before.launched, graphs * (kSteps - 2)) << dtype_name(dtype);
+    }
+    ASSERT_EQ(logits[0].size(), static_cast<size_t>(kSteps));
+    ASSERT_EQ(logits[1].size(), static_cast<size_t>(kSteps));
+    for (size_t i = 0; i < logits[0].size(); ++i)
+      ASSERT_EQ(0, std::memcmp(logits[0][i].data(), logits[1][i].data(), logits[0][i].size() * sizeof(float)))
+          << dtype_name(dtype) << ": step " << i << " differs between graphs and plain launches";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaEndToEnd, ::testing::ValuesIn(test::kFixtures),
                          [](const auto& p) { return std::string(p.param); });
 

@@ -9,9 +9,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kvinfer/error.h"
@@ -80,6 +82,8 @@ __global__ void shuffle_kernel(int* xor_out, int* down_out) {
 }
 
 __global__ void read_kernel(const float* in, float* out) { out[threadIdx.x] = in[threadIdx.x]; }
+
+__global__ void add_one_kernel(float* x) { x[threadIdx.x] += 1.0f; }
 
 __global__ void smem_kernel(float* out) { out[0] = kvinfer::cuda::dynamic_shared<float>()[0]; }
 
@@ -290,6 +294,70 @@ TEST_F(CudaSim, CublasGemmExFollowsCublasSemantics) {
                          &zero, d.p, CUDA_R_32F, 8, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
             CUBLAS_STATUS_NOT_INITIALIZED);
   cublasDestroy(h);
+}
+
+// A capture records work without running it; each launch of the graph runs it again, in order.
+TEST_F(CudaSim, StreamCaptureRecordsAndAGraphReplays) {
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  Dev<float> a(kThreads), b(kThreads);
+  ASSERT_EQ(cudaMemsetAsync(a.p, 0, kThreads * sizeof(float), s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  cudaStreamCaptureStatus status{};
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  ASSERT_EQ(cudaStreamIsCapturing(s, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  kvinfer::cuda::launch("add_one", add_one_kernel, 1, kThreads, 0, s, a.p);
+  ASSERT_EQ(cudaMemcpyAsync(b.p, a.p, kThreads * sizeof(float), cudaMemcpyDeviceToDevice, s), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  for (float v : a.host()) ASSERT_EQ(v, 0.0f) << "captured work ran during the capture";
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  for (float v : a.host()) ASSERT_EQ(v, 3.0f);
+  for (float v : b.host()) ASSERT_EQ(v, 3.0f);
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  cudaStreamDestroy(s);
+}
+
+// What a capture cannot hold fails and invalidates it: a synchronisation, a copy from host
+// memory, an allocation on the capturing thread (another thread may allocate in ThreadLocal mode).
+TEST_F(CudaSim, StreamCaptureRefusesWhatAGraphCannotHold) {
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  Dev<float> a(kThreads);
+  std::vector<float> host(kThreads, 1.0f);
+  cudaGraph_t graph = nullptr;
+  const auto refused = [&](const std::function<cudaError_t()>& call) {
+    EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    EXPECT_EQ(call(), cudaErrorStreamCaptureUnsupported);
+    cudaStreamCaptureStatus status{};
+    EXPECT_EQ(cudaStreamIsCapturing(s, &status), cudaSuccess);
+    EXPECT_EQ(status, cudaStreamCaptureStatusInvalidated);
+    EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaErrorStreamCaptureInvalidated);
+    EXPECT_EQ(graph, nullptr);
+    cudaGetLastError();
+  };
+  refused([&] { return cudaStreamSynchronize(s); });
+  refused([&] { return cudaMemcpyAsync(a.p, host.data(), kThreads * sizeof(float), cudaMemcpyHostToDevice, s); });
+  refused([&] {
+    void* p = nullptr;
+    return cudaMalloc(&p, 64);
+  });
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  cudaError_t other = cudaErrorInvalidValue;
+  std::thread([&] {
+    void* p = nullptr;
+    other = cudaMalloc(&p, 64);
+    cudaFree(p);
+  }).join();
+  EXPECT_EQ(other, cudaSuccess);
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  cudaStreamDestroy(s);
 }
 
 TEST(CudaSimDevice, TheSimulatedDeviceIsTheOneAsked) {

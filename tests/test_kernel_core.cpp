@@ -250,6 +250,26 @@ TEST(SplitPlan, WorkspaceBoundHoldsForSmallerContextsAndLargerTiles) {
         EXPECT_LE(plan_splits(ctx, 1, 1 << 20, tile, 128, 1).splits, max_splits_bound(max_ctx, 32, 128));
 }
 
+// A graph's decode launch sizes its grid with most_splits(capacity): every context up to it must
+// plan within that grid, and the bound is reached (it is not a loose over-allocation).
+TEST(SplitPlan, MostSplitsBoundsEveryShorterContextAndIsReached) {
+  for (int64_t max_ctx : {1, 63, 64, 65, 1000, 8192, 40000})
+    for (int64_t items : {1, 3, 8, 32})
+      for (int64_t target : {1, 132 * 4, 82 * 4})
+        for (int64_t tile : {32, 64})
+          for (int64_t min_tiles : {1, 2}) {
+            const int64_t bound = most_splits(max_ctx, items, target, tile, 128, min_tiles);
+            int64_t reached = 0;
+            for (int64_t ctx = 1; ctx <= max_ctx; ctx += std::max<int64_t>(1, max_ctx / 211)) {
+              const int64_t splits = plan_splits(ctx, items, target, tile, 128, min_tiles).splits;
+              ASSERT_LE(splits, bound) << ctx << " of " << max_ctx << ", items " << items << ", tile " << tile;
+              reached = std::max(reached, splits);
+            }
+            reached = std::max(reached, plan_splits(max_ctx, items, target, tile, 128, min_tiles).splits);
+            EXPECT_GE(2 * reached, bound) << max_ctx << ", items " << items << ", tile " << tile;
+          }
+}
+
 // The 16-byte widening helpers agree bit for bit with convert.h on random and special bits.
 TEST(KvLoad, WidenMatchesScalarConversions) {
   std::mt19937 rng(5);

@@ -1,7 +1,7 @@
 // The simulated CUDA runtime: device memory as exact-size host allocations filled with poison,
 // streams whose work runs when they are synchronised (in CUDA's order, legacy default stream
-// included), events, device attributes of the simulated device, and launches checked against
-// the real launch rules.
+// included), events, stream capture into graphs, device attributes of the simulated device, and
+// launches checked against the real launch rules.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,14 +14,29 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "internal.h"
+
+// A captured graph, and its executable form: the stream operations in capture order (one
+// stream's capture is a chain, which is all kvinfer records).
+struct CUgraph_st {
+  std::vector<std::function<void()>> ops;
+};
+struct CUgraphExec_st {
+  std::vector<std::function<void()>> ops;
+};
 
 struct CUstream_st {
   bool legacy = false;
   unsigned flags = 0;
   std::deque<std::function<void()>> queue;
+  // While capturing, work given to the stream is recorded into `capture` instead of queued.
+  CUgraph_st* capture = nullptr;
+  bool capture_invalidated = false;
+  cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
+  std::thread::id capturer;
 };
 
 struct CUevent_st {
@@ -68,7 +83,7 @@ struct Runtime {
   size_t allocated = 0;
   std::map<const void*, int> max_dynamic_smem;  // kernel → cudaFuncAttributeMaxDynamicSharedMemorySize
   std::set<CUstream_st*> streams;
-  CUstream_st legacy{true, 0, {}};
+  CUstream_st legacy{true, 0, {}, nullptr, false, cudaStreamCaptureModeGlobal, {}};
   cudaError_t sticky = cudaSuccess;
   uint64_t seed = seed_from_env();
   uint64_t launches = 0;
@@ -97,6 +112,29 @@ CUstream_st* resolve(Runtime& r, cudaStream_t s) {
   return r.streams.count(s) ? s : nullptr;
 }
 
+// CUDA's rule for "potentially unsafe" calls (synchronisation, allocation, synchronous copies)
+// during stream capture: the calling thread may not make them while it captures in Global or
+// ThreadLocal mode, nor while another thread captures in Global mode. Such a call fails with
+// cudaErrorStreamCaptureUnsupported and invalidates the captures it conflicts with.
+cudaError_t capture_forbids(Runtime& r) {
+  bool forbidden = false;
+  const std::thread::id me = std::this_thread::get_id();
+  for (CUstream_st* s : r.streams) {
+    if (s->capture == nullptr) continue;
+    const bool conflicts = s->capturer == me ? s->capture_mode != cudaStreamCaptureModeRelaxed
+                                             : s->capture_mode == cudaStreamCaptureModeGlobal;
+    if (conflicts) s->capture_invalidated = forbidden = true;
+  }
+  return forbidden ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+}
+
+// A call that a capturing stream cannot record (a host copy, a synchronisation) invalidates
+// the capture.
+cudaError_t refuse_in_capture(CUstream_st* s) {
+  s->capture_invalidated = true;
+  return cudaErrorStreamCaptureUnsupported;
+}
+
 void drain(Runtime& r, CUstream_st* s) {
   while (!s->queue.empty()) {
     auto op = std::move(s->queue.front());
@@ -110,9 +148,26 @@ void drain_all(Runtime& r) {
   for (CUstream_st* s : r.streams) drain(r, s);
 }
 
+bool any_capture(Runtime& r) {
+  for (CUstream_st* s : r.streams)
+    if (s->capture != nullptr) return true;
+  return false;
+}
+
 cudaError_t enqueue_locked(Runtime& r, cudaStream_t stream, std::function<void()> op) {
   CUstream_st* s = resolve(r, stream);
   if (s == nullptr) return cudaErrorInvalidResourceHandle;
+  if (s->capture != nullptr) {
+    if (s->capture_invalidated) return cudaErrorStreamCaptureInvalidated;
+    s->capture->ops.push_back(std::move(op));
+    return r.sticky;
+  }
+  if (s->legacy && any_capture(r)) {
+    // The legacy stream would join the capturing streams' work: CUDA refuses and invalidates.
+    for (CUstream_st* o : r.streams)
+      if (o->capture != nullptr) o->capture_invalidated = true;
+    return cudaErrorStreamCaptureImplicit;
+  }
   if (s->legacy) {
     // The legacy stream waits for the work of every blocking stream before its own.
     for (CUstream_st* o : r.streams)
@@ -237,7 +292,11 @@ const char* cudaGetErrorName(cudaError_t err) {
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
     case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
   }
@@ -256,7 +315,11 @@ const char* cudaGetErrorString(cudaError_t err) {
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
     case cudaErrorNotReady: return "device not ready";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
   }
@@ -347,6 +410,7 @@ cudaError_t cudaDeviceSynchronize() {
   Runtime& r = rt();
   std::lock_guard lock(r.mu);
   if (r.dev == nullptr) return ret(cudaErrorNoDevice);
+  if (cudaError_t e = kvi_sim::capture_forbids(r)) return ret(e);
   kvi_sim::drain_all(r);
   return ret(r.sticky);
 }
@@ -357,6 +421,7 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   if (ptr == nullptr) return ret(cudaErrorInvalidValue);
   *ptr = nullptr;
   if (cudaError_t e = kvi_sim::check_ready(r)) return ret(e);
+  if (cudaError_t e = kvi_sim::capture_forbids(r)) return ret(e);
   if (bytes == 0) return cudaSuccess;
   if (bytes > r.dev->memory - r.allocated) return ret(cudaErrorMemoryAllocation);
   // Exact size (256-byte aligned as cudaMalloc's), so that AddressSanitizer sees an access past the end.
@@ -376,6 +441,7 @@ cudaError_t cudaFree(void* ptr) {
   if (r.dev == nullptr) return ret(cudaErrorNoDevice);
   auto it = r.allocations.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == r.allocations.end()) return ret(cudaErrorInvalidValue);
+  if (cudaError_t e = kvi_sim::capture_forbids(r)) return ret(e);
   kvi_sim::drain_all(r);  // cudaFree waits for the device, as on a GPU
   r.allocated -= it->second;
   r.allocations.erase(it);
@@ -402,6 +468,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
   if (cudaError_t e = kvi_sim::check_ready(r)) return ret(e);
   if (bytes == 0) return cudaSuccess;
   if (cudaError_t e = kvi_sim::resolve_kind(r, dst, src, bytes, kind)) return ret(e);
+  if (cudaError_t e = kvi_sim::capture_forbids(r)) return ret(e);
   if (kind == cudaMemcpyHostToHost) {
     std::memmove(dst, src, bytes);
     return cudaSuccess;
@@ -417,6 +484,11 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   if (cudaError_t e = kvi_sim::check_ready(r)) return ret(e);
   if (bytes == 0) return cudaSuccess;
   if (cudaError_t e = kvi_sim::resolve_kind(r, dst, src, bytes, kind)) return ret(e);
+  // A graph reads host memory when it runs, which only pinned memory allows; the simulation has
+  // none, so a capture takes device-to-device copies only.
+  CUstream_st* s = kvi_sim::resolve(r, stream);
+  if (s != nullptr && s->capture != nullptr && kind != cudaMemcpyDeviceToDevice)
+    return ret(kvi_sim::refuse_in_capture(s));
   return ret(kvi_sim::enqueue_locked(r, stream, kvi_sim::copy_op(dst, src, bytes, kind)));
 }
 
@@ -450,6 +522,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   Runtime& r = rt();
   std::lock_guard lock(r.mu);
   if (stream == nullptr || !r.streams.count(stream)) return ret(cudaErrorInvalidResourceHandle);
+  delete stream->capture;     // a capture still open is abandoned
   kvi_sim::drain(r, stream);  // work already enqueued still completes
   r.streams.erase(stream);
   delete stream;
@@ -462,6 +535,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (r.dev == nullptr) return ret(cudaErrorNoDevice);
   CUstream_st* s = kvi_sim::resolve(r, stream);
   if (s == nullptr) return ret(cudaErrorInvalidResourceHandle);
+  if (s->capture != nullptr) return ret(kvi_sim::refuse_in_capture(s));
+  if (cudaError_t e = kvi_sim::capture_forbids(r)) return ret(e);
   kvi_sim::drain(r, s);
   return ret(r.sticky);
 }
@@ -488,6 +563,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (cudaError_t e = kvi_sim::check_ready(r)) return ret(e);
   CUstream_st* s = kvi_sim::resolve(r, stream);
   if (s == nullptr) return ret(cudaErrorInvalidResourceHandle);
+  if (s->capture != nullptr) return ret(kvi_sim::refuse_in_capture(s));  // event nodes: not simulated
   event->stream = s;
   event->recorded = true;
   event->complete = false;
@@ -501,6 +577,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   Runtime& r = rt();
   std::lock_guard lock(r.mu);
   if (event == nullptr) return ret(cudaErrorInvalidResourceHandle);
+  if (cudaError_t e = kvi_sim::capture_forbids(r)) return ret(e);
   if (event->recorded && !event->complete) kvi_sim::drain(r, event->stream);
   return ret(r.sticky);
 }
@@ -512,5 +589,86 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
   if (start == nullptr || end == nullptr) return ret(cudaErrorInvalidResourceHandle);
   if (!start->complete || !end->complete) return ret(cudaErrorNotReady);
   *ms = std::chrono::duration<float, std::milli>(end->at - start->at).count();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  if (cudaError_t e = kvi_sim::check_ready(r)) return ret(e);
+  if (mode > cudaStreamCaptureModeRelaxed) return ret(cudaErrorInvalidValue);
+  CUstream_st* s = kvi_sim::resolve(r, stream);
+  if (s == nullptr) return ret(cudaErrorInvalidResourceHandle);
+  if (s->legacy) return ret(cudaErrorStreamCaptureUnsupported);  // the legacy stream cannot be captured
+  if (s->capture != nullptr) return ret(cudaErrorIllegalState);
+  kvi_sim::drain(r, s);  // earlier work is not part of the graph (the simulation runs it now)
+  s->capture = new CUgraph_st;
+  s->capture_invalidated = false;
+  s->capture_mode = mode;
+  s->capturer = std::this_thread::get_id();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  if (graph == nullptr) return ret(cudaErrorInvalidValue);
+  *graph = nullptr;
+  CUstream_st* s = kvi_sim::resolve(r, stream);
+  if (s == nullptr) return ret(cudaErrorInvalidResourceHandle);
+  if (s->capture == nullptr) return ret(cudaErrorIllegalState);
+  if (s->capturer != std::this_thread::get_id() && s->capture_mode != cudaStreamCaptureModeRelaxed)
+    return ret(cudaErrorIllegalState);  // CUDA: cudaErrorStreamCaptureWrongThread
+  CUgraph_st* g = s->capture;
+  s->capture = nullptr;
+  if (s->capture_invalidated) {
+    delete g;
+    return ret(cudaErrorStreamCaptureInvalidated);
+  }
+  *graph = g;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  if (status == nullptr) return ret(cudaErrorInvalidValue);
+  CUstream_st* s = kvi_sim::resolve(r, stream);
+  if (s == nullptr) return ret(cudaErrorInvalidResourceHandle);
+  *status = s->capture == nullptr ? cudaStreamCaptureStatusNone
+            : s->capture_invalidated ? cudaStreamCaptureStatusInvalidated
+                                     : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags) {
+  if (exec == nullptr || graph == nullptr || flags != 0) return ret(cudaErrorInvalidValue);
+  *exec = new CUgraphExec_st{graph->ops};
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  if (exec == nullptr) return ret(cudaErrorInvalidResourceHandle);
+  if (cudaError_t e = kvi_sim::check_ready(r)) return ret(e);
+  // The graph's operations run in their captured order, as one piece of the stream's work.
+  return ret(kvi_sim::enqueue_locked(r, stream, [ops = exec->ops] {
+    for (const auto& op : ops) {
+      if (rt().sticky != cudaSuccess) return;
+      op();
+    }
+  }));
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  if (exec == nullptr) return ret(cudaErrorInvalidResourceHandle);
+  delete exec;  // a launch still pending holds its own copy of the operations
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  if (graph == nullptr) return ret(cudaErrorInvalidResourceHandle);
+  delete graph;
   return cudaSuccess;
 }

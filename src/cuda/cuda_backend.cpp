@@ -4,8 +4,11 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <map>
 #include <set>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -20,9 +23,26 @@
 
 namespace kvinfer::cuda_backend {
 
+namespace {
+bool graphs_wanted() {
+  const char* v = std::getenv("KVINFER_CUDA_GRAPHS");
+  return v == nullptr || std::string_view(v) != "0";
+}
+
+// A captured decode step and the device memory it was captured over.
+struct StepGraph {
+  std::vector<const void*> key;
+  cudaGraphExec_t exec = nullptr;
+};
+constexpr size_t kMaxGraphs = 8;  // one per live (cache, buffers) pair a session alternates between
+std::atomic<int64_t> g_captured{0}, g_launched{0};
+}  // namespace
+
 class Context {
  public:
-  Context() : blas_workspace(kCublasWorkspaceBytes, "cuBLAS workspace") {
+  Context()
+      : blas_workspace(kCublasWorkspaceBytes, "cuBLAS workspace"),
+        step(2 * sizeof(int32_t), "decode step (token id, position)") {
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) {
       cudaStreamDestroy(stream);
@@ -36,6 +56,7 @@ class Context {
     }
   }
   ~Context() {
+    for (StepGraph& g : graphs) cudaGraphExecDestroy(g.exec);
     cublasDestroy(blas);
     cudaStreamDestroy(stream);
   }
@@ -58,6 +79,16 @@ class Context {
   DeviceBuffer x_lowp;     // (n, in) of the weights' dtype (f16 for quantised weights)
   DeviceBuffer w_f16;      // (out, in) f16: one quantised matrix, dequantised for its GEMM
   DeviceBuffer workspace;  // split-K partials of decode attention
+
+  // Decode steps as graphs (decode_step).
+  DeviceBuffer step;                    // (2) int32: the step's token id and position
+  const int32_t* step_ids = nullptr;    // step's, while a step is enqueued in step mode; else null
+  bool use_graphs = graphs_wanted();
+  std::vector<StepGraph> graphs;        // most recently used last
+  std::vector<const void*> eager_key;   // the key of the last step run eagerly
+
+  // The position op `o` reads on the device in step mode, else null (it uses the host's).
+  const int32_t* device_start() const { return step_ids != nullptr ? step_ids + 1 : nullptr; }
 };
 
 std::shared_ptr<Context> create_context() { return std::make_shared<Context>(); }
@@ -107,10 +138,16 @@ std::unique_ptr<ModelWeights> upload(const ModelWeights& host, const std::functi
   return dev;
 }
 
-void embed(Context& c, const Matrix& table, std::span<const int32_t> ids, float* out) {
+void embed(Context& c, const Matrix& table, std::span<const int32_t> ids, float* out, EmbedIds kind) {
   const auto n = static_cast<int64_t>(ids.size());
-  auto* d_ids = static_cast<int32_t*>(c.scratch(c.ids, ids.size_bytes(), "token ids"));
-  CUDA_CHECK(cudaMemcpyAsync(d_ids, ids.data(), ids.size_bytes(), cudaMemcpyHostToDevice, c.stream));
+  const int32_t* d_ids = nullptr;
+  if (c.step_ids != nullptr) {  // step mode: the one token id, or its position, is on the device
+    d_ids = c.step_ids + (kind == EmbedIds::Positions ? 1 : 0);
+  } else {
+    auto* buf = static_cast<int32_t*>(c.scratch(c.ids, ids.size_bytes(), "token ids"));
+    CUDA_CHECK(cudaMemcpyAsync(buf, ids.data(), ids.size_bytes(), cudaMemcpyHostToDevice, c.stream));
+    d_ids = buf;
+  }
   if (is_quantized(table.dtype))
     cuda::embed_quantized(table.dtype, table.data, table.rows, table.cols, d_ids, n, out, c.stream);
   else
@@ -148,7 +185,7 @@ void linear(Context& c, const Linear& layer, const float* x, int64_t n, float* y
 void rope(Context& c, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq,
           RopeLayout layout) {
   const auto kernel = layout == RopeLayout::Interleaved ? cuda::RopeLayout::Interleaved : cuda::RopeLayout::HalfSplit;
-  cuda::rope(x, n, heads, head_dim, start, inv_freq.data, kernel, c.stream);
+  cuda::rope(x, n, heads, head_dim, start, inv_freq.data, kernel, c.stream, c.device_start());
 }
 
 void silu_mul(Context& c, const float* gate, const float* up, float* out, int64_t n) {
@@ -161,7 +198,7 @@ void add(Context& c, float* x, const float* y, int64_t n) { cuda::add(x, y, n, c
 
 void store_kv(Context& c, KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v) {
   cuda::store_kv(kv.dtype(), k, v, n, kv.num_kv_heads(), kv.head_dim(), start, kv.capacity(), kv.k(layer, 0),
-                 kv.v(layer, 0), c.stream);
+                 kv.v(layer, 0), c.stream, c.device_start());
 }
 
 void attention(Context& c, const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start, int64_t heads,
@@ -179,6 +216,7 @@ void attention(Context& c, const KvCache& kv, int64_t layer, const float* q, int
   p.head_dim = kv.head_dim();
   p.capacity = kv.capacity();
   p.window = window;
+  p.start_on_device = c.device_start();
   if (n == 1) {
     const size_t bytes = cuda::attention_decode_workspace_bytes(heads, kv.head_dim(), kv.capacity());
     void* ws = c.scratch(c.workspace, bytes, "decode attention workspace");
@@ -202,5 +240,81 @@ int64_t first_nonfinite(Context& c, const float* x, int64_t n, float* value) {
   if (i >= 0) *value = host[static_cast<size_t>(i)];
   return i;
 }
+
+}  // namespace kvinfer::cuda_backend
+
+namespace kvinfer::cuda_backend {
+
+namespace {
+// Enqueues body() in step mode: the ops read the token id and position from c.step.
+void in_step_mode(Context& c, const std::function<void()>& body) {
+  c.step_ids = c.step.as<int32_t>();
+  try {
+    body();
+  } catch (...) {
+    c.step_ids = nullptr;
+    throw;
+  }
+  c.step_ids = nullptr;
+}
+
+std::vector<const void*> full_key(const Context& c, std::vector<const void*> key) {
+  for (const DeviceBuffer* b : {&c.ids, &c.x_lowp, &c.w_f16, &c.workspace}) key.push_back(b->get());
+  return key;
+}
+
+cudaGraphExec_t capture(Context& c, const std::function<void()>& body) {
+  CUDA_CHECK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal));
+  cudaGraph_t graph = nullptr;
+  try {
+    in_step_mode(c, body);
+  } catch (...) {
+    cudaStreamEndCapture(c.stream, &graph);  // ends the capture; what it recorded is dropped
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    throw;
+  }
+  const cudaError_t ended = cudaStreamEndCapture(c.stream, &graph);
+  if (ended != cudaSuccess)
+    throw Error(fmt::format("CUDA graph of a decode step: the capture failed ({}: {}); an op synchronised, "
+                            "allocated or copied from the host while enqueued in step mode",
+                            cudaGetErrorName(ended), cudaGetErrorString(ended)));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  CUDA_CHECK(made);
+  return exec;
+}
+}  // namespace
+
+void decode_step(Context& c, int32_t token, int64_t start, const std::function<std::vector<const void*>()>& key,
+                 const std::function<void()>& body) {
+  if (!c.use_graphs) return body();
+  const int32_t step[2] = {token, static_cast<int32_t>(start)};
+  CUDA_CHECK(cudaMemcpyAsync(c.step.get(), step, sizeof step, cudaMemcpyHostToDevice, c.stream));
+  std::vector<const void*> k = full_key(c, key());
+  auto it = std::find_if(c.graphs.begin(), c.graphs.end(), [&](const StepGraph& g) { return g.key == k; });
+  if (it != c.graphs.end()) {
+    std::rotate(it, it + 1, c.graphs.end());  // most recently used last
+    CUDA_CHECK(cudaGraphLaunch(c.graphs.back().exec, c.stream));
+    ++g_launched;
+    return;
+  }
+  if (k != c.eager_key) {
+    in_step_mode(c, body);  // grows any buffer the step needs before a capture freezes them
+    c.eager_key = full_key(c, key());
+    return;
+  }
+  if (c.graphs.size() == kMaxGraphs) {
+    CUDA_CHECK(cudaGraphExecDestroy(c.graphs.front().exec));
+    c.graphs.erase(c.graphs.begin());
+  }
+  c.graphs.push_back({std::move(k), capture(c, body)});
+  ++g_captured;
+  CUDA_CHECK(cudaGraphLaunch(c.graphs.back().exec, c.stream));
+  ++g_launched;
+}
+
+GraphCounts graph_counts() { return {g_captured.load(), g_launched.load()}; }
 
 }  // namespace kvinfer::cuda_backend

@@ -3,8 +3,10 @@
 // pointers, enqueued on one stream. No CUDA headers here: built with CUDA in cuda_backend.cpp,
 // without it in stubs.cpp (every call throws "built without CUDA").
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "kvinfer/config.h"
 #include "kvinfer/kv_cache.h"
@@ -31,7 +33,7 @@ uint64_t session_scratch_bytes(const ModelWeights& w);
 // pointers and its storage owns them. A tied LM head shares the embedding's copy.
 std::unique_ptr<ModelWeights> upload(const ModelWeights& host, const std::function<void(uint64_t, uint64_t)>& progress = {});
 
-void embed(Context& c, const Matrix& table, std::span<const int32_t> ids, float* out);
+void embed(Context& c, const Matrix& table, std::span<const int32_t> ids, float* out, EmbedIds kind);
 void rms_norm(Context& c, const float* x, const Vector& weight, int64_t n, int64_t dim, float eps, float* y);
 void layer_norm(Context& c, const float* x, const Vector& weight, const Vector& bias, int64_t n, int64_t dim,
                 float eps, float* y);
@@ -44,6 +46,21 @@ void add(Context& c, float* x, const float* y, int64_t n);
 void store_kv(Context& c, KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v);
 void attention(Context& c, const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start, int64_t heads,
                int64_t window, float* out);
+// One decode step as one CUDA graph launch. `body` enqueues the step's device work (the forward
+// pass of one token); in step mode the token id and position are read from device memory (the
+// ops take them from the context), so a graph captured once replays for every later position.
+// `key` lists the device memory the step uses beyond the weights (activations, the cache): a
+// graph serves the steps whose key is its own. A key's first step runs eagerly in step mode (it
+// sizes every buffer), its second is captured, later ones replay (a launch and an 8-byte copy).
+// With $KVINFER_CUDA_GRAPHS=0 (read when the session is created) body() runs as any other call.
+void decode_step(Context& c, int32_t token, int64_t start, const std::function<std::vector<const void*>()>& key,
+                 const std::function<void()>& body);
+// Decode-step graphs captured and launched by every session of this process (tests, benchmarks).
+struct GraphCounts {
+  int64_t captured = 0, launched = 0;
+};
+GraphCounts graph_counts();
+
 // The session's stream (a cudaStream_t): the benchmarks time its ops with events on it.
 CUstream_st* stream(Context& c);
 // Waits for the stream and copies n floats of device memory to the host.

@@ -22,7 +22,7 @@ void device_free(void* p) noexcept { (void)p; }
 size_t device_free_bytes() { unavailable(); }
 void copy_to_device(void*, const void*, size_t) { unavailable(); }
 void copy_to_host(void*, const void*, size_t) { unavailable(); }
-void embed(Context&, const Matrix&, std::span<const int32_t>, float*) { unavailable(); }
+void embed(Context&, const Matrix&, std::span<const int32_t>, float*, EmbedIds) { unavailable(); }
 void rms_norm(Context&, const float*, const Vector&, int64_t, int64_t, float, float*) { unavailable(); }
 void layer_norm(Context&, const float*, const Vector&, const Vector&, int64_t, int64_t, float, float*) {
   unavailable();
@@ -36,6 +36,11 @@ void store_kv(Context&, KvCache&, int64_t, int64_t, int64_t, const float*, const
 void attention(Context&, const KvCache&, int64_t, const float*, int64_t, int64_t, int64_t, int64_t, float*) {
   unavailable();
 }
+void decode_step(Context&, int32_t, int64_t, const std::function<std::vector<const void*>()>&,
+                 const std::function<void()>&) {
+  unavailable();
+}
+GraphCounts graph_counts() { return {}; }
 CUstream_st* stream(Context&) { unavailable(); }
 void to_host(Context&, const float*, float*, int64_t) { unavailable(); }
 int64_t first_nonfinite(Context&, const float*, int64_t, float*) { unavailable(); }

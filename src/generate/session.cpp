@@ -56,8 +56,25 @@ std::span<const float> Session::forward(KvCache& kv, std::span<const int32_t> id
     throw Error(fmt::format("positions {} .. {} go beyond the model's {} learned positions (n_positions)", kv.size(),
                             kv.size() + n - 1, c.max_position_embeddings));
   const int64_t start = kv.size();
-  const std::span<const float> logits = c.is_gpt2() ? gpt2_forward(c, model_->weights(), *scratch_, kv, ids, which)
-                                                    : llama_forward(c, model_->weights(), *scratch_, kv, ids, which);
+  ForwardScratch& s = *scratch_;
+  std::span<const float> logits;
+  const auto run = [&] {
+    logits = c.is_gpt2() ? gpt2_forward(c, model_->weights(), s, kv, ids, which)
+                         : llama_forward(c, model_->weights(), s, kv, ids, which);
+  };
+  if (s.exec.device == Device::CUDA && n == 1 && !s.exec.check_finite) {
+    // A decode step: one graph launch once its graph is captured (the body may not run at all).
+    cuda_backend::decode_step(*s.exec.cuda, ids[0], start, [&] { return step_key(s, kv); }, run);
+    logits = {static_cast<const float*>(s.logits.device_data()), static_cast<size_t>(c.vocab_size)};
+  } else {
+    run();
+  }
+  kv.commit(n);
+  if (s.exec.device == Device::CUDA) {
+    s.logits_host.resize(logits.size());
+    cuda_backend::to_host(*s.exec.cuda, logits.data(), s.logits_host.data(), static_cast<int64_t>(logits.size()));
+    logits = s.logits_host;
+  }
   check_logits(kv, start, ids, logits);
   return logits;
 }

@@ -1,7 +1,8 @@
 // What the forward passes share: activation buffers and the final norm + LM head.
+#include <cstdint>
+
 #include <fmt/format.h>
 
-#include "cuda/cuda_backend.h"
 #include "kvinfer/error.h"
 #include "models/forward.h"
 
@@ -45,13 +46,18 @@ std::span<const float> final_logits(const ModelConfig& cfg, const ModelWeights& 
     ops::rms_norm(e, x + first * hidden, w.final_norm, rows, hidden, eps, h);
   float* logits = s.logits.reserve(dev, rows * vocab);  // (rows, vocab)
   ops::linear(e, w.lm_head, h, rows, logits);
-  std::span<const float> out{logits, static_cast<size_t>(rows * vocab)};
-  if (dev == Device::CUDA) {
-    s.logits_host.resize(out.size());
-    cuda_backend::to_host(*e.cuda, logits, s.logits_host.data(), rows * vocab);
-    out = s.logits_host;
-  }
-  return out;
+  return {logits, static_cast<size_t>(rows * vocab)};
+}
+
+std::vector<const void*> step_key(const ForwardScratch& s, const KvCache& kv) {
+  std::vector<const void*> key;
+  for (const Activations* a : {&s.x, &s.h, &s.q, &s.k, &s.v, &s.att, &s.gate, &s.up, &s.logits})
+    key.push_back(a->device_data());
+  // The cache is one allocation: its base, capacity and dtype fix every layer's address.
+  key.push_back(kv.k(0, 0));
+  key.push_back(reinterpret_cast<const void*>(static_cast<uintptr_t>(kv.capacity())));
+  key.push_back(reinterpret_cast<const void*>(static_cast<uintptr_t>(kv.dtype())));
+  return key;
 }
 
 }  // namespace kvinfer

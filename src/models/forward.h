@@ -18,6 +18,7 @@ namespace kvinfer {
 class Activations {
  public:
   float* reserve(Device device, int64_t n);
+  const void* device_data() const { return device_.get(); }  // null until reserved on CUDA
 
  private:
   std::vector<float> host_;
@@ -41,8 +42,10 @@ struct ForwardScratch {
   std::vector<float> logits_host;      // (rows, vocab) what the caller reads
 };
 
-// Runs ids at positions kv.size().. through every layer, writes their K/V into kv (and
-// commits them) and returns the logits of the last position or of all positions, on the host.
+// Runs ids at positions kv.size().. through every layer, writes their K/V into kv (the caller
+// commits them) and returns the logits of the last position or of all positions, on the
+// session's device. Host work beside the enqueued ops depends only on shapes: a CUDA decode step
+// may be captured as a graph and replayed without calling these again.
 std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s, KvCache& kv,
                                      std::span<const int32_t> ids, Logits which);
 std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s, KvCache& kv,
@@ -51,11 +54,15 @@ std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& 
 // LoadOptions::check_finite: when s.exec.check_finite is set, throws kvinfer::Error if the
 // residual stream x (n, hidden) of the call's tokens `ids` at positions start.. holds a NaN or
 // Inf, naming `where` ("layer 3 (attention block)"), the position, the token and the value.
+// The device memory a decode step's work uses beyond the weights: its graph's key
+// (cuda_backend::decode_step).
+std::vector<const void*> step_key(const ForwardScratch& s, const KvCache& kv);
+
 void check_residual(const ForwardScratch& s, const float* x, std::span<const int32_t> ids, int64_t hidden,
                     int64_t start, std::string_view where);
 
 // The logits of the last row of x (n, hidden), or of every row: the final norm, then the LM
-// head, copied to the host.
+// head, on the session's device.
 std::span<const float> final_logits(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s, const float* x,
                                     int64_t n, Logits which);
 

@@ -31,7 +31,7 @@ std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& 
   s.positions.resize(static_cast<size_t>(n));
   for (int64_t t = 0; t < n; ++t) s.positions[static_cast<size_t>(t)] = static_cast<int32_t>(start + t);
   ops::embed(e, w.embed, ids, x);
-  ops::embed(e, w.pos_embed, s.positions, h);
+  ops::embed(e, w.pos_embed, s.positions, h, EmbedIds::Positions);
   ops::add(e, x, h, n * hidden);
   check_residual(s, x, ids, hidden, start, "the token and position embeddings");
   for (int64_t l = 0; l < cfg.num_layers; ++l) {
@@ -53,7 +53,6 @@ std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& 
     if (e.check_finite) check_residual(s, x, ids, hidden, start, fmt::format("layer {} (feed-forward block)", l));
   }
 
-  kv.commit(n);
   return final_logits(cfg, w, s, x, n, which);
 }
 

@@ -53,7 +53,6 @@ std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights&
     if (e.check_finite) check_residual(s, x, ids, hidden, start, fmt::format("layer {} (feed-forward block)", l));
   }
 
-  kv.commit(n);
   return final_logits(cfg, w, s, x, n, which);
 }
 

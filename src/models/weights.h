@@ -42,6 +42,10 @@ struct Linear {
 
 // One product of a call that multiplies one input by several layers (ops::linears): y (n, out)
 // = x (n, in) · layer.weightᵀ (+ b).
+// What the ids given to an embedding lookup are: token ids, or positions (GPT-2's learned
+// position table). A CUDA graph's decode step reads either from device memory.
+enum class EmbedIds { Tokens, Positions };
+
 struct LinearInto {
   const Linear* layer;
   float* y;

@@ -7,8 +7,8 @@ namespace kvinfer::ops {
 
 // Device::Auto is resolved when a model loads: an Exec holds CPU or CUDA.
 
-void embed(const Exec& e, const Matrix& table, std::span<const int32_t> ids, float* out) {
-  if (e.device == Device::CUDA) return cuda_backend::embed(*e.cuda, table, ids, out);
+void embed(const Exec& e, const Matrix& table, std::span<const int32_t> ids, float* out, EmbedIds kind) {
+  if (e.device == Device::CUDA) return cuda_backend::embed(*e.cuda, table, ids, out, kind);
   cpu::embed(table, ids, out);
 }
 

@@ -25,7 +25,8 @@ struct Exec {
   bool check_finite = false;              // LoadOptions::check_finite: the forward pass checks x per block
 };
 
-void embed(const Exec& e, const Matrix& table, std::span<const int32_t> ids, float* out);
+void embed(const Exec& e, const Matrix& table, std::span<const int32_t> ids, float* out,
+           EmbedIds kind = EmbedIds::Tokens);
 void rms_norm(const Exec& e, const float* x, const Vector& weight, int64_t n, int64_t dim, float eps, float* y);
 void layer_norm(const Exec& e, const float* x, const Vector& weight, const Vector& bias, int64_t n, int64_t dim,
                 float eps, float* y);

@@ -1,0 +1,188 @@
+// Kernels launched from a CUDA graph read the decode position from device memory
+// (start_on_device, kernels/cuda_ops.h): one graph, captured once, replayed at many positions,
+// must give the bits of a plain launch at each of them. Decode attention plans its splits on the
+// device then; the positions here cross its split-count changes. Skips without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_check.h"
+#include "cuda_ops.h"
+#include "kvinfer/device.h"
+#include "kvinfer/dtype.h"
+
+namespace kvinfer {
+namespace {
+
+#define SKIP_WITHOUT_DEVICE()                                                               \
+  do {                                                                                      \
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: graph replays not run"; \
+  } while (0)
+
+template <typename T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t count) : bytes_(count * sizeof(T)) {
+    CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), bytes_));
+  }
+  ~DeviceArray() { cudaFree(p_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  T* get() const { return p_; }
+  size_t bytes() const { return bytes_; }
+  // Landed before it returns: the session-like streams below do not wait for the legacy stream.
+  void upload(const std::vector<T>& h) {
+    CUDA_CHECK(cudaMemcpy(p_, h.data(), bytes_, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  std::vector<T> download() const {
+    std::vector<T> h(bytes_ / sizeof(T));
+    CUDA_CHECK(cudaMemcpy(h.data(), p_, bytes_, cudaMemcpyDeviceToHost));
+    return h;
+  }
+
+ private:
+  T* p_ = nullptr;
+  size_t bytes_;
+};
+
+// A non-blocking stream (as a session's) and a graph captured on it.
+class Stream {
+ public:
+  Stream() { CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  ~Stream() {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    cudaStreamDestroy(s_);
+  }
+  cudaStream_t get() const { return s_; }
+  template <typename F>
+  void capture(F&& enqueue) {
+    CUDA_CHECK(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal));
+    enqueue();
+    cudaGraph_t g = nullptr;
+    CUDA_CHECK(cudaStreamEndCapture(s_, &g));
+    CUDA_CHECK(cudaGraphInstantiate(&exec_, g, 0));
+    CUDA_CHECK(cudaGraphDestroy(g));
+  }
+  // Sets the device position (stream-ordered, as a session's step copy), replays, waits.
+  void replay_at(int32_t* d_pos, int32_t pos) {
+    CUDA_CHECK(cudaMemcpyAsync(d_pos, &pos, sizeof pos, cudaMemcpyHostToDevice, s_));
+    CUDA_CHECK(cudaGraphLaunch(exec_, s_));
+    CUDA_CHECK(cudaStreamSynchronize(s_));
+  }
+
+ private:
+  cudaStream_t s_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+template <typename T>
+std::vector<T> random_values(size_t n, uint32_t seed, float a) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-a, a);
+  std::vector<T> v(n);
+  for (auto& e : v) {
+    if constexpr (std::is_same_v<T, uint16_t>)
+      e = static_cast<uint16_t>(rng() & 0x3bff);  // f16 bits of magnitude below 1: finite, never zero-filled
+    else
+      e = u(rng);
+  }
+  return v;
+}
+
+// Equal bits, and finite (an output the kernels never wrote would be equal poison on both sides).
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  for (float x : a)
+    if (!std::isfinite(x)) return false;
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// One graph per window, replayed at positions on both sides of each split-count change of the
+// plan (one split up to a few tiles, then more, up to the capacity) against plain launches.
+TEST(CudaGraphs, DecodeAttentionAtADevicePositionIsThePlainLaunchBitForBit) {
+  SKIP_WITHOUT_DEVICE();
+  const int64_t kv_heads = 2, group = 4, hd = 64, capacity = 3000, heads = kv_heads * group;
+  DeviceArray<uint16_t> k(kv_heads * capacity * hd), v(kv_heads * capacity * hd);  // (kv_heads, capacity, hd) f16
+  k.upload(random_values<uint16_t>(k.bytes() / 2, 1, 0));
+  v.upload(random_values<uint16_t>(v.bytes() / 2, 2, 0));
+  DeviceArray<float> q(heads * hd), out_graph(heads * hd), out_plain(heads * hd);  // (heads, hd)
+  q.upload(random_values<float>(heads * hd, 3, 4.0f));
+  DeviceArray<int32_t> pos(1);
+  const size_t ws_bytes = cuda::attention_decode_workspace_bytes(heads, hd, capacity);
+  DeviceArray<std::byte> ws_graph(ws_bytes), ws_plain(ws_bytes);
+  for (int64_t window : {0, 700}) {
+    cuda::AttentionParams p;
+    p.q = q.get();
+    p.k = k.get();
+    p.v = v.get();
+    p.kv_dtype = DType::F16;
+    p.n = 1;
+    p.heads = heads;
+    p.kv_heads = kv_heads;
+    p.head_dim = hd;
+    p.capacity = capacity;
+    p.window = window;
+    Stream s;
+    cuda::AttentionParams g = p;
+    g.out = out_graph.get();
+    g.start = capacity - 1;  // the host checks' position; the kernels read pos
+    g.start_on_device = pos.get();
+    s.capture([&] { cuda::attention_decode(g, ws_graph.get(), ws_bytes, s.get()); });
+    for (int32_t at : {0, 1, 63, 64, 127, 128, 129, 300, 699, 700, 1024, 2047, 2999}) {
+      s.replay_at(pos.get(), at);
+      p.out = out_plain.get();
+      p.start = at;
+      cuda::attention_decode(p, ws_plain.get(), ws_bytes, s.get());
+      CUDA_CHECK(cudaStreamSynchronize(s.get()));
+      const auto got = out_graph.download(), want = out_plain.download();
+      EXPECT_TRUE(same_bits(got, want)) << "position " << at << ", window " << window;
+    }
+  }
+}
+
+// rope and store_kv: replayed at several positions, the rotated rows and the cache rows written
+// are those of plain launches at those positions.
+TEST(CudaGraphs, RopeAndStoreKvAtADevicePositionAreThePlainLaunchesBitForBit) {
+  SKIP_WITHOUT_DEVICE();
+  const int64_t heads = 3, hd = 32, capacity = 50;
+  const auto x0 = random_values<float>(heads * hd, 4, 2.0f);
+  std::vector<float> inv_freq(hd / 2);
+  for (int64_t i = 0; i < hd / 2; ++i) inv_freq[static_cast<size_t>(i)] = std::pow(10000.0f, -2.0f * static_cast<float>(i) / static_cast<float>(hd));
+  DeviceArray<float> x(heads * hd), x_pristine(heads * hd), freq(hd / 2), kv_k(heads * capacity * hd),
+      kv_v(heads * capacity * hd);
+  x_pristine.upload(x0);
+  freq.upload(inv_freq);
+  DeviceArray<int32_t> pos(1);
+  for (auto layout : {cuda::RopeLayout::HalfSplit, cuda::RopeLayout::Interleaved}) {
+    Stream s;
+    s.capture([&] {
+      CUDA_CHECK(cudaMemcpyAsync(x.get(), x_pristine.get(), x.bytes(), cudaMemcpyDeviceToDevice, s.get()));
+      cuda::rope(x.get(), 1, heads, hd, 0, freq.get(), layout, s.get(), pos.get());
+      cuda::store_kv(DType::F32, x.get(), x_pristine.get(), 1, heads, hd, capacity - 1, capacity, kv_k.get(),
+                     kv_v.get(), s.get(), pos.get());
+    });
+    for (int32_t at : {0, 7, 49}) {
+      s.replay_at(pos.get(), at);
+      const auto rotated = x.download();
+      const auto cache_k = kv_k.download();
+      x.upload(x0);
+      cuda::rope(x.get(), 1, heads, hd, at, freq.get(), layout, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      const auto want = x.download();
+      EXPECT_TRUE(same_bits(rotated, want)) << "rope at position " << at;
+      if (at > 0) {
+        EXPECT_NE(rotated, x0) << "nothing was rotated at position " << at;
+      }
+      for (int64_t h = 0; h < heads; ++h)
+        EXPECT_EQ(0, std::memcmp(cache_k.data() + (h * capacity + at) * hd, want.data() + h * hd, hd * sizeof(float)))
+            << "K row of head " << h << " at position " << at;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvinfer
