@@ -386,8 +386,9 @@ TEST(CudaConcurrentSessions, FourThreadsGenerateAsSequentialRunsLlama) {
 
 // ---- the load-time memory check counts the f16 scratch of quantised matrices ----
 
-// On CUDA each quantised linear layer is dequantised, for its GEMM, into a per-session f16 scratch
-// of rows × cols × 2 bytes (src/cuda/cuda_backend.cpp), sized by the largest quantised matrix.
+// On CUDA a quantised linear layer of more than 8 input rows is dequantised, for its GEMM, into a
+// per-session f16 scratch a tile of rows at a time (src/cuda/cuda_backend.cpp), at most
+// cuda_backend::kDequantTileBytes: for these small models, the whole largest quantised matrix.
 uint64_t largest_quantized_f16_bytes(const ModelWeights& w) {
   uint64_t largest = 0;
   for_each_tensor(w, [&](const auto& t) {
