@@ -39,16 +39,18 @@ void visit_quantized(DType t, const char* op, F&& f) {
   throw Error(std::string("cuda::") + op + ": " + std::string(dtype_name(t)) + " is not a quantised type");
 }
 
-void require(bool ok, const char* op, const std::string& what) {
-  if (!ok) throw Error(std::string("cuda::") + op + ": " + what);
+[[noreturn]] void fail(const char* op, const std::string& what) { throw Error(std::string("cuda::") + op + ": " + what); }
+
+void require(bool ok, const char* op, const char* what) {
+  if (!ok) fail(op, what);
 }
 
-// rows/n and cols as the kernels index them; cols whole blocks.
+// rows/n and cols as the kernels index them; cols whole blocks. Messages are built on failure only.
 void check_shape(DType t, int64_t rows, int64_t cols, const char* op) {
-  require(rows > 0, op, "rows must be positive, got " + std::to_string(rows));
-  require(cols > 0 && cols % dtype_block(t).elements == 0, op,
-          "cols (" + std::to_string(cols) + ") must be a positive multiple of the " + std::string(dtype_name(t)) +
-              " block size " + std::to_string(dtype_block(t).elements));
+  if (rows <= 0) fail(op, "rows must be positive, got " + std::to_string(rows));
+  if (cols <= 0 || cols % dtype_block(t).elements != 0)
+    fail(op, "cols (" + std::to_string(cols) + ") must be a positive multiple of the " + std::string(dtype_name(t)) +
+                 " block size " + std::to_string(dtype_block(t).elements));
   require(rows <= std::numeric_limits<int64_t>::max() / cols, op, "rows · cols overflows");
 }
 
@@ -131,7 +133,7 @@ void embed_quantized(DType table_dtype, const void* table, int64_t vocab, int64_
                      int64_t n, float* out, cudaStream_t stream) {
   require(table != nullptr && ids != nullptr && out != nullptr, "embed_quantized",
           "table, ids and out must be non-null device pointers");
-  require(vocab > 0, "embed_quantized", "vocab must be positive, got " + std::to_string(vocab));
+  if (vocab <= 0) fail("embed_quantized", "vocab must be positive, got " + std::to_string(vocab));
   check_shape(table_dtype, n, hidden, "embed_quantized");
   visit_quantized(table_dtype, "embed_quantized", [&](auto t) {
     launch("embed_quantized", embed_kernel<decltype(t)::value>, blocks_for(n * (hidden / kGroup)), kThreads, 0, stream,

@@ -414,6 +414,7 @@ TEST_F(CudaOps, ArgmaxMatchesCpuWithTiesAndLargeVocabularies) {
 TEST_F(CudaOps, GemmMatchesCpuLinearForEveryDtype) {
   cublasHandle_t handle = nullptr;
   ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasSetStream(handle, stream_), CUBLAS_STATUS_SUCCESS);  // cuda::gemm leaves the binding to its caller
   struct Shape { int64_t n, out, in; };
   for (Shape s : {Shape{1, 32001, 67}, Shape{3, 1001, 4097}, Shape{17, 257, 1031}})
     for (DType t : kDtypes) {
@@ -480,13 +481,13 @@ TEST_F(CudaOps, EmbedQuantizedIsBitIdenticalToCpu) {
   for (float v : d_out.to_host<float>()) ASSERT_TRUE(std::isnan(v));
 }
 
-// cuda_backend::linear on quantised weights: the matrix is dequantised to f16 scratch and goes
-// through the f16 GEMM. Against the CPU fed the same f16 operands (w rounded to f16, x narrowed)
+// cuda_backend::linear on quantised weights for n > 8 (n <= 8 takes the GEMV, test_cuda_gemv.cpp):
+// the matrix is dequantised to f16 scratch, a tile at a time, and goes through the f16 GEMM. Against the CPU fed the same f16 operands (w rounded to f16, x narrowed)
 // only the accumulation differs (4× the f32 bound of GemmMatchesCpuLinearForEveryDtype); against
 // plain cpu::linear both operands carry an f16 rounding: 2u each (u = 2^-11) + that bound.
 TEST_F(CudaOps, BackendLinearOnQuantizedWeightsMatchesCpu) {
   auto ctx = kvinfer::cuda_backend::create_context();
-  const int64_t n = 5, out = 301, in = 512;
+  const int64_t n = 17, out = 301, in = 512;
   for (DType t : kQuantTypes) {
     const auto w = quant_matrix(t, out, 4);
     const auto x = random_floats(static_cast<size_t>(n * in), 21);

@@ -18,6 +18,7 @@
 #include "cuda/device_memory.h"
 #include "cuda_check.h"
 #include "cuda_gemm.h"
+#include "cuda_gemv.h"
 #include "cuda_ops.h"
 #include "kvinfer/error.h"
 
@@ -48,11 +49,14 @@ class Context {
       cudaStreamDestroy(stream);
       throw Error("cuBLAS: cublasCreate failed");
     }
+    // Once for the handle's life (cuda::gemm sets neither): the stream first, since
+    // cublasSetStream resets the workspace; alpha and beta are host values.
     if (cublasSetStream(blas, stream) != CUBLAS_STATUS_SUCCESS ||
-        cublasSetWorkspace(blas, blas_workspace.get(), blas_workspace.bytes()) != CUBLAS_STATUS_SUCCESS) {
+        cublasSetWorkspace(blas, blas_workspace.get(), blas_workspace.bytes()) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetPointerMode(blas, CUBLAS_POINTER_MODE_HOST) != CUBLAS_STATUS_SUCCESS) {
       cublasDestroy(blas);
       cudaStreamDestroy(stream);
-      throw Error("cuBLAS: cannot bind the session's stream and workspace to its handle");
+      throw Error("cuBLAS: cannot bind the session's stream, workspace and pointer mode to its handle");
     }
   }
   ~Context() {
@@ -76,9 +80,10 @@ class Context {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
   DeviceBuffer ids;        // (n) int32
-  DeviceBuffer x_lowp;     // (n, in) of the weights' dtype (f16 for quantised weights)
-  DeviceBuffer w_f16;      // (out, in) f16: one quantised matrix, dequantised for its GEMM
+  DeviceBuffer x_lowp;     // (n, in) of the weights' dtype (f16 for quantised weights), n > 8
+  DeviceBuffer w_tile;     // (tile rows, in) f16: rows of one quantised matrix, dequantised for a GEMM, n > 8
   DeviceBuffer workspace;  // split-K partials of decode attention
+  uint64_t tile_bytes = kDequantTileBytes;  // bound of w_tile
 
   // Decode steps as graphs (decode_step).
   DeviceBuffer step;                    // (2) int32: the step's token id and position
@@ -93,14 +98,26 @@ class Context {
 
 std::shared_ptr<Context> create_context() { return std::make_shared<Context>(); }
 
-uint64_t session_scratch_bytes(const ModelWeights& w) {
-  uint64_t largest = 0;
+int64_t dequant_tile_rows(int64_t rows, int64_t cols, uint64_t tile_bytes) {
+  int64_t r = static_cast<int64_t>(tile_bytes / (static_cast<uint64_t>(cols) * sizeof(uint16_t)));
+  if (r >= 64) r -= r % 64;  // whole 64-row GEMM tiles; each tile's y columns start 256-byte aligned
+  return std::clamp<int64_t>(r, 1, rows);
+}
+
+uint64_t session_scratch_bytes(const ModelWeights& w, uint64_t tile_bytes) {
+  uint64_t largest = 0;  // the largest f16 tile; n <= 8 (GEMV) reads the blocks in place
   for_each_tensor(w, [&](const auto& t) {
     if constexpr (std::is_same_v<std::remove_cvref_t<decltype(t)>, Matrix>)
-      if (is_quantized(t.dtype)) largest = std::max(largest, static_cast<uint64_t>(t.rows * t.cols) * 2);
+      if (is_quantized(t.dtype) && t.rows > 0 && t.cols > 0)
+        largest = std::max(largest, static_cast<uint64_t>(dequant_tile_rows(t.rows, t.cols, tile_bytes) * t.cols) *
+                                        sizeof(uint16_t));
   });
   return kCublasWorkspaceBytes + largest;
 }
+
+void set_dequant_tile_bytes(Context& c, uint64_t bytes) { c.tile_bytes = bytes; }
+
+uint64_t dequant_scratch_bytes(Context& c) { return c.w_tile.bytes(); }
 
 namespace {
 struct DeviceStorage {
@@ -165,20 +182,31 @@ void layer_norm(Context& c, const float* x, const Vector& weight, const Vector& 
 
 void linear(Context& c, const Linear& layer, const float* x, int64_t n, float* y) {
   const Matrix& w = layer.weight;
-  // Quantised weights: this one matrix is dequantised into f16 scratch (bit-exact values,
-  // rounded to f16), then multiplied as f16 weights are. The model itself stays quantised.
-  DType gemm_dtype = w.dtype;
-  const void* gemm_w = w.data;
-  if (is_quantized(w.dtype)) {
-    gemm_dtype = DType::F16;
-    void* w16 = c.scratch(c.w_f16, static_cast<size_t>(w.rows * w.cols) * sizeof(uint16_t), "dequantised weights");
-    cuda::dequantize_f16(w.dtype, w.data, w.rows, w.cols, w16, c.stream);
-    gemm_w = w16;
+  // Decode and small batches: the weights read once, in place, whatever their dtype; bias fused.
+  if (n <= cuda::kGemvMaxRows) {
+    cuda::gemv(w.dtype, w.data, w.rows, w.cols, x, n, layer.bias.empty() ? nullptr : layer.bias.data, y, c.stream);
+    return;
   }
-  void* x_lowp = nullptr;
-  if (gemm_dtype != DType::F32)
-    x_lowp = c.scratch(c.x_lowp, static_cast<size_t>(n * w.cols) * dtype_size(gemm_dtype), "GEMM input");
-  cuda::gemm(c.blas, gemm_dtype, gemm_w, w.rows, w.cols, x, n, y, x_lowp, c.stream);
+  if (!is_quantized(w.dtype)) {
+    void* x_lowp = nullptr;
+    if (w.dtype != DType::F32)
+      x_lowp = c.scratch(c.x_lowp, static_cast<size_t>(n * w.cols) * dtype_size(w.dtype), "GEMM input");
+    cuda::gemm(c.blas, w.dtype, w.data, w.rows, w.cols, x, n, y, x_lowp, c.stream);
+  } else {
+    // Prefill on quantised weights: a bounded tile of rows at a time is dequantised into f16
+    // scratch (bit-exact values, rounded to f16) and multiplied as f16 weights are, into its
+    // columns of y. The model itself stays quantised.
+    void* x16 = c.scratch(c.x_lowp, static_cast<size_t>(n * w.cols) * sizeof(uint16_t), "GEMM input");
+    cuda::convert_from_f32(DType::F16, x, x16, n * w.cols, c.stream);
+    const int64_t tile = dequant_tile_rows(w.rows, w.cols, c.tile_bytes);
+    void* w16 = c.scratch(c.w_tile, static_cast<size_t>(tile * w.cols) * sizeof(uint16_t), "dequantised weights");
+    const uint64_t row_bytes = dtype_row_bytes(w.dtype, w.cols);
+    for (int64_t r0 = 0; r0 < w.rows; r0 += tile) {
+      const int64_t m = std::min(tile, w.rows - r0);  // (m, cols) of W, columns r0 .. r0+m-1 of y
+      cuda::dequantize_f16(w.dtype, w.data + static_cast<uint64_t>(r0) * row_bytes, m, w.cols, w16, c.stream);
+      cuda::gemm_into(c.blas, DType::F16, w16, m, w.cols, x16, n, y + r0, w.rows);
+    }
+  }
   if (!layer.bias.empty()) cuda::add_bias(y, layer.bias.data, n, w.rows, c.stream);
 }
 
@@ -259,7 +287,7 @@ void in_step_mode(Context& c, const std::function<void()>& body) {
 }
 
 std::vector<const void*> full_key(const Context& c, std::vector<const void*> key) {
-  for (const DeviceBuffer* b : {&c.ids, &c.x_lowp, &c.w_f16, &c.workspace}) key.push_back(b->get());
+  for (const DeviceBuffer* b : {&c.ids, &c.x_lowp, &c.w_tile, &c.workspace}) key.push_back(b->get());
   return key;
 }
 

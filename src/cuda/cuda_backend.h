@@ -18,16 +18,28 @@ namespace kvinfer::cuda_backend {
 
 // One session's stream, cuBLAS handle with its own workspace (so that concurrent sessions get
 // the same bits as a session alone: cuBLAS picks its kernels per workspace) and device scratch
-// (token ids, narrowed GEMM inputs, the f16 copy of a quantised matrix, the split-K workspace of
-// decode attention).
+// (token ids, narrowed GEMM inputs, an f16 tile of a quantised matrix for prefill GEMMs, the
+// split-K workspace of decode attention).
 class Context;
 std::shared_ptr<Context> create_context();
 
 // cuBLAS's workspace per session: what NVIDIA recommends for Hopper, enough for every GEMM here.
 constexpr uint64_t kCublasWorkspaceBytes = uint64_t{32} << 20;
+// linear() with n <= 8 input rows reads the weights in place (cuda::gemv); with more, a quantised
+// matrix is dequantised a tile of rows at a time into f16 scratch of at most this many bytes
+// (unless one row alone is larger) for cuBLAS: 16 MiB is at least 4096 rows at 2048 columns, a
+// GEMM that fills the GPU, and 1/64 of the f16 copy of an 8B model's LM head.
+constexpr uint64_t kDequantTileBytes = uint64_t{16} << 20;
+// Rows of a (rows, cols) quantised matrix in one f16 tile of at most tile_bytes: a multiple of
+// 64 when 64 rows fit, at least 1, at most rows.
+int64_t dequant_tile_rows(int64_t rows, int64_t cols, uint64_t tile_bytes);
 // Device bytes a session needs beyond its KV cache and its activations: cuBLAS's workspace and
-// the f16 scratch its largest quantised matrix is dequantised into before each GEMM.
-uint64_t session_scratch_bytes(const ModelWeights& w);
+// the largest f16 tile of a quantised matrix (tile_bytes as set_dequant_tile_bytes).
+uint64_t session_scratch_bytes(const ModelWeights& w, uint64_t tile_bytes = kDequantTileBytes);
+// Tests: the tile bound of this session's prefill GEMMs (default kDequantTileBytes), and the
+// bytes of dequantised-weight scratch it holds now.
+void set_dequant_tile_bytes(Context& c, uint64_t bytes);
+uint64_t dequant_scratch_bytes(Context& c);
 
 // Copies every tensor of host weights to device memory; the result's pointers are device
 // pointers and its storage owns them. A tied LM head shares the embedding's copy.

@@ -15,7 +15,10 @@ namespace {
 
 class Context {};
 std::shared_ptr<Context> create_context() { unavailable(); }
-uint64_t session_scratch_bytes(const ModelWeights&) { unavailable(); }
+uint64_t session_scratch_bytes(const ModelWeights&, uint64_t) { unavailable(); }
+int64_t dequant_tile_rows(int64_t, int64_t, uint64_t) { unavailable(); }
+void set_dequant_tile_bytes(Context&, uint64_t) { unavailable(); }
+uint64_t dequant_scratch_bytes(Context&) { unavailable(); }
 std::unique_ptr<ModelWeights> upload(const ModelWeights&, const std::function<void(uint64_t, uint64_t)>&) { unavailable(); }
 void* device_alloc(size_t, std::string_view) { unavailable(); }
 void device_free(void* p) noexcept { (void)p; }

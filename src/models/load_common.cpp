@@ -202,12 +202,12 @@ std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<M
     kv_text = fmt::format(" + {} for a KV cache of {} tokens ({})", bytes_text(kv), options.kv_tokens,
                           dtype_name(kv_dtype));
   }
-  // A CUDA session also needs cuBLAS's workspace and the f16 copy its quantised matrices are
-  // dequantised into: counted once, for the first session.
+  // A CUDA session also needs cuBLAS's workspace and the f16 tile its quantised matrices are
+  // dequantised into for prefill GEMMs: counted once, for the first session.
   const uint64_t scratch = device == Device::CUDA ? cuda_backend::session_scratch_bytes(*w) : 0;
   const std::string scratch_text =
-      scratch > 0 ? fmt::format(" + {} of CUDA session scratch (cuBLAS workspace, f16 copy of the largest quantised "
-                                "matrix)",
+      scratch > 0 ? fmt::format(" + {} of CUDA session scratch (cuBLAS workspace, f16 tile of quantised "
+                                "weights)",
                                 bytes_text(scratch))
                   : "";
   uint64_t needed = 0;
