@@ -39,5 +39,11 @@ void attention(Context&, const KvCache&, int64_t, const float*, int64_t, int64_t
 CUstream_st* stream(Context&) { unavailable(); }
 void to_host(Context&, const float*, float*, int64_t) { unavailable(); }
 int64_t first_nonfinite(Context&, const float*, int64_t, float*) { unavailable(); }
+LogitsScan scan_logits(Context&, const float*, int64_t) { unavailable(); }
+int32_t max_device_top_k() { unavailable(); }
+std::span<const std::pair<int32_t, float>> top_k_candidates(Context&, const float*, int64_t, const LogitAdjustments&,
+                                                            int32_t) {
+  unavailable();
+}
 
 }  // namespace kvinfer::cuda_backend
