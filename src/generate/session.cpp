@@ -28,12 +28,17 @@ Session::Session(Session&&) noexcept = default;
 Session& Session::operator=(Session&&) noexcept = default;
 
 std::span<const float> Session::prefill(KvCache& kv, std::span<const int32_t> ids, Logits which) {
-  return forward(kv, ids, which);
+  return forward(kv, ids, which, /*copy=*/true);
 }
 
-std::span<const float> Session::decode(KvCache& kv, int32_t id) { return forward(kv, {&id, 1}, Logits::Last); }
+std::span<const float> Session::decode(KvCache& kv, int32_t id) {
+  return forward(kv, {&id, 1}, Logits::Last, /*copy=*/true);
+}
 
-std::span<const float> Session::forward(KvCache& kv, std::span<const int32_t> ids, Logits which) {
+void Session::step(KvCache& kv, std::span<const int32_t> ids) { forward(kv, ids, Logits::Last, /*copy=*/false); }
+
+std::span<const float> Session::forward(KvCache& kv, std::span<const int32_t> ids, Logits which, bool copy) {
+  last_ = {};
   const ModelConfig& c = model_->config();
   if (kv.num_layers() != c.num_layers || kv.num_kv_heads() != c.num_kv_heads || kv.head_dim() != c.head_dim)
     throw Error(fmt::format("KV cache shaped for {} layers × {} KV heads × head_dim {} does not fit this model "
@@ -58,8 +63,70 @@ std::span<const float> Session::forward(KvCache& kv, std::span<const int32_t> id
   const int64_t start = kv.size();
   const std::span<const float> logits = c.is_gpt2() ? gpt2_forward(c, model_->weights(), *scratch_, kv, ids, which)
                                                     : llama_forward(c, model_->weights(), *scratch_, kv, ids, which);
-  check_logits(kv, start, ids, logits);
-  return logits;
+  LastLogits last;
+  last.device = logits;
+  if (model_->device() != Device::CUDA) {
+    last.host = logits;
+  } else if (copy) {
+    last.host = copy_logits(logits);
+  } else {
+    // One device pass for the NaN/Inf check (and the argmax that greedy sampling needs). Only
+    // if it finds one are the logits copied, for check_logits' message and undo.
+    const cuda_backend::LogitsScan scan =
+        cuda_backend::scan_logits(*scratch_->exec.cuda, logits.data(), static_cast<int64_t>(logits.size()));
+    if (scan.first_nonfinite >= 0) check_logits(kv, start, ids, copy_logits(logits));  // throws
+    last.scanned = true;
+    last.argmax = scan.argmax;
+    last.max_value = scan.max_value;
+  }
+  if (!last.host.empty()) check_logits(kv, start, ids, last.host);
+  last_ = last;
+  return last.host;
+}
+
+std::span<const float> Session::copy_logits(std::span<const float> device) {
+  scratch_->logits_host.resize(device.size());  // grows once to the largest call's rows × vocab
+  cuda_backend::to_host(*scratch_->exec.cuda, device.data(), scratch_->logits_host.data(),
+                        static_cast<int64_t>(device.size()));
+  return scratch_->logits_host;
+}
+
+std::span<const float> Session::logits() {
+  if (last_.device.empty())
+    throw Error("Session::logits: no logits (call prefill, decode or step first; a call that threw leaves none)");
+  if (last_.host.empty()) last_.host = copy_logits(last_.device);
+  return last_.host;
+}
+
+int32_t Session::sample(Sampler& sampler) {
+  if (last_.device.empty())
+    throw Error("Session::sample: no logits (call prefill, decode or step first; a call that threw leaves none)");
+  const int64_t vocab = model_->config().vocab_size;
+  if (sampler.vocab_size() != vocab)
+    throw Error(fmt::format("Session::sample: the sampler is for a vocabulary of {}, the model has {}",
+                            sampler.vocab_size(), vocab));
+  const auto row_of = [&](std::span<const float> all) { return all.last(static_cast<size_t>(vocab)); };
+  if (!last_.host.empty()) return sampler.sample(row_of(last_.host));
+  // CUDA, after step(): the logits are on the device.
+  const SamplingParams& p = sampler.params();
+  const auto penalised = sampler.penalty_counts();
+  const bool adjusted = !p.logit_bias.empty() || !penalised.empty();
+  if (p.temperature == 0.0f && !adjusted && last_.scanned) {
+    const std::pair<int32_t, float> best{last_.argmax, last_.max_value};
+    return sampler.sample_top_k({&best, 1});
+  }
+  const int32_t k = sampler.top_k_size();
+  if (k > cuda_backend::max_device_top_k()) return sampler.sample(row_of(logits()));  // copies the row
+  cuda_backend::LogitAdjustments adjust;
+  adjust.bias = p.logit_bias;
+  adjust.penalised = penalised;
+  adjust.repetition = p.repetition_penalty;
+  adjust.presence = p.presence_penalty;
+  adjust.frequency = p.frequency_penalty;
+  const auto top_k = cuda_backend::top_k_candidates(*scratch_->exec.cuda, row_of(last_.device).data(), vocab, adjust, k);
+  // An adjusted logit went NaN or +inf: the CPU Sampler's errors and rules decide, on a copy.
+  if (top_k.empty()) return sampler.sample(row_of(logits()));
+  return sampler.sample_top_k(top_k);
 }
 
 // Every call's logits are scanned (one pass over rows × vocab floats, next to the LM head's rows ×

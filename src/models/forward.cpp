@@ -45,13 +45,7 @@ std::span<const float> final_logits(const ModelConfig& cfg, const ModelWeights& 
     ops::rms_norm(e, x + first * hidden, w.final_norm, rows, hidden, eps, h);
   float* logits = s.logits.reserve(dev, rows * vocab);  // (rows, vocab)
   ops::linear(e, w.lm_head, h, rows, logits);
-  std::span<const float> out{logits, static_cast<size_t>(rows * vocab)};
-  if (dev == Device::CUDA) {
-    s.logits_host.resize(out.size());
-    cuda_backend::to_host(*e.cuda, logits, s.logits_host.data(), rows * vocab);
-    out = s.logits_host;
-  }
-  return out;
+  return {logits, static_cast<size_t>(rows * vocab)};
 }
 
 }  // namespace kvinfer

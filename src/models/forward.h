@@ -38,11 +38,12 @@ struct ForwardScratch {
   Activations up;                      // (n, intermediate)
   Activations logits;                  // (rows, vocab) on the device
   std::vector<int32_t> positions;      // (n) GPT-2: the positions of the call's tokens
-  std::vector<float> logits_host;      // (rows, vocab) what the caller reads
+  std::vector<float> logits_host;      // (rows, vocab) CUDA: the host copy Session hands out
 };
 
 // Runs ids at positions kv.size().. through every layer, writes their K/V into kv (and
-// commits them) and returns the logits of the last position or of all positions, on the host.
+// commits them) and returns the logits of the last position or of all positions, on the
+// session's device (CUDA: a device pointer; Session copies them to the host when asked).
 std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s, KvCache& kv,
                                      std::span<const int32_t> ids, Logits which);
 std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s, KvCache& kv,
@@ -55,7 +56,7 @@ void check_residual(const ForwardScratch& s, const float* x, std::span<const int
                     int64_t start, std::string_view where);
 
 // The logits of the last row of x (n, hidden), or of every row: the final norm, then the LM
-// head, copied to the host.
+// head, left on the session's device (enqueued, not waited for, on CUDA).
 std::span<const float> final_logits(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s, const float* x,
                                     int64_t n, Logits which);
 
