@@ -326,6 +326,60 @@ TEST(CudaSamplePipeline, SameTokensAsTheCpuSamplerLargeVocabularies) {
   expect_same_tokens(151936, 6);
 }
 
+// The adjusted logits the device returns are the Sampler's, bit for bit: bias entries added in
+// their order (three entries for one id round differently in another order), then the penalty in
+// the documented float operations, none fused. The touched ids are pushed into the top-k set.
+TEST(CudaSamplePipeline, AdjustedLogitsAreTheSamplersBitForBit) {
+  SKIP_WITHOUT_DEVICE();
+  auto ctx = backend::create_context();
+  const int32_t vocab = 4096, k = 1024;
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    const auto v = random_logits(vocab, seed);
+    DeviceBuffer d(v);
+    std::mt19937_64 rng(seed);
+    std::vector<std::pair<int32_t, float>> bias;
+    std::vector<std::pair<int32_t, int32_t>> penalised;
+    for (int i = 0; i < 300; ++i) {
+      const auto id = static_cast<int32_t>(rng() % vocab);
+      bias.emplace_back(id, 20.3f);
+      bias.emplace_back(static_cast<int32_t>(rng() % vocab), 0.37f);
+      bias.emplace_back(id, -0.011f * static_cast<float>(i % 7));
+      bias.emplace_back(id, 1.7f);
+    }
+    std::set<int32_t> seen;
+    for (const auto& [id, b] : bias)
+      if (seen.insert(id).second && rng() % 2 == 0) penalised.emplace_back(id, static_cast<int32_t>(1 + rng() % 60));
+    const float r = 1.3f, presence = 0.113f, frequency = 0.0371f;
+    // The definition (docs/sampling.md steps 2 and 3).
+    std::vector<float> want = v;
+    for (const auto& [id, b] : bias) want[static_cast<size_t>(id)] += b;
+    for (const auto& [id, c] : penalised) {
+      float& l = want[static_cast<size_t>(id)];
+      l = l > 0.0f ? l / r : l * r;
+      const float sub = static_cast<float>(c) * frequency;
+      l -= sub + presence;
+    }
+    backend::LogitAdjustments adjust;
+    adjust.bias = bias;
+    adjust.penalised = penalised;
+    adjust.repetition = r;
+    adjust.presence = presence;
+    adjust.frequency = frequency;
+    const auto got = backend::top_k_candidates(*ctx, d.as<float>(), vocab, adjust, k);
+    ASSERT_EQ(got.size(), static_cast<size_t>(k));
+    std::vector<int32_t> ids;
+    for (const auto& [id, l] : got) {
+      ids.push_back(id);
+      ASSERT_EQ(std::memcmp(&l, &want[static_cast<size_t>(id)], sizeof l), 0)
+          << "id " << id << ": " << l << " vs " << want[static_cast<size_t>(id)];
+    }
+    EXPECT_EQ(ids, reference_top_k(want, k));
+    size_t touched = 0;
+    for (int32_t id : seen) touched += std::binary_search(ids.begin(), ids.end(), id) ? 1 : 0;
+    EXPECT_GT(touched, seen.size() / 2) << "the bias puts most touched ids in the top-k set";
+  }
+}
+
 // An adjusted logit that overflows to +inf, or every token banned: the CPU Sampler's errors.
 TEST(CudaSamplePipeline, OverflowsAndBansAreTheCpuSamplersErrors) {
   SKIP_WITHOUT_DEVICE();
