@@ -51,8 +51,11 @@ class Session {
   // device"). Does not accept the id into the sampler's history. On CUDA after step(): greedy
   // without bias or penalties costs nothing more; otherwise bias and penalties are applied and the
   // top-k set selected on the device, and only those k (id, logit) pairs come back (4 + 8k bytes)
-  // for the sampler's remaining steps; with top_k 0 or above 1024 the row is copied instead.
-  // Throws if no call has succeeded since the last one that threw, or on the sampler's errors.
+  // for the sampler's remaining steps. The row is copied instead (and sampled on the host) when
+  // the top-k set would exceed 1024 tokens (top_k 0 or above 1024, with a larger vocabulary), or
+  // when bias or penalties make a logit NaN or +inf (the sampler's errors then). Throws if no
+  // call has succeeded since the last one that threw, on a sampler for another vocabulary, or on
+  // the sampler's errors.
   int32_t sample(Sampler& sampler);
 
   // The last call's logits on the host: (vocab), or (n, vocab) after prefill with Logits::All.
