@@ -256,21 +256,9 @@ std::vector<Case> cases(int32_t vocab) {
   return out;
 }
 
-// Session::sample's choice, with the logits on the device: kept in step with src/generate/session.cpp.
+// Session::sample's choice with the logits on the device (the host row only for its fallback).
 int32_t device_sample(backend::Context& ctx, Sampler& s, const float* d_logits, const std::vector<float>& host) {
-  const SamplingParams& p = s.params();
-  const auto penalised = s.penalty_counts();
-  const int32_t k = s.top_k_size();
-  if (k > backend::max_device_top_k()) return s.sample(host);
-  backend::LogitAdjustments adjust;
-  adjust.bias = p.logit_bias;
-  adjust.penalised = penalised;
-  adjust.repetition = p.repetition_penalty;
-  adjust.presence = p.presence_penalty;
-  adjust.frequency = p.frequency_penalty;
-  const auto top_k = backend::top_k_candidates(ctx, d_logits, s.vocab_size(), adjust, k);
-  if (top_k.empty()) return s.sample(host);
-  return s.sample_top_k(top_k);
+  return backend::sample_row(ctx, s, d_logits, s.vocab_size(), [&] { return std::span<const float>(host); });
 }
 
 // The id picked, or -1 and the error's message.

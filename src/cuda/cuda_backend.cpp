@@ -279,4 +279,21 @@ std::span<const std::pair<int32_t, float>> top_k_candidates(Context& c, const fl
   return {c.sample_candidates.data(), n};
 }
 
+int32_t sample_row(Context& c, Sampler& sampler, const float* row, int64_t vocab,
+                   const std::function<std::span<const float>()>& host_row) {
+  const int32_t k = sampler.top_k_size();
+  if (k > max_device_top_k()) return sampler.sample(host_row());
+  const SamplingParams& p = sampler.params();
+  LogitAdjustments adjust;
+  adjust.bias = p.logit_bias;
+  adjust.penalised = sampler.penalty_counts();
+  adjust.repetition = p.repetition_penalty;
+  adjust.presence = p.presence_penalty;
+  adjust.frequency = p.frequency_penalty;
+  const auto top_k = top_k_candidates(c, row, vocab, adjust, k);
+  // An adjusted logit went NaN or +inf: the CPU Sampler's errors and rules decide, on a copy.
+  if (top_k.empty()) return sampler.sample(host_row());
+  return sampler.sample_top_k(top_k);
+}
+
 }  // namespace kvinfer::cuda_backend

@@ -3,12 +3,14 @@
 // pointers, enqueued on one stream. No CUDA headers here: built with CUDA in cuda_backend.cpp,
 // without it in stubs.cpp (every call throws "built without CUDA").
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <utility>
 
 #include "kvinfer/config.h"
 #include "kvinfer/kv_cache.h"
+#include "kvinfer/sampler.h"
 #include "models/weights.h"
 
 struct CUstream_st;  // cudaStream_t is CUstream_st*; declared here without the CUDA headers
@@ -76,5 +78,11 @@ struct LogitAdjustments {
 // caller lets the CPU Sampler decide). Waits for the stream. Valid until the next call on c.
 std::span<const std::pair<int32_t, float>> top_k_candidates(Context& c, const float* logits, int64_t vocab,
                                                             const LogitAdjustments& adjust, int32_t k);
+// What Session::sample does with a row of vocab device logits: sampler's bias and penalties and
+// the top-k set on the device, its remaining steps on the host (Sampler::sample_top_k). When the
+// set would exceed max_device_top_k(), or an adjusted logit is NaN or +inf, host_row() copies the
+// row and sampler.sample() decides, as on the CPU.
+int32_t sample_row(Context& c, Sampler& sampler, const float* row, int64_t vocab,
+                   const std::function<std::span<const float>()>& host_row);
 
 }  // namespace kvinfer::cuda_backend

@@ -45,5 +45,8 @@ std::span<const std::pair<int32_t, float>> top_k_candidates(Context&, const floa
                                                             int32_t) {
   unavailable();
 }
+int32_t sample_row(Context&, Sampler&, const float*, int64_t, const std::function<std::span<const float>()>&) {
+  unavailable();
+}
 
 }  // namespace kvinfer::cuda_backend

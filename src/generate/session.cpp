@@ -107,26 +107,15 @@ int32_t Session::sample(Sampler& sampler) {
                             sampler.vocab_size(), vocab));
   const auto row_of = [&](std::span<const float> all) { return all.last(static_cast<size_t>(vocab)); };
   if (!last_.host.empty()) return sampler.sample(row_of(last_.host));
-  // CUDA, after step(): the logits are on the device.
+  // CUDA, after step(): the logits are on the device. Greedy without bias or penalties: the
+  // step's scan has the pick.
   const SamplingParams& p = sampler.params();
-  const auto penalised = sampler.penalty_counts();
-  const bool adjusted = !p.logit_bias.empty() || !penalised.empty();
-  if (p.temperature == 0.0f && !adjusted && last_.scanned) {
+  if (p.temperature == 0.0f && last_.scanned && p.logit_bias.empty() && sampler.penalty_counts().empty()) {
     const std::pair<int32_t, float> best{last_.argmax, last_.max_value};
     return sampler.sample_top_k({&best, 1});
   }
-  const int32_t k = sampler.top_k_size();
-  if (k > cuda_backend::max_device_top_k()) return sampler.sample(row_of(logits()));  // copies the row
-  cuda_backend::LogitAdjustments adjust;
-  adjust.bias = p.logit_bias;
-  adjust.penalised = penalised;
-  adjust.repetition = p.repetition_penalty;
-  adjust.presence = p.presence_penalty;
-  adjust.frequency = p.frequency_penalty;
-  const auto top_k = cuda_backend::top_k_candidates(*scratch_->exec.cuda, row_of(last_.device).data(), vocab, adjust, k);
-  // An adjusted logit went NaN or +inf: the CPU Sampler's errors and rules decide, on a copy.
-  if (top_k.empty()) return sampler.sample(row_of(logits()));
-  return sampler.sample_top_k(top_k);
+  return cuda_backend::sample_row(*scratch_->exec.cuda, sampler, row_of(last_.device).data(), vocab,
+                                  [&] { return row_of(logits()); });
 }
 
 // Every call's logits are scanned (one pass over rows × vocab floats, next to the LM head's rows ×
