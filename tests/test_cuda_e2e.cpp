@@ -420,6 +420,164 @@ TEST(CudaConcurrentSessions, FourThreadsGenerateAsSequentialRunsLlama) {
   test::expect_concurrent_equals_sequential(model);
 }
 
+// ---- sampling with the logits left on the device (Session::step, Session::sample) ----
+
+std::vector<SamplingParams> device_sampling_cases() {
+  std::vector<SamplingParams> out;
+  out.push_back(SamplingParams::greedy());
+  SamplingParams p;  // T 0.8, k 40, p 0.95, min-p 0.05
+  p.seed = 7;
+  out.push_back(p);
+  p.temperature = 1.3f;
+  p.repetition_penalty = 1.2f;
+  p.frequency_penalty = 0.3f;
+  p.presence_penalty = 0.2f;
+  p.logit_bias = {{5, 1.5f}, {9, -std::numeric_limits<float>::infinity()}, {5, 0.25f}};
+  out.push_back(p);
+  p.top_k = 0;  // 128 tokens: still the device's top-k
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  out.push_back(p);
+  SamplingParams g = SamplingParams::greedy();
+  g.repetition_penalty = 1.5f;
+  g.logit_bias = {{3, 0.5f}};
+  out.push_back(g);
+  return out;
+}
+
+// generate_tokens (no callback: step + device sampling) and a Session::step/sample loop give the
+// tokens, draws and candidates of today's loop: prefill/decode copy the logits, Sampler::sample.
+TEST(CudaDeviceSampling, SameTokensAsTheHostCopyPath) {
+  SKIP_WITHOUT_DEVICE();
+  const auto model = Model::load(test::model_dir("llama_gqa4"), {.device = Device::CUDA});
+  test::Reference ref("llama_gqa4");
+  const auto vocab = static_cast<int32_t>(model->config().vocab_size);
+  constexpr int kTokens = 24;
+  int case_index = 0;
+  for (const SamplingParams& p : device_sampling_cases()) {
+    SCOPED_TRACE(fmt::format("case {}", case_index++));
+    // Today's path.
+    std::vector<int32_t> want;
+    std::vector<std::vector<std::pair<int32_t, float>>> want_candidates;
+    std::vector<std::vector<float>> want_logits;
+    {
+      KvCache kv(*model, 64, DType::F32);
+      Session s(model);
+      Sampler sampler(p, vocab);
+      sampler.accept(ref.prompt_ids);
+      auto logits = s.prefill(kv, ref.prompt_ids);
+      for (int i = 0; i < kTokens; ++i) {
+        want_logits.emplace_back(logits.begin(), logits.end());
+        want.push_back(sampler.sample(logits));
+        want_candidates.emplace_back(sampler.last_candidates().begin(), sampler.last_candidates().end());
+        sampler.accept(want.back());
+        logits = s.decode(kv, want.back());
+      }
+    }
+    // The device path, by hand.
+    {
+      KvCache kv(*model, 64, DType::F32);
+      Session s(model);
+      Sampler sampler(p, vocab);
+      sampler.accept(ref.prompt_ids);
+      s.step(kv, ref.prompt_ids);
+      for (int i = 0; i < kTokens; ++i) {
+        const int32_t id = s.sample(sampler);
+        ASSERT_EQ(id, want[i]) << "step " << i;
+        const auto c = sampler.last_candidates();
+        EXPECT_TRUE(std::equal(c.begin(), c.end(), want_candidates[i].begin(), want_candidates[i].end()))
+            << "step " << i;
+        if (i % 5 == 0) {  // the logits on request: those decode returned, bit for bit
+          const auto l = s.logits();
+          ASSERT_EQ(l.size(), want_logits[i].size());
+          EXPECT_EQ(0, std::memcmp(l.data(), want_logits[i].data(), l.size_bytes())) << "step " << i;
+        }
+        sampler.accept(id);
+        s.step(kv, id);
+      }
+    }
+    // generate_tokens without a callback: the device path.
+    {
+      KvCache kv(*model, 64, DType::F32);
+      Session s(model);
+      GenerateOptions opt;
+      opt.max_new_tokens = kTokens;
+      opt.ignore_eos = true;
+      opt.sampling = p;
+      EXPECT_EQ(generate_tokens(s, kv, ref.prompt_ids, opt).tokens, want);
+      // With a callback that reads the logits, they are copied: the same tokens and logits.
+      KvCache kv2(*model, 64, DType::F32);
+      Session s2(model);
+      size_t step = 0;
+      const auto r = generate_tokens(s2, kv2, ref.prompt_ids, opt, [&](int32_t, std::span<const float> logits) {
+        EXPECT_EQ(logits.size(), static_cast<size_t>(vocab));
+        if (step < want_logits.size()) {
+          EXPECT_EQ(0, std::memcmp(logits.data(), want_logits[step].data(), logits.size_bytes())) << step;
+        }
+        ++step;
+        return true;
+      });
+      EXPECT_EQ(r.tokens, want);
+    }
+  }
+}
+
+// Writes `value` into element `index` of the f32 tensor `name` of dir/model.safetensors.
+void poison(const fs::path& dir, const std::string& name, size_t index, float value) {
+  const fs::path file = dir / "model.safetensors";
+  auto parts = test::SafetensorsParts::read(file);
+  const auto& entry = parts.header.at(name);
+  ASSERT_EQ(entry.at("dtype"), "F32") << name;
+  const auto begin = entry.at("data_offsets")[0].get<size_t>();
+  std::memcpy(parts.data.data() + begin + 4 * index, &value, sizeof value);
+  parts.write(file);
+}
+
+// Non-finite logits in step(): today's error, word for word, and the call undone; no logits left
+// to sample from.
+TEST(CudaDeviceSampling, NonFiniteLogitsInAStepAreTodaysErrorAndAreUndone) {
+  SKIP_WITHOUT_DEVICE();
+  test::ScopedEnv env("KVINFER_CHECK_FINITE", std::nullopt);
+  const std::vector<int32_t> prompt = {3, 5, 9};
+  test::TempDir tmp;
+  {
+    // The final norm's unit 4 is NaN: every logit is NaN.
+    const fs::path dir = test::copy_fixture("llama_mha", tmp, "nan_norm");
+    poison(dir, "model.norm.weight", 4, std::numeric_limits<float>::quiet_NaN());
+    const auto model = Model::load(dir, {.device = Device::CUDA});
+    KvCache kv(*model, 16), kv2(*model, 16);
+    Session s(model), s2(model);
+    const std::string want = test::error_of([&] { s2.prefill(kv2, prompt); });
+    EXPECT_THAT(want, HasSubstr("non-finite logits: 128 of the 128 logits are NaN or Inf; the first, nan for "
+                                "vocabulary id 0, at position 2 (token id 9, index 2 of this call)"));
+    EXPECT_EQ(test::error_of([&] { s.step(kv, prompt); }), want);
+    EXPECT_EQ(kv.size(), 0);
+    Sampler sampler(SamplingParams::greedy(), 128);
+    EXPECT_THAT(test::error_of([&] { s.sample(sampler); }), HasSubstr("no logits"));
+    EXPECT_THAT(test::error_of([&] { s.logits(); }), HasSubstr("no logits"));
+  }
+  // Token 42's embedding holds +inf: the prompt is fine, the step of token 42 is undone.
+  const fs::path dir = test::copy_fixture("llama_mha", tmp, "inf_embedding");
+  poison(dir, "model.embed_tokens.weight", 42 * 64 + 7, std::numeric_limits<float>::infinity());
+  const auto model = Model::load(dir, {.device = Device::CUDA});
+  KvCache kv(*model, 16), kv2(*model, 16);
+  Session s(model), s2(model);
+  s.step(kv, prompt);
+  s2.prefill(kv2, prompt);
+  const std::string want = test::error_of([&] { s2.decode(kv2, 42); });
+  EXPECT_THAT(want, AllOf(HasSubstr("non-finite logits"), HasSubstr("at position 3 (token id 42, index 0 of this call)"),
+                          HasSubstr("the KV cache holds 3 positions as before")));
+  EXPECT_EQ(test::error_of([&] { s.step(kv, 42); }), want);
+  EXPECT_EQ(kv.size(), 3);
+  Sampler sampler(SamplingParams::greedy(), 128);
+  EXPECT_THROW(s.sample(sampler), Error);
+  s.step(kv, 9);
+  s2.decode(kv2, 9);
+  EXPECT_EQ(kv.size(), 4);
+  Sampler sampler2(SamplingParams::greedy(), 128);
+  EXPECT_EQ(s.sample(sampler), s2.sample(sampler2));
+}
+
 // ---- the load-time memory check counts the f16 scratch of quantised matrices ----
 
 // On CUDA a quantised linear layer of more than 8 input rows is dequantised, for its GEMM, into a

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "kvinfer/kvinfer.h"
 #include "reference.h"
@@ -124,6 +125,51 @@ TEST_F(GenerateTest, TruncateRewindsToAnEarlierPosition) {
   EXPECT_THROW(kv.truncate(kv.size() + 1), Error);
   kv.clear();
   EXPECT_EQ(kv.size(), 0);
+}
+
+// Session::step / sample / logits on the CPU: the logits prefill and decode return, and the ids
+// Sampler::sample picks from them; no logits before a call or after one that threw.
+TEST_F(GenerateTest, StepAndSampleAreDecodeAndSamplerSample) {
+  SamplingParams p;
+  p.seed = 11;
+  p.repetition_penalty = 1.2f;
+  p.logit_bias = {{7, 1.0f}};
+  const int32_t vocab = 128;
+  Session a(model_), b(model_);
+  KvCache ka(*model_, 32, DType::F32), kb(*model_, 32, DType::F32);
+  Sampler sa(p, vocab), sb(p, vocab);
+  sa.accept(ref_.prompt_ids);
+  sb.accept(ref_.prompt_ids);
+  EXPECT_THROW(a.sample(sa), Error);
+  EXPECT_THROW(a.logits(), Error);
+  auto logits = b.prefill(kb, ref_.prompt_ids);
+  a.step(ka, ref_.prompt_ids);
+  for (int i = 0; i < 12; ++i) {
+    const auto got = a.logits();
+    ASSERT_EQ(got.size(), logits.size());
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), logits.begin())) << "step " << i;
+    const int32_t id = a.sample(sa), want = sb.sample(logits);
+    ASSERT_EQ(id, want) << "step " << i;
+    sa.accept(id);
+    sb.accept(want);
+    a.step(ka, id);
+    logits = b.decode(kb, want);
+  }
+  EXPECT_EQ(ka.size(), kb.size());
+  // After prefill with Logits::All, sample() reads the last row.
+  KvCache kc(*model_, 32, DType::F32);
+  Session c(model_);
+  const auto all = c.prefill(kc, ref_.prompt_ids, Logits::All);
+  EXPECT_EQ(c.logits().size(), all.size());
+  Sampler g(SamplingParams::greedy(), vocab);
+  EXPECT_EQ(c.sample(g), argmax(all.last(128)));
+  // A call that throws leaves no logits; a sampler for another vocabulary is refused.
+  EXPECT_THROW(c.step(kc, std::vector<int32_t>{vocab}), Error);
+  EXPECT_THROW(c.sample(g), Error);
+  c.step(kc, 3);
+  Sampler other(SamplingParams::greedy(), vocab + 1);
+  EXPECT_THROW(c.sample(other), Error);
+  EXPECT_NO_THROW(c.sample(g));
 }
 
 TEST(Argmax, LowestIndexWinsTies) {

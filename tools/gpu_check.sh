@@ -21,7 +21,7 @@ ARCH="${GPU_CHECK_ARCH:-90}"
 JOBS="$(nproc 2>/dev/null || echo 4)"
 export PATH="$PATH:/usr/local/cuda/bin"
 
-TESTS=(test_cuda_attention test_cuda_ops test_cuda_e2e test_device)
+TESTS=(test_cuda_attention test_cuda_ops test_cuda_sample test_cuda_e2e test_device)
 BENCHES=(kvinfer-bench-cuda-attention kvinfer-bench-cuda-decode kvinfer-bench-cuda-ops)
 
 # Seconds each step may take at most, and the whole run: a step is cut to what is left of

@@ -54,6 +54,9 @@ struct GenerateResult {
 };
 
 // Called with each generated id and the logits it was chosen from; return false to stop.
+// Generation copies the logits to the host only for such a callback: without one (and in text
+// generation) on CUDA they stay on the device and only the sampling's few bytes come back
+// (Session::step, Session::sample). The tokens are the same either way.
 using TokenCallback = std::function<bool(int32_t id, std::span<const float> logits)>;
 // Called with each generated id and the text that became printable with it (often "" while a
 // UTF-8 character or a possible stop string is incomplete); return false to stop.

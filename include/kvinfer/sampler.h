@@ -67,6 +67,24 @@ class Sampler {
   const SamplingParams& params() const { return params_; }
   int32_t vocab_size() const { return vocab_size_; }
 
+  // ---- for a caller that runs the first steps elsewhere (Session::sample on a GPU) ----
+  // Steps 1–3 (checks, bias, penalties) and the top-k selection run on the logits' device; these
+  // give that device what it needs, and sample_top_k() runs the rest with sample()'s own code.
+  //
+  // The penalised tokens of the current window as (id, count in the window) pairs, distinct ids;
+  // empty when the penalties are off. Valid until the next call.
+  std::span<const std::pair<int32_t, int32_t>> penalty_counts();
+  // The size of the top-k set sample_top_k() needs: 1 at temperature 0 (the first maximum), else
+  // top_k, or the vocabulary when top_k is 0 or larger.
+  int32_t top_k_size() const;
+  // Picks the next id from the top-k set (top_k_size() tokens, fewer only if the vocabulary is
+  // smaller) of the logits after bias and penalties: the first tokens by (logit descending, id
+  // ascending), as (id, adjusted logit) pairs in any order; -inf entries are banned tokens. The
+  // result, the draw taken and last_candidates() are those of sample() on the full row whose
+  // adjusted logits these are. Throws as sample() does when every token is banned, and on an id
+  // outside the vocabulary, a NaN or +inf logit or too many pairs (a call that throws takes no draw).
+  int32_t sample_top_k(std::span<const std::pair<int32_t, float>> top_k);
+
   // The distribution the last sample() drew from, after every filter: (id, p) pairs sorted by
   // descending p (ties by ascending id), summing to 1. Greedy: the one chosen id with p = 1.
   // Empty before the first sample() and after reset().
@@ -81,7 +99,10 @@ class Sampler {
 
   void adjust_logits(std::span<const float> logits);
   void apply_penalties();
+  std::span<const int32_t> penalty_window() const;  // empty when the penalties are off
   size_t collect_top_k();
+  int32_t pick_greedy(int32_t id, float logit);  // step 4 and its draw
+  int32_t sample_from(size_t n);                  // steps 6–11 over work_[0, n), in id order
   size_t keep_top_p_min_p(size_t n, double z);
   int32_t draw(size_t n, double u);
 
@@ -93,6 +114,7 @@ class Sampler {
   std::vector<float> logits_;      // (vocab) after bias and penalties
   std::vector<Candidate> work_;    // (vocab) candidates; the kept ones first
   std::vector<std::pair<int32_t, float>> candidates_out_;
+  std::vector<std::pair<int32_t, int32_t>> penalised_;  // penalty_counts()' result
 };
 
 }  // namespace kvinfer

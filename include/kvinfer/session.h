@@ -8,6 +8,7 @@
 
 #include "kvinfer/kv_cache.h"
 #include "kvinfer/model.h"
+#include "kvinfer/sampler.h"
 
 namespace kvinfer {
 
@@ -35,14 +36,53 @@ class Session {
   // always scanned); with LoadOptions::check_finite the residual stream is checked after every
   // block too, and the error names the first layer and block where a NaN or Inf appeared.
 
+  // ---- without copying the logits (what a decode loop wants on a GPU) ----
+  //
+  // step() runs `ids` exactly as prefill(kv, ids) does (one batched pass, the logits of the last
+  // position only, the same checks, errors and undo), but leaves the logits where they were
+  // computed: on CUDA only a device scan's result (12 bytes) comes back, not vocab floats.
+  // Then sample() picks the next id and logits() copies them when they are wanted after all.
+  void step(KvCache& kv, std::span<const int32_t> ids);
+  void step(KvCache& kv, int32_t id) { step(kv, std::span<const int32_t>(&id, 1)); }
+
+  // The next id from the last row of the last call's logits (prefill, decode or step), chosen by
+  // `sampler` wherever the logits are: the same id, draw and last_candidates() as
+  // sampler.sample(logits last row) on the host, for any parameters (docs/sampling.md, "On the
+  // device"). Does not accept the id into the sampler's history. On CUDA after step(): greedy
+  // without bias or penalties costs nothing more; otherwise bias and penalties are applied and the
+  // top-k set selected on the device, and only those k (id, logit) pairs come back (4 + 8k bytes)
+  // for the sampler's remaining steps. The row is copied instead (and sampled on the host) when
+  // the top-k set would exceed 1024 tokens (top_k 0 or above 1024, with a larger vocabulary), or
+  // when bias or penalties make a logit NaN or +inf (the sampler's errors then). Throws if no
+  // call has succeeded since the last one that threw, on a sampler for another vocabulary, or on
+  // the sampler's errors.
+  int32_t sample(Sampler& sampler);
+
+  // The last call's logits on the host: (vocab), or (n, vocab) after prefill with Logits::All.
+  // After step() on CUDA they are copied on the first request. Valid until the next call; throws
+  // when there are none (as sample()).
+  std::span<const float> logits();
+
   const Model& model() const { return *model_; }
 
  private:
-  std::span<const float> forward(KvCache& kv, std::span<const int32_t> ids, Logits which);
+  // copy: the logits come to the host (prefill, decode); otherwise only a device scan (step).
+  std::span<const float> forward(KvCache& kv, std::span<const int32_t> ids, Logits which, bool copy);
   void check_logits(KvCache& kv, int64_t start, std::span<const int32_t> ids, std::span<const float> logits) const;
+  std::span<const float> copy_logits(std::span<const float> device);  // to scratch_->logits_host
+
+  // What the last successful call produced; reset when a call starts.
+  struct LastLogits {
+    std::span<const float> device;  // (rows, vocab) on the model's device (the host on the CPU)
+    std::span<const float> host;    // their host copy (the same span on the CPU); empty until made
+    bool scanned = false;           // CUDA step(): argmax and max_value hold the scan of the row
+    int32_t argmax = 0;
+    float max_value = 0.0f;
+  };
 
   std::shared_ptr<const Model> model_;
   std::unique_ptr<ForwardScratch> scratch_;
+  LastLogits last_;
 };
 
 }  // namespace kvinfer

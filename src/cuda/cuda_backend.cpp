@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string_view>
@@ -20,6 +21,7 @@
 #include "cuda_gemm.h"
 #include "cuda_gemv.h"
 #include "cuda_ops.h"
+#include "cuda_sample.h"
 #include "kvinfer/error.h"
 
 namespace kvinfer::cuda_backend {
@@ -92,8 +94,16 @@ class Context {
   std::vector<StepGraph> graphs;        // most recently used last
   std::vector<const void*> eager_key;   // the key of the last step run eagerly
 
-  // The position op `o` reads on the device in step mode, else null (it uses the host's).
+  // The position the ops read on the device in step mode, else null (they use the host's).
   const int32_t* device_start() const { return step_ids != nullptr ? step_ids + 1 : nullptr; }
+
+  // Device sampling (scan_logits, top_k_candidates): sized once, for the vocabulary or the cap.
+  DeviceBuffer sample_out;                  // int32: scan results, or [bad, ids k, values k]
+  DeviceBuffer sample_adjusted;             // (vocab) f32: logits after bias and penalties
+  DeviceBuffer sample_lists;                // bias entries then penalised tokens, 8 bytes each
+  std::vector<int32_t> sample_host;         // what sample_out brings back
+  std::vector<cuda::IdValue> sample_lists_host;  // staging of sample_lists (grown, never shrunk)
+  std::vector<std::pair<int32_t, float>> sample_candidates;  // top_k_candidates' result
 };
 
 std::shared_ptr<Context> create_context() { return std::make_shared<Context>(); }
@@ -267,6 +277,90 @@ int64_t first_nonfinite(Context& c, const float* x, int64_t n, float* value) {
   const int64_t i = cpu::first_nonfinite(host.data(), n);
   if (i >= 0) *value = host[static_cast<size_t>(i)];
   return i;
+}
+
+// ---- device sampling ------------------------------------------------------------------------------
+
+namespace {
+int32_t* sample_out(Context& c) {
+  constexpr size_t kInts = 1 + 2 * static_cast<size_t>(cuda::kMaxDeviceTopK);
+  if (c.sample_host.size() < kInts) {
+    c.sample_host.resize(kInts);
+    c.sample_candidates.resize(static_cast<size_t>(cuda::kMaxDeviceTopK));
+  }
+  return static_cast<int32_t*>(c.scratch(c.sample_out, kInts * sizeof(int32_t), "sampling results"));
+}
+}  // namespace
+
+LogitsScan scan_logits(Context& c, const float* logits, int64_t n) {
+  int32_t* out = sample_out(c);
+  cuda::scan_logits(logits, n, out, c.stream);
+  CUDA_CHECK(cudaMemcpyAsync(c.sample_host.data(), out, cuda::kScanInts * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                             c.stream));
+  CUDA_CHECK(cudaStreamSynchronize(c.stream));
+  LogitsScan r{c.sample_host[0], c.sample_host[1], 0.0f};
+  std::memcpy(&r.max_value, &c.sample_host[2], sizeof r.max_value);
+  return r;
+}
+
+int32_t max_device_top_k() { return cuda::kMaxDeviceTopK; }
+
+std::span<const std::pair<int32_t, float>> top_k_candidates(Context& c, const float* logits, int64_t vocab,
+                                                            const LogitAdjustments& adjust, int32_t k) {
+  int32_t* out = sample_out(c);
+  const float* row = logits;
+  if (!adjust.bias.empty() || !adjust.penalised.empty()) {
+    const size_t nb = adjust.bias.size(), np = adjust.penalised.size();
+    static_assert(sizeof(cuda::IdValue) == 8 && sizeof(cuda::IdCount) == 8);
+    if (c.sample_lists_host.size() < nb + np) c.sample_lists_host.resize(nb + np);
+    for (size_t i = 0; i < nb; ++i) c.sample_lists_host[i] = {adjust.bias[i].first, adjust.bias[i].second};
+    for (size_t i = 0; i < np; ++i) {
+      cuda::IdValue& e = c.sample_lists_host[nb + i];  // an IdCount, stored in IdValue's 8 bytes
+      e.id = adjust.penalised[i].first;
+      std::memcpy(&e.value, &adjust.penalised[i].second, sizeof(int32_t));
+    }
+    auto* lists = static_cast<cuda::IdValue*>(
+        c.scratch(c.sample_lists, std::max<size_t>(nb + np, 64) * sizeof(cuda::IdValue), "sampling lists"));
+    CUDA_CHECK(cudaMemcpyAsync(lists, c.sample_lists_host.data(), (nb + np) * sizeof(cuda::IdValue),
+                               cudaMemcpyHostToDevice, c.stream));
+    auto* adjusted =
+        static_cast<float*>(c.scratch(c.sample_adjusted, static_cast<size_t>(vocab) * sizeof(float), "sampling logits"));
+    cuda::adjust_logits(logits, vocab, lists, static_cast<int32_t>(nb),
+                        reinterpret_cast<const cuda::IdCount*>(lists + nb), static_cast<int32_t>(np),
+                        {adjust.repetition, adjust.presence, adjust.frequency}, adjusted, out, c.stream);
+    row = adjusted;
+  } else {
+    CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(int32_t), c.stream));
+  }
+  cuda::top_k(row, vocab, k, out + 1, reinterpret_cast<float*>(out + 1 + k), c.stream);
+  CUDA_CHECK(cudaMemcpyAsync(c.sample_host.data(), out, (1 + 2 * static_cast<size_t>(k)) * sizeof(int32_t),
+                             cudaMemcpyDeviceToHost, c.stream));
+  CUDA_CHECK(cudaStreamSynchronize(c.stream));
+  if (c.sample_host[0] != 0) return {};
+  const auto n = static_cast<size_t>(k);
+  for (size_t i = 0; i < n; ++i) {
+    float v;
+    std::memcpy(&v, &c.sample_host[1 + n + i], sizeof v);
+    c.sample_candidates[i] = {c.sample_host[1 + i], v};
+  }
+  return {c.sample_candidates.data(), n};
+}
+
+int32_t sample_row(Context& c, Sampler& sampler, const float* row, int64_t vocab,
+                   const std::function<std::span<const float>()>& host_row) {
+  const int32_t k = sampler.top_k_size();
+  if (k > max_device_top_k()) return sampler.sample(host_row());
+  const SamplingParams& p = sampler.params();
+  LogitAdjustments adjust;
+  adjust.bias = p.logit_bias;
+  adjust.penalised = sampler.penalty_counts();
+  adjust.repetition = p.repetition_penalty;
+  adjust.presence = p.presence_penalty;
+  adjust.frequency = p.frequency_penalty;
+  const auto top_k = top_k_candidates(c, row, vocab, adjust, k);
+  // An adjusted logit went NaN or +inf: the CPU Sampler's errors and rules decide, on a copy.
+  if (top_k.empty()) return sampler.sample(host_row());
+  return sampler.sample_top_k(top_k);
 }
 
 }  // namespace kvinfer::cuda_backend

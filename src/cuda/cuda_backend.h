@@ -6,10 +6,12 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "kvinfer/config.h"
 #include "kvinfer/kv_cache.h"
+#include "kvinfer/sampler.h"
 #include "models/weights.h"
 
 struct CUstream_st;  // cudaStream_t is CUstream_st*; declared here without the CUDA headers
@@ -79,5 +81,36 @@ CUstream_st* stream(Context& c);
 void to_host(Context& c, const float* device, float* host, int64_t n);
 // ops::first_nonfinite: copies x (n floats) to the host, waiting for the stream, and scans it.
 int64_t first_nonfinite(Context& c, const float* x, int64_t n, float* value);
+
+// ---- device sampling (Session::step, Session::sample; kernels/cuda_sample.h) -------------------
+// What scan_logits brings back of n device floats: 12 bytes instead of 4n.
+struct LogitsScan {
+  int32_t argmax;           // the first maximum (lowest index on ties)
+  int32_t first_nonfinite;  // the first NaN or ±inf, -1 if none
+  float max_value;          // logits[argmax]
+};
+// Scans n floats on the device and waits for the stream.
+LogitsScan scan_logits(Context& c, const float* logits, int64_t n);
+// The largest k top_k_candidates selects on the device.
+int32_t max_device_top_k();
+// What the Sampler applies before top-k: logit bias entries (in order) and penalised tokens
+// (distinct ids, their counts in the window), with the penalty factors.
+struct LogitAdjustments {
+  std::span<const std::pair<int32_t, float>> bias;
+  std::span<const std::pair<int32_t, int32_t>> penalised;
+  float repetition = 1.0f, presence = 0.0f, frequency = 0.0f;
+};
+// The top k (1 <= k <= min(vocab, max_device_top_k())) of one row of vocab device logits after
+// the adjustments, by (adjusted logit descending, id ascending), as (id, adjusted logit) pairs in
+// ascending id order: 4 + 8k bytes come back. Empty when an adjusted logit is NaN or +inf (the
+// caller lets the CPU Sampler decide). Waits for the stream. Valid until the next call on c.
+std::span<const std::pair<int32_t, float>> top_k_candidates(Context& c, const float* logits, int64_t vocab,
+                                                            const LogitAdjustments& adjust, int32_t k);
+// What Session::sample does with a row of vocab device logits: sampler's bias and penalties and
+// the top-k set on the device, its remaining steps on the host (Sampler::sample_top_k). When the
+// set would exceed max_device_top_k(), or an adjusted logit is NaN or +inf, host_row() copies the
+// row and sampler.sample() decides, as on the CPU.
+int32_t sample_row(Context& c, Sampler& sampler, const float* row, int64_t vocab,
+                   const std::function<std::span<const float>()>& host_row);
 
 }  // namespace kvinfer::cuda_backend

@@ -47,5 +47,14 @@ GraphCounts graph_counts() { return {}; }
 CUstream_st* stream(Context&) { unavailable(); }
 void to_host(Context&, const float*, float*, int64_t) { unavailable(); }
 int64_t first_nonfinite(Context&, const float*, int64_t, float*) { unavailable(); }
+LogitsScan scan_logits(Context&, const float*, int64_t) { unavailable(); }
+int32_t max_device_top_k() { unavailable(); }
+std::span<const std::pair<int32_t, float>> top_k_candidates(Context&, const float*, int64_t, const LogitAdjustments&,
+                                                            int32_t) {
+  unavailable();
+}
+int32_t sample_row(Context&, Sampler&, const float*, int64_t, const std::function<std::span<const float>()>&) {
+  unavailable();
+}
 
 }  // namespace kvinfer::cuda_backend

@@ -22,6 +22,9 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // step answers; returning false ends the loop with `stop` as the reason.
 struct Step {
   std::function<bool(int32_t id, std::span<const float> logits, bool last, StopReason& stop)> fn;
+  // fn reads `logits`: they are copied to the host. Otherwise fn gets an empty span, and on CUDA
+  // the logits never leave the device (Session::step, Session::sample).
+  bool wants_logits = false;
 };
 
 GenerateResult run(Session& session, KvCache& kv, std::span<const int32_t> prompt, const GenerateOptions& options,
@@ -49,12 +52,12 @@ GenerateResult run(Session& session, KvCache& kv, std::span<const int32_t> promp
   }
 
   const auto t0 = Clock::now();
-  std::span<const float> logits = session.prefill(kv, prompt);
+  session.step(kv, prompt);
   r.stats.prefill_seconds = seconds_since(t0);
   Clock::time_point first_token;
 
   for (;;) {
-    const int32_t id = sampler.sample(logits);
+    const int32_t id = session.sample(sampler);
     sampler.accept(id);
     r.tokens.push_back(id);
     if (r.tokens.size() == 1) {
@@ -70,13 +73,13 @@ GenerateResult run(Session& session, KvCache& kv, std::span<const int32_t> promp
       r.stop = StopReason::ContextFull;
     else
       last = false;
-    if (!step.fn(id, logits, last, r.stop) || last) break;
+    if (!step.fn(id, step.wants_logits ? session.logits() : std::span<const float>(), last, r.stop) || last) break;
     if (options.use_kv_cache) {
-      logits = session.decode(kv, id);
+      session.step(kv, id);
     } else {
       sequence.push_back(id);
       kv.clear();
-      logits = session.prefill(kv, sequence);
+      session.step(kv, sequence);
     }
   }
   r.stats.decode_seconds = seconds_since(first_token);
@@ -92,7 +95,8 @@ Step token_step(const TokenCallback& on_token) {
       return false;
     }
     return true;
-  }};
+  },
+          static_cast<bool>(on_token)};
 }
 
 }  // namespace

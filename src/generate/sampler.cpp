@@ -75,6 +75,7 @@ Sampler::Sampler(SamplingParams params, int32_t vocab_size)
   logits_.resize(vocab_size_);
   work_.resize(vocab_size_);
   candidates_out_.reserve(vocab_size_);
+  penalised_.reserve(static_cast<size_t>(std::min(vocab_size_, params_.penalty_last_n > 0 ? params_.penalty_last_n : 256)));
 }
 
 void Sampler::accept(int32_t id) { accept(std::span<const int32_t>(&id, 1)); }
@@ -92,20 +93,59 @@ void Sampler::reset() {
   candidates_out_.clear();
 }
 
+namespace {
+constexpr const char* kAllBanned = "sampler: every token is banned (all logits are -inf after bias and penalties)";
+}  // namespace
+
 int32_t Sampler::sample(std::span<const float> logits) {
   if (logits.size() != static_cast<size_t>(vocab_size_))
     throw Error(fmt::format("sampler: got {} logits for a vocabulary of {}", logits.size(), vocab_size_));
   adjust_logits(logits);
-  constexpr const char* kAllBanned = "sampler: every token is banned (all logits are -inf after bias and penalties)";
   if (params_.temperature == 0.0f) {
     // The first maximum: the lowest id on ties, as torch.argmax.
     const auto best = static_cast<int32_t>(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
-    if (logits_[best] == -kInf) throw Error(kAllBanned);
-    uniform_01(rng_);  // unused, but every successful call takes exactly one draw
-    candidates_out_.assign(1, {best, 1.0f});
-    return best;
+    return pick_greedy(best, logits_[best]);
   }
-  size_t n = collect_top_k();
+  return sample_from(collect_top_k());
+}
+
+int32_t Sampler::top_k_size() const {
+  if (params_.temperature == 0.0f) return 1;
+  return params_.top_k == 0 ? vocab_size_ : std::min(params_.top_k, vocab_size_);
+}
+
+int32_t Sampler::sample_top_k(std::span<const std::pair<int32_t, float>> top_k) {
+  if (top_k.empty() || top_k.size() > static_cast<size_t>(top_k_size()))
+    throw Error(fmt::format("sampler: got a top-k set of {} tokens, expected 1 .. {}", top_k.size(), top_k_size()));
+  for (const auto& [id, logit] : top_k) {
+    if (id < 0 || id >= vocab_size_)
+      throw Error(fmt::format("sampler: top-k token id {} is outside the vocabulary [0, {})", id, vocab_size_));
+    if (!(logit < kInf)) throw Error(fmt::format("sampler: top-k logit of token id {} is {}", id, logit));
+  }
+  if (params_.temperature == 0.0f) {
+    Candidate best{0.0, top_k[0].second, top_k[0].first};
+    for (const auto& [id, logit] : top_k.subspan(1))
+      if (comes_before(Candidate{0.0, logit, id}, best)) best = {0.0, logit, id};
+    return pick_greedy(best.id, best.logit);
+  }
+  size_t n = 0;
+  for (const auto& [id, logit] : top_k)
+    if (logit != -kInf) work_[n++] = {0.0, logit, id};
+  const auto by_id = [](const Candidate& a, const Candidate& b) { return a.id < b.id; };
+  if (!std::is_sorted(work_.begin(), work_.begin() + static_cast<ptrdiff_t>(n), by_id))
+    std::sort(work_.begin(), work_.begin() + static_cast<ptrdiff_t>(n), by_id);
+  return sample_from(n);
+}
+
+int32_t Sampler::pick_greedy(int32_t id, float logit) {
+  if (logit == -kInf) throw Error(kAllBanned);
+  uniform_01(rng_);  // unused, but every successful call takes exactly one draw
+  candidates_out_.assign(1, {id, 1.0f});
+  return id;
+}
+
+// work_[0, n) is the top-k set in id order.
+int32_t Sampler::sample_from(size_t n) {
   if (n == 0) throw Error(kAllBanned);
   // Drawn here, after every check, so the k-th successful call always uses the k-th draw.
   const double u = uniform_01(rng_);
@@ -141,14 +181,32 @@ void Sampler::adjust_logits(std::span<const float> logits) {
       throw Error(fmt::format("sampler: logit of token id {} overflows to +inf after its logit bias", id));
 }
 
-void Sampler::apply_penalties() {
+std::span<const int32_t> Sampler::penalty_window() const {
   const SamplingParams& p = params_;
   if (p.penalty_last_n == 0 ||
       (p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f))
-    return;
+    return {};
   const size_t window =
       p.penalty_last_n < 0 ? history_.size() : std::min(history_.size(), static_cast<size_t>(p.penalty_last_n));
-  const auto recent = std::span<const int32_t>(history_).last(window);
+  return std::span<const int32_t>(history_).last(window);
+}
+
+std::span<const std::pair<int32_t, int32_t>> Sampler::penalty_counts() {
+  const auto recent = penalty_window();
+  penalised_.clear();
+  for (int32_t id : recent) ++counts_[id];
+  for (int32_t id : recent) {
+    if (counts_[id] == 0) continue;  // listed already
+    penalised_.emplace_back(id, counts_[id]);
+    counts_[id] = 0;
+  }
+  return penalised_;
+}
+
+void Sampler::apply_penalties() {
+  const SamplingParams& p = params_;
+  const auto recent = penalty_window();
+  if (recent.empty()) return;
   for (int32_t id : recent) ++counts_[id];
   int32_t overflow = -1;  // thrown after the loop, which leaves counts_ all zero again
   for (int32_t id : recent) {

@@ -28,12 +28,17 @@ Session::Session(Session&&) noexcept = default;
 Session& Session::operator=(Session&&) noexcept = default;
 
 std::span<const float> Session::prefill(KvCache& kv, std::span<const int32_t> ids, Logits which) {
-  return forward(kv, ids, which);
+  return forward(kv, ids, which, /*copy=*/true);
 }
 
-std::span<const float> Session::decode(KvCache& kv, int32_t id) { return forward(kv, {&id, 1}, Logits::Last); }
+std::span<const float> Session::decode(KvCache& kv, int32_t id) {
+  return forward(kv, {&id, 1}, Logits::Last, /*copy=*/true);
+}
 
-std::span<const float> Session::forward(KvCache& kv, std::span<const int32_t> ids, Logits which) {
+void Session::step(KvCache& kv, std::span<const int32_t> ids) { forward(kv, ids, Logits::Last, /*copy=*/false); }
+
+std::span<const float> Session::forward(KvCache& kv, std::span<const int32_t> ids, Logits which, bool copy) {
+  last_ = {};
   const ModelConfig& c = model_->config();
   if (kv.num_layers() != c.num_layers || kv.num_kv_heads() != c.num_kv_heads || kv.head_dim() != c.head_dim)
     throw Error(fmt::format("KV cache shaped for {} layers × {} KV heads × head_dim {} does not fit this model "
@@ -57,7 +62,7 @@ std::span<const float> Session::forward(KvCache& kv, std::span<const int32_t> id
                             kv.size() + n - 1, c.max_position_embeddings));
   const int64_t start = kv.size();
   ForwardScratch& s = *scratch_;
-  std::span<const float> logits;
+  std::span<const float> logits;  // on the model's device
   const auto run = [&] {
     logits = c.is_gpt2() ? gpt2_forward(c, model_->weights(), s, kv, ids, which)
                          : llama_forward(c, model_->weights(), s, kv, ids, which);
@@ -70,13 +75,59 @@ std::span<const float> Session::forward(KvCache& kv, std::span<const int32_t> id
     run();
   }
   kv.commit(n);
-  if (s.exec.device == Device::CUDA) {
-    s.logits_host.resize(logits.size());
-    cuda_backend::to_host(*s.exec.cuda, logits.data(), s.logits_host.data(), static_cast<int64_t>(logits.size()));
-    logits = s.logits_host;
+  LastLogits last;
+  last.device = logits;
+  if (model_->device() != Device::CUDA) {
+    last.host = logits;
+  } else if (copy) {
+    last.host = copy_logits(logits);
+  } else {
+    // One device pass for the NaN/Inf check (and the argmax that greedy sampling needs). Only
+    // if it finds one are the logits copied, for check_logits' message and undo.
+    const cuda_backend::LogitsScan scan =
+        cuda_backend::scan_logits(*scratch_->exec.cuda, logits.data(), static_cast<int64_t>(logits.size()));
+    if (scan.first_nonfinite >= 0) check_logits(kv, start, ids, copy_logits(logits));  // throws
+    last.scanned = true;
+    last.argmax = scan.argmax;
+    last.max_value = scan.max_value;
   }
-  check_logits(kv, start, ids, logits);
-  return logits;
+  if (!last.host.empty()) check_logits(kv, start, ids, last.host);
+  last_ = last;
+  return last.host;
+}
+
+std::span<const float> Session::copy_logits(std::span<const float> device) {
+  scratch_->logits_host.resize(device.size());  // grows once to the largest call's rows × vocab
+  cuda_backend::to_host(*scratch_->exec.cuda, device.data(), scratch_->logits_host.data(),
+                        static_cast<int64_t>(device.size()));
+  return scratch_->logits_host;
+}
+
+std::span<const float> Session::logits() {
+  if (last_.device.empty())
+    throw Error("Session::logits: no logits (call prefill, decode or step first; a call that threw leaves none)");
+  if (last_.host.empty()) last_.host = copy_logits(last_.device);
+  return last_.host;
+}
+
+int32_t Session::sample(Sampler& sampler) {
+  if (last_.device.empty())
+    throw Error("Session::sample: no logits (call prefill, decode or step first; a call that threw leaves none)");
+  const int64_t vocab = model_->config().vocab_size;
+  if (sampler.vocab_size() != vocab)
+    throw Error(fmt::format("Session::sample: the sampler is for a vocabulary of {}, the model has {}",
+                            sampler.vocab_size(), vocab));
+  const auto row_of = [&](std::span<const float> all) { return all.last(static_cast<size_t>(vocab)); };
+  if (!last_.host.empty()) return sampler.sample(row_of(last_.host));
+  // CUDA, after step(): the logits are on the device. Greedy without bias or penalties: the
+  // step's scan has the pick.
+  const SamplingParams& p = sampler.params();
+  if (p.temperature == 0.0f && last_.scanned && p.logit_bias.empty() && sampler.penalty_counts().empty()) {
+    const std::pair<int32_t, float> best{last_.argmax, last_.max_value};
+    return sampler.sample_top_k({&best, 1});
+  }
+  return cuda_backend::sample_row(*scratch_->exec.cuda, sampler, row_of(last_.device).data(), vocab,
+                                  [&] { return row_of(logits()); });
 }
 
 // Every call's logits are scanned (one pass over rows × vocab floats, next to the LM head's rows ×

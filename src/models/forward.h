@@ -39,7 +39,7 @@ struct ForwardScratch {
   Activations up;                      // (n, intermediate)
   Activations logits;                  // (rows, vocab) on the device
   std::vector<int32_t> positions;      // (n) GPT-2: the positions of the call's tokens
-  std::vector<float> logits_host;      // (rows, vocab) what the caller reads
+  std::vector<float> logits_host;      // (rows, vocab) CUDA: the host copy Session hands out
 };
 
 // Runs ids at positions kv.size().. through every layer, writes their K/V into kv (the caller
