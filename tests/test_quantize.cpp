@@ -193,14 +193,170 @@ INSTANTIATE_TEST_SUITE_P(Types, QuantizeTest, ::testing::Values(DType::Q8_0, DTy
 TEST(Quantize, OtherTypesAreErrorsNamingTheDtype) {
   std::vector<float> x(256, 1.0f);
   std::vector<std::byte> out(1024);
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K,
-                  DType::Q6_K}) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q5_0, DType::Q5_1, DType::Q6_K}) {
     EXPECT_FALSE(can_quantize(t));
     try {
       quantize_row(t, x.data(), out.data(), 256);
       ADD_FAILURE() << "no error for " << dtype_name(t);
     } catch (const Error& e) {
       EXPECT_THAT(e.what(), HasSubstr(std::string(dtype_name(t))));
+    }
+  }
+}
+
+// ---- K-quants (Q4_K, Q5_K) ----
+// gguf-py has no K-quant quantiser, so there is no fixture of their bytes: these check what the
+// algorithm guarantees instead. Its last pass codes every value against the scales as stored,
+// q = clamp(nearest((x + dmin·m) / (d·sc)), 0, nmax): each value is within half a step d·sc of
+// its dequantised value, unless clipped at code 0 or nmax; and the fit is good on weight-like
+// data (an RMS error a fraction of a step of plain min/max quantisation).
+
+struct KCode {
+  float step, offset;  // d·sc and dmin·m of the value's sub-block
+  int code, nmax;
+};
+
+// Value i (0..255) of a Q4_K/Q5_K super-block, read from its fields as ggml lays them out.
+KCode k_code(DType t, const std::byte* b, int i) {
+  const bool five = t == DType::Q5_K;
+  const size_t d_at = five ? offsetof(core::BlockQ5_K, d) : offsetof(core::BlockQ4_K, d);
+  const size_t scales_at = five ? offsetof(core::BlockQ5_K, scales) : offsetof(core::BlockQ4_K, scales);
+  const size_t qs_at = five ? offsetof(core::BlockQ5_K, qs) : offsetof(core::BlockQ4_K, qs);
+  const int g = i / 32, l = i % 32;
+  int sc = 0, m = 0;
+  core::k_scale_min(b + scales_at, g, sc, m);
+  const auto byte = static_cast<unsigned>(b[qs_at + static_cast<size_t>(32 * (g / 2) + l)]);
+  int code = static_cast<int>(g % 2 ? byte >> 4 : byte & 0xFu);
+  if (five) code |= static_cast<int>((static_cast<unsigned>(b[offsetof(core::BlockQ5_K, qh) + static_cast<size_t>(l)]) >> g) & 1u) << 4;
+  return {static_cast<float>(half_value(b, d_at) * sc), static_cast<float>(half_value(b, d_at + 2) * m), code,
+          five ? 31 : 15};
+}
+
+class QuantizeKTest : public ::testing::TestWithParam<DType> {};
+
+// Weight-like rows at scales 1e-4 .. 1e2, some shifted, some with an outlier.
+std::vector<float> k_input() {
+  std::mt19937 rng(23);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(256 * 64);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const size_t block = i / 256;
+    const float scale = std::pow(10.0f, static_cast<float>(static_cast<int>(block % 7)) - 4.0f);
+    x[i] = normal(rng) * scale + (block % 3 == 1 ? 2 * scale : 0.0f);
+    if (block % 5 == 2 && i % 256 == 77) x[i] = 12 * scale;  // an outlier
+  }
+  return x;
+}
+
+TEST_P(QuantizeKTest, EveryValueIsWithinHalfAStepOfItsCodeUnlessClipped) {
+  const DType t = GetParam();
+  const std::vector<float> x = k_input();
+  const std::vector<std::byte> q = quantize(t, x);
+  ASSERT_EQ(q.size(), x.size() / 256 * dtype_block(t).bytes);
+  std::vector<float> back(x.size());
+  cpu::to_f32(t, q.data(), back.data(), static_cast<int64_t>(x.size()));
+  int failures = 0;
+  for (size_t i = 0; i < x.size() && failures < 5; ++i) {
+    const std::byte* b = q.data() + i / 256 * dtype_block(t).bytes;
+    const KCode k = k_code(t, b, static_cast<int>(i % 256));
+    // The dequantiser is the fields' d·sc·q - dmin·m (the same float operations).
+    ASSERT_EQ(back[i], k.step * static_cast<float>(k.code) - k.offset) << i;
+    const double err = std::fabs(static_cast<double>(back[i]) - x[i]);
+    const double half = 0.5 * k.step * (1 + 1e-5) + 1e-6 * std::fabs(x[i]);
+    const bool clipped_low = k.code == 0 && x[i] < -k.offset;
+    const bool clipped_high = k.code == k.nmax && x[i] > k.step * static_cast<float>(k.nmax) - k.offset;
+    if (k.step > 0 && !(err <= half) && !clipped_low && !clipped_high) {
+      ADD_FAILURE() << dtype_name(t) << " value " << i << ": x " << x[i] << ", code " << k.code << ", dequantised "
+                    << back[i] << ", error " << err << " > half a step " << half;
+      ++failures;
+    }
+  }
+}
+
+// The RMS error of each super-block against its spread: plain min/max quantisation with nmax
+// steps over [min, max] would give about range / nmax / √12; the fitted scales do no worse
+// than twice that, and the whole error is far under a careless quantiser's.
+TEST_P(QuantizeKTest, RmsErrorIsAFractionOfAStep) {
+  const DType t = GetParam();
+  const std::vector<float> x = k_input();
+  const std::vector<std::byte> q = quantize(t, x);
+  std::vector<float> back(x.size());
+  cpu::to_f32(t, q.data(), back.data(), static_cast<int64_t>(x.size()));
+  const double nmax = t == DType::Q5_K ? 31 : 15;
+  for (size_t b = 0; b < x.size() / 256; ++b) {
+    double worst_plain = 0, sq = 0;
+    for (size_t g = 0; g < 8; ++g) {
+      const auto* xs = x.data() + 256 * b + 32 * g;
+      const auto [lo, hi] = std::minmax_element(xs, xs + 32);
+      worst_plain = std::max(worst_plain, (static_cast<double>(*hi) - std::min(0.0f, *lo)) / nmax / std::sqrt(12.0));
+    }
+    for (size_t i = 256 * b; i < 256 * (b + 1); ++i) sq += std::pow(static_cast<double>(back[i]) - x[i], 2);
+    EXPECT_LT(std::sqrt(sq / 256), 2 * worst_plain) << dtype_name(t) << " super-block " << b;
+    EXPECT_GT(sq, 0.0);
+  }
+}
+
+TEST_P(QuantizeKTest, PiecesOfWholeBlocksGiveTheSameBytes) {
+  const DType t = GetParam();
+  const std::vector<float> x = k_input();
+  const std::vector<std::byte> whole = quantize(t, x);
+  std::vector<std::byte> pieces(whole.size());
+  for (int64_t begin = 0; begin < static_cast<int64_t>(x.size()); begin += 3 * 256)
+    quantize_row(t, x.data() + begin, pieces.data() + dtype_row_bytes(t, begin),
+                 std::min<int64_t>(3 * 256, static_cast<int64_t>(x.size()) - begin));
+  EXPECT_TRUE(pieces == whole);
+}
+
+TEST_P(QuantizeKTest, PartialSuperBlocksAreErrors) {
+  const DType t = GetParam();
+  std::vector<float> x(512, 1.0f);
+  std::vector<std::byte> out(512);
+  for (int64_t n : {int64_t{32}, int64_t{255}, int64_t{257}, int64_t{-256}}) {
+    try {
+      quantize_row(t, x.data(), out.data(), n);
+      ADD_FAILURE() << "no error for n = " << n;
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr(std::string(dtype_name(t))));
+      EXPECT_THAT(e.what(), HasSubstr("256-value blocks"));
+    }
+  }
+  // Zeros and constants: finite fields, and zeros dequantise to zeros.
+  std::vector<float> zeros(256, 0.0f), back(256, 1.0f);
+  std::vector<std::byte> q = quantize(t, zeros);
+  cpu::to_f32(t, q.data(), back.data(), 256);
+  for (float v : back) EXPECT_EQ(v, 0.0f);
+  q = quantize(t, std::vector<float>(256, -0.75f));
+  cpu::to_f32(t, q.data(), back.data(), 256);
+  for (float v : back) EXPECT_NEAR(v, -0.75f, 0.75f / 63);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, QuantizeKTest, ::testing::Values(DType::Q4_K, DType::Q5_K),
+                         [](const auto& p) { return std::string(dtype_name(p.param)); });
+
+// Sub-blocks whose values are the codes themselves (Q4_K: x = l mod 16; Q5_K: x = l): the first
+// fit is exact (scale 1, min 0), so every sub-block gets the 6-bit scale 63 and min 0, d =
+// f16(1/63) = 0x2410 (0.015869140625), dmin = 0, and every code is its value (x / (63·d) rounds
+// to x for x <= 31).
+TEST(Quantize, HandMadeKBlocks) {
+  for (DType t : {DType::Q4_K, DType::Q5_K}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    const bool five = t == DType::Q5_K;
+    std::vector<float> x(256);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(five ? i % 32 : i % 16);
+    const std::vector<std::byte> q = quantize(t, x);
+    EXPECT_EQ(half_at(q.data(), 0), 0x2410u);  // d
+    EXPECT_EQ(half_at(q.data(), 2), 0x0000u);  // dmin
+    // Scales 63 (low 6 bits of bytes 0..3, and 15 | 3 << 4 for sub-blocks 4..7), mins 0.
+    for (size_t j = 0; j < 4; ++j) EXPECT_EQ(static_cast<unsigned>(q[4 + j]), 0xFFu) << j;
+    for (size_t j = 4; j < 8; ++j) EXPECT_EQ(static_cast<unsigned>(q[4 + j]), 0x00u) << j;
+    for (size_t j = 8; j < 12; ++j) EXPECT_EQ(static_cast<unsigned>(q[4 + j]), 0x0Fu) << j;
+    for (int i = 0; i < 256; ++i) EXPECT_EQ(k_code(t, q.data(), i).code, static_cast<int>(x[static_cast<size_t>(i)])) << i;
+    if (five) {  // qh[l]: bit g set where value 32g + l >= 16, i.e. l >= 16, for every g
+      for (size_t l = 0; l < 32; ++l)
+        EXPECT_EQ(static_cast<unsigned>(q[offsetof(core::BlockQ5_K, qh) + l]), l >= 16 ? 0xFFu : 0x00u) << l;
+    } else {  // qs[32i + l]: codes of values 64i + l and 64i + 32 + l, both l mod 16
+      for (size_t l = 0; l < 128; ++l)
+        EXPECT_EQ(static_cast<unsigned>(q[offsetof(core::BlockQ4_K, qs) + l]), (l % 16) * 0x11u) << l;
     }
   }
 }
