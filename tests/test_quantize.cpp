@@ -227,7 +227,10 @@ KCode k_code(DType t, const std::byte* b, int i) {
   core::k_scale_min(b + scales_at, g, sc, m);
   const auto byte = static_cast<unsigned>(b[qs_at + static_cast<size_t>(32 * (g / 2) + l)]);
   int code = static_cast<int>(g % 2 ? byte >> 4 : byte & 0xFu);
-  if (five) code |= static_cast<int>((static_cast<unsigned>(b[offsetof(core::BlockQ5_K, qh) + static_cast<size_t>(l)]) >> g) & 1u) << 4;
+  if (five) {
+    const auto qh = static_cast<unsigned>(b[offsetof(core::BlockQ5_K, qh) + static_cast<size_t>(l)]);
+    code |= static_cast<int>((qh >> g) & 1u) << 4;
+  }
   return {static_cast<float>(half_value(b, d_at) * sc), static_cast<float>(half_value(b, d_at + 2) * m), code,
           five ? 31 : 15};
 }
@@ -350,7 +353,8 @@ TEST(Quantize, HandMadeKBlocks) {
     for (size_t j = 0; j < 4; ++j) EXPECT_EQ(static_cast<unsigned>(q[4 + j]), 0xFFu) << j;
     for (size_t j = 4; j < 8; ++j) EXPECT_EQ(static_cast<unsigned>(q[4 + j]), 0x00u) << j;
     for (size_t j = 8; j < 12; ++j) EXPECT_EQ(static_cast<unsigned>(q[4 + j]), 0x0Fu) << j;
-    for (int i = 0; i < 256; ++i) EXPECT_EQ(k_code(t, q.data(), i).code, static_cast<int>(x[static_cast<size_t>(i)])) << i;
+    for (int i = 0; i < 256; ++i)
+      EXPECT_EQ(k_code(t, q.data(), i).code, static_cast<int>(x[static_cast<size_t>(i)])) << i;
     if (five) {  // qh[l]: bit g set where value 32g + l >= 16, i.e. l >= 16, for every g
       for (size_t l = 0; l < 32; ++l)
         EXPECT_EQ(static_cast<unsigned>(q[offsetof(core::BlockQ5_K, qh) + l]), l >= 16 ? 0xFFu : 0x00u) << l;
