@@ -118,7 +118,7 @@ void check_args(const Args& a) {
 // --dtype: a plain type (parse_dtype) or one of the quantised types random_model writes.
 kvinfer::DType weight_dtype(const std::string& name) {
   for (kvinfer::DType t : {kvinfer::DType::Q8_0, kvinfer::DType::Q4_0, kvinfer::DType::Q4_1, kvinfer::DType::Q4_K,
-                           kvinfer::DType::Q5_K})
+                           kvinfer::DType::Q5_K, kvinfer::DType::Q6_K})
     if (kvinfer::dtype_name(t) == name) return t;
   return kvinfer::parse_dtype(name);
 }
@@ -312,9 +312,9 @@ int main(int argc, char** argv) {
   app.add_flag("--list-shapes", a.list_shapes, "print the synthetic shapes and exit");
   app.add_option("--dtype", a.dtype,
                  "weights of a synthetic shape: f32, f16, bf16, or ggml's block types q8_0, q4_0, q4_1, q4_k, "
-                 "q5_k (quantised as llama.cpp's reference quantisers do; q4_k/q5_k need sizes that are multiples "
-                 "of 256)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q4_k", "q5_k"}))
+                 "q5_k, q6_k (quantised as llama.cpp's reference quantisers do; the K types need sizes that are "
+                 "multiples of 256)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q4_k", "q5_k", "q6_k"}))
       ->type_name("DTYPE")
       ->capture_default_str();
   app.add_option("--kv-dtype", a.kv_dtype,

@@ -295,7 +295,7 @@ TEST(BenchCli, ListsShapesAndEveryOptionWithItsDefault) {
 // (smollm2-135m: 576) is refused in one line naming the block size, before anything runs.
 TEST(BenchCli, Q4KNeedsWholeSuperBlocks) {
   expect_one_line_error(bench({"-s", "smollm2-135m", "--dtype", "q4_k", "-n", "2"}), "256-value q4_k blocks");
-  expect_one_line_error(bench({"-s", "smollm2-135m", "--dtype", "q6_k", "-n", "2"}), "--dtype");
+  expect_one_line_error(bench({"-s", "smollm2-135m", "--dtype", "q5_0", "-n", "2"}), "--dtype");
 }
 
 // Only one decode step's worth of output: N = 1 has no decode step, so no floor.

@@ -161,9 +161,9 @@ TEST(RandomModel, WeightsHaveTheIntendedStatistics) {
 
 TEST(RandomModel, InvalidDtypeAndShapeAreErrors) {
   const std::string e =
-      error_of([] { random_model(tiny(Architecture::Llama), {.weight_dtype = DType::Q6_K, .device = Device::CPU}); });
-  EXPECT_NE(e.find("weight dtype q6_k is not supported"), std::string::npos) << e;
-  EXPECT_NE(e.find("q8_0, q4_0, q4_1, q4_k or q5_k"), std::string::npos) << e;
+      error_of([] { random_model(tiny(Architecture::Llama), {.weight_dtype = DType::Q5_0, .device = Device::CPU}); });
+  EXPECT_NE(e.find("weight dtype q5_0 is not supported"), std::string::npos) << e;
+  EXPECT_NE(e.find("q8_0, q4_0, q4_1, q4_k, q5_k or q6_k"), std::string::npos) << e;
   ModelConfig bad = tiny(Architecture::Llama);
   bad.num_kv_heads = 4;  // does not divide 6 heads
   EXPECT_NE(error_of([&] { random_model(bad, {.device = Device::CPU}); }).find("invalid shape"), std::string::npos);
@@ -298,15 +298,17 @@ TEST(RandomModel, KQuantModelsAreTheF32WeightsQuantisedAndRun) {
   const ModelConfig c = tiny_k();
   auto f = random_model(c, {.seed = 5, .device = Device::CPU});
   const std::vector<float> ref = widen(f->weights().layers[0].up.weight);
-  // U(-√3·0.02, √3·0.02): a sub-block spans under 0.07, so a Q4_K step is about 0.07 / 15 and a
-  // Q5_K step 0.07 / 31; values within a step of the f32 ones (clipping included).
-  const std::pair<DType, double> cases[] = {{DType::Q4_K, 0.07 / 15}, {DType::Q5_K, 0.07 / 31}};
+  // U(-√3·0.02, √3·0.02): a sub-block spans under 0.07, so a Q4_K step is about 0.07 / 15, a
+  // Q5_K step 0.07 / 31 and a Q6_K step 0.035 / 32; values within a step of the f32 ones
+  // (clipping included).
+  const std::pair<DType, double> cases[] = {
+      {DType::Q4_K, 0.07 / 15}, {DType::Q5_K, 0.07 / 31}, {DType::Q6_K, 0.035 / 32}};
   for (const auto& [t, bound] : cases) {
     SCOPED_TRACE(std::string(dtype_name(t)));
     auto q = random_model(c, {.weight_dtype = t, .seed = 5, .device = Device::CPU});
     EXPECT_EQ(q->weight_dtype(), t);
     EXPECT_EQ(q->weights().embed.dtype, t);
-    EXPECT_EQ(q->weights().embed.bytes(), dtype_row_bytes(t, 256) * 300);  // 144 (Q4_K) or 176 (Q5_K) a row
+    EXPECT_EQ(q->weights().embed.bytes(), dtype_row_bytes(t, 256) * 300);  // 144, 176 or 210 bytes a row
     const std::vector<float> got = widen(q->weights().layers[0].up.weight);
     ASSERT_EQ(got.size(), ref.size());
     double worst = 0;

@@ -27,7 +27,7 @@ ModelConfig synthetic_config(std::string_view name);
 
 struct RandomModelOptions {
   // The projections' and embeddings' dtype: f32, f16, bf16, or ggml's q8_0, q4_0, q4_1 (rows of
-  // whole 32-value blocks), q4_k or q5_k (rows of whole 256-value super-blocks), quantised as
+  // whole 32-value blocks), q4_k, q5_k or q6_k (rows of whole 256-value super-blocks), quantised as
   // ggml's reference quantisers do (src/core/quantize.h). Every matrix has the one dtype (a
   // llama.cpp Q4_K_M file mixes in Q6_K; this is "pure" Q4_K).
   DType weight_dtype = DType::F32;

@@ -1,4 +1,4 @@
-// f32 → Q8_0 / Q4_0 / Q4_1 / Q4_K / Q5_K, as ggml's quantize_row_*_ref (see quantize.h). Every
+// f32 → Q8_0 / Q4_0 / Q4_1 / Q4_K / Q5_K / Q6_K, as ggml's quantize_row_*_ref (see quantize.h). Every
 // line below is one float32 operation of the C reference, in its order; the library is built with
 // -ffp-contract=off, so `x * id + 8.5f` is two roundings here as in gguf-py's numpy.
 #include "core/quantize.h"
@@ -256,6 +256,104 @@ void quantize_k(const float* x, std::byte* b) {
     }
 }
 
+// ---- Q6_K: 256-value super-blocks of sixteen 16-value sub-blocks, signed 6-bit codes ----
+
+constexpr float kGroupMaxEps = 1e-15f;  // ggml's GROUP_MAX_EPS: a sub-block under it is zeros
+
+// ggml's make_qx_quants(16, 32, x, L, rmse_type 1, no weights): weights x², codes l in -32..31
+// stored as l + 32, the best of the max-based scale and 18 more (iscale = -(32 + 0.1·is) / max,
+// is = ±1..±9) by the weighted least-squares criterion. Returns the scale (negative where the
+// value of largest magnitude is positive: codes run from -32).
+float make_qx_quants_q6(const float* x, int8_t* L) {
+  constexpr int n = 16, nmax = 32;
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    std::fill(L, L + n, int8_t{0});
+    return 0.0f;
+  }
+  const auto code = [](float v) { return std::max(-nmax, std::min(nmax - 1, nearest_int(v))); };
+  float iscale = static_cast<float>(-nmax) / max;
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = code(iscale * x[i]);
+    L[i] = static_cast<int8_t>(l + nmax);
+    const float w = x[i] * x[i], fl = static_cast<float>(l);
+    sumlx += w * x[i] * fl;
+    suml2 += w * fl * fl;
+  }
+  float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
+  float best = scale * sumlx;
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / max;
+    sumlx = suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = x[i] * x[i], fl = static_cast<float>(code(iscale * x[i]));
+      sumlx += w * x[i] * fl;
+      suml2 += w * fl * fl;
+    }
+    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+      for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(nmax + code(iscale * x[i]));
+      scale = sumlx / suml2;
+      best = scale * sumlx;
+    }
+  }
+  return scale;
+}
+
+// One Q6_K super-block: ggml's quantize_row_q6_K_ref. 8-bit sub-block scales against
+// d = -max_scale / 128 (f16), every value coded again against d · scale as stored.
+void quantize_q6_k(const float* x, std::byte* b) {
+  using B = core::BlockQ6_K;
+  constexpr int kSubs = core::kQK / 16;
+  int8_t L[core::kQK];
+  float scales[kSubs];
+  float max_scale = 0, max_abs_scale = 0;
+  for (int ib = 0; ib < kSubs; ++ib) {
+    scales[ib] = make_qx_quants_q6(x + 16 * ib, L + 16 * ib);
+    const float abs_scale = std::fabs(scales[ib]);
+    if (abs_scale > max_abs_scale) {
+      max_abs_scale = abs_scale;
+      max_scale = scales[ib];
+    }
+  }
+  std::fill(b, b + sizeof(B), std::byte{0});
+  if (max_abs_scale < kGroupMaxEps) return;  // ggml: the block zeroed, d = +0
+  const float iscale = -128.0f / max_scale;
+  put_half(b + offsetof(B, d), 1 / iscale);
+  std::byte* sc = b + offsetof(B, scales);
+  for (int ib = 0; ib < kSubs; ++ib)
+    sc[ib] = static_cast<std::byte>(static_cast<uint8_t>(std::min(127, nearest_int(iscale * scales[ib]))));
+  const float d_all = core::q_half(b, offsetof(B, d));
+  for (int j = 0; j < kSubs; ++j) {
+    const float d = d_all * static_cast<float>(static_cast<int8_t>(sc[j]));
+    if (d == 0.0f) continue;  // ggml: if (!d) continue; the first pass's codes stay
+    for (int ii = 0; ii < 16; ++ii) {
+      const int l = std::max(-32, std::min(31, nearest_int(x[16 * j + ii] / d)));
+      L[16 * j + ii] = static_cast<int8_t>(l + 32);
+    }
+  }
+  // Half h (values 128h ..): value 128h + 32k + l has its low 4 bits in ql[64h + 32(k % 2) + l]
+  // (low nibble for k < 2, high after) and its high 2 bits at bit 2k of qh[32h + l].
+  std::byte* ql = b + offsetof(B, ql);
+  std::byte* qh = b + offsetof(B, qh);
+  for (int h = 0; h < 2; ++h)
+    for (int l = 0; l < 32; ++l) {
+      const auto q = [&](int k) { return static_cast<unsigned>(static_cast<uint8_t>(L[128 * h + 32 * k + l])); };
+      ql[64 * h + l] = static_cast<std::byte>((q(0) & 0xF) | ((q(2) & 0xF) << 4));
+      ql[64 * h + 32 + l] = static_cast<std::byte>((q(1) & 0xF) | ((q(3) & 0xF) << 4));
+      qh[32 * h + l] =
+          static_cast<std::byte>((q(0) >> 4) | ((q(1) >> 4) << 2) | ((q(2) >> 4) << 4) | ((q(3) >> 4) << 6));
+    }
+}
+
 template <void (*Quantize)(const float*, std::byte*)>
 void quantize_blocks(DType t, const float* src, std::byte* dst, int64_t n) {
   const auto bytes = static_cast<size_t>(dtype_block(t).bytes);
@@ -267,8 +365,8 @@ void quantize_blocks(DType t, const float* src, std::byte* dst, int64_t n) {
 
 void quantize_row(DType t, const float* src, std::byte* dst, int64_t n) {
   if (!can_quantize(t))
-    throw Error(fmt::format("quantize_row: cannot quantise to {} (only q8_0, q4_0, q4_1, q4_k and q5_k are written)",
-                            dtype_name(t)));
+    throw Error(fmt::format(
+        "quantize_row: cannot quantise to {} (only q8_0, q4_0, q4_1, q4_k, q5_k and q6_k are written)", dtype_name(t)));
   const int64_t values = dtype_block(t).elements;
   if (n < 0 || n % values != 0)
     throw Error(fmt::format("quantize_row: {} values of {} are not a whole number of {}-value blocks", n, dtype_name(t),
@@ -279,6 +377,7 @@ void quantize_row(DType t, const float* src, std::byte* dst, int64_t n) {
     case DType::Q4_1: return quantize_blocks<quantize_q4_1>(t, src, dst, n);
     case DType::Q4_K: return quantize_blocks<quantize_k<DType::Q4_K>>(t, src, dst, n);
     case DType::Q5_K: return quantize_blocks<quantize_k<DType::Q5_K>>(t, src, dst, n);
+    case DType::Q6_K: return quantize_blocks<quantize_q6_k>(t, src, dst, n);
     default: break;
   }
 }

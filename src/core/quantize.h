@@ -1,5 +1,5 @@
 #pragma once
-// f32 → ggml's Q8_0, Q4_0, Q4_1, Q4_K and Q5_K blocks (the inverse of kernels/core/quant.h's
+// f32 → ggml's Q8_0, Q4_0, Q4_1, Q4_K, Q5_K and Q6_K blocks (the inverse of kernels/core/quant.h's
 // dequantisers). Q8_0/Q4_0/Q4_1 are bit-identical to ggml's reference quantisers
 // (quantize_row_{q8_0,q4_0,q4_1}_ref in ggml-quants.c) and to gguf-py's gguf.quants.quantize: the
 // same float32 operations in the same order, f16 fields rounded to nearest even. Per 32-value
@@ -19,6 +19,10 @@
 // those are quantised to 6 bits against d = max s / 63 and dmin = max m / 63 (f16), and every
 // value is coded again against the rounded d·sc and dmin·m: q = clamp(nearest((x + dmin·m) /
 // (d·sc))). ggml's nearest_int rounds half to even (its 1.5·2^23 addition, used here too).
+// Q6_K follows quantize_row_q6_K_ref: each 16-value sub-block gets a signed scale from
+// make_qx_quants (weights x², codes -32..31, the best of 19 candidate scales), quantised to 8 bits
+// against d = -max / 128 (f16, max the scale of largest magnitude), every value coded again as
+// clamp(nearest(x / (d·sc)), -32, 31). A super-block whose scales are all under 1e-15 is zeros.
 // The float32 operations are ggml's in its order, uncontracted; a ggml build that contracts
 // multiply-adds into FMAs may pick other codes for a few values.
 //
@@ -41,12 +45,13 @@ namespace kvinfer {
 
 // Quantises n values (a multiple of the block size: 32, or 256 for the K-quants) into
 // n / block blocks of type t at dst. Throws kvinfer::Error naming the dtype for any t but Q8_0,
-// Q4_0, Q4_1, Q4_K and Q5_K, and for n not a whole number of blocks.
+// Q4_0, Q4_1, Q4_K, Q5_K and Q6_K, and for n not a whole number of blocks.
 void quantize_row(DType t, const float* src, std::byte* dst, int64_t n);
 
 // The types quantize_row writes.
 constexpr bool can_quantize(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q4_K || t == DType::Q5_K;
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q4_K || t == DType::Q5_K ||
+         t == DType::Q6_K;
 }
 
 }  // namespace kvinfer

@@ -236,7 +236,7 @@ std::shared_ptr<const Model> random_model(const ModelConfig& c, const RandomMode
   const DType dt = options.weight_dtype;
   if (dt != DType::F32 && dt != DType::F16 && dt != DType::BF16 && !can_quantize(dt))
     throw Error(fmt::format(
-        "random_model: weight dtype {} is not supported (f32, f16, bf16, q8_0, q4_0, q4_1, q4_k or q5_k)",
+        "random_model: weight dtype {} is not supported (f32, f16, bf16, q8_0, q4_0, q4_1, q4_k, q5_k or q6_k)",
         dtype_name(dt)));
   if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.intermediate_size <= 0 || c.num_layers <= 0 ||
       c.num_heads <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 || c.num_heads % c.num_kv_heads != 0)
