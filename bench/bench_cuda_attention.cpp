@@ -1,5 +1,6 @@
 // Decode attention bandwidth (kernels/attention_decode.cu) against the device's own copy
-// bandwidth, measured here: cudaMemcpyAsync device to device of 1 GiB, read + write bytes.
+// bandwidth (cuda_backend::measure_copy_bandwidth: cudaMemcpyAsync device to device of 1 GiB,
+// read + write bytes). Contexts 4K, 8K and 32K (tools/gpu_check.sh tabulates 8K and 32K).
 // Decode bytes = the K and V rows of the context + q + out. Head_dim 128, bf16 cache, 8 KV heads,
 // heads = group × 8. L2 is flushed before every timed call (the 4K-context cache, 16 MB, would
 // otherwise sit in it). Median of 20 calls. Exits 0 with a message when there is no device.
@@ -14,6 +15,7 @@
 #include "core/convert.h"
 #include "cuda_check.h"
 #include "cuda_events.h"
+#include "cuda/device_memory.h"
 #include "cuda_ops.h"
 #include "kvinfer/device.h"
 
@@ -32,22 +34,6 @@ struct Buffer {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-// Read + write bytes per second of a 1 GiB device-to-device copy.
-double copy_bandwidth() {
-  constexpr size_t kBytes = size_t{1} << 30;
-  Buffer a(kBytes), b(kBytes);
-  CUDA_CHECK(cudaMemset(a.p, 1, kBytes));
-  CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, kBytes, cudaMemcpyDeviceToDevice));  // warm-up
-  kvinfer::bench::CudaEvents t;
-  std::vector<double> secs;
-  for (int i = 0; i < 10; ++i) {
-    t.start();
-    CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, kBytes, cudaMemcpyDeviceToDevice));
-    secs.push_back(t.stop_seconds());
-  }
-  return 2.0 * static_cast<double>(kBytes) / median(secs);
 }
 
 struct Row {
@@ -106,14 +92,14 @@ int main() {
   try {
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-    const double copy = copy_bandwidth();
+    const double copy = kvinfer::cuda_backend::measure_copy_bandwidth().bytes_per_s;
     std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
     std::printf("copy bandwidth (D2D 1 GiB, read + write): %.0f GB/s\n\n", copy * 1e-9);
     std::printf("decode attention, head_dim 128, bf16 cache, 8 KV heads\n");
     std::printf("%8s %6s %6s %10s %10s %9s %7s\n", "context", "group", "heads", "KV MiB", "time us", "GB/s", "% copy");
     const size_t flush_bytes = std::max<size_t>(static_cast<size_t>(prop.l2CacheSize) * 4, size_t{256} << 20);
     Buffer flush(flush_bytes);
-    for (int64_t context : {4096, 32768})
+    for (int64_t context : {4096, 8192, 32768})
       for (int64_t group : {1, 4, 7, 8}) {
         const Row r = decode(context, group, flush, flush_bytes);
         const double gbs = r.bytes / r.seconds;

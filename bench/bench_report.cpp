@@ -143,6 +143,38 @@ int64_t attended_positions(const BenchInfo& info, int64_t step) {
 
 bool tokens_match(const Report& r) { return !r.run.mismatch; }
 
+int64_t middle_decode_step(int64_t tokens) { return tokens < 2 ? 0 : 1 + tokens / 2; }
+
+FloorFigures floor_figures(const Report& r) {
+  FloorFigures f;
+  if (!r.floor) {
+    f.source = "no decode step";
+    return f;
+  }
+  if (const auto ms = median_decode_ms(r.run.on); ms && *ms > 0) f.achieved_tokens_per_s = 1e3 / *ms;
+  if (r.info.device == "cpu") {
+    if (r.bandwidth) {
+      f.gb_per_s = r.bandwidth->gb_per_s;
+      f.source = "host read probe";
+    } else {
+      f.source = "not measured (--no-bandwidth-probe)";
+    }
+  } else if (!r.device_copy) {
+    f.source = "not measured (--no-bandwidth-probe)";
+  } else if (r.device_copy->simulated) {
+    f.source = "simulated device (the CUDA simulation build): no floor";
+  } else {
+    f.gb_per_s = r.device_copy->gb_per_s;
+    f.source = "device copy";
+  }
+  if (f.gb_per_s && *f.gb_per_s > 0) {
+    f.floor_ms = static_cast<double>(r.floor->bytes.total()) / (*f.gb_per_s * 1e9) * 1e3;
+    f.floor_tokens_per_s = 1e3 / *f.floor_ms;
+    if (f.achieved_tokens_per_s) f.fraction = *f.achieved_tokens_per_s / *f.floor_tokens_per_s;
+  }
+  return f;
+}
+
 std::string format_table(const Report& r) {
   const BenchInfo& in = r.info;
   const uint64_t kv_token = kvinfer::kv_bytes_per_token(in.config, r.run.kv_dtype);
@@ -238,6 +270,35 @@ std::string format_table(const Report& r) {
     if (r.bandwidth && in.device != "cpu")
       s += fmt::format("(no fraction of the probe: it measured host memory, the model runs on {})\n", in.device);
   }
+  s += format_floor(r);
+  return s;
+}
+
+std::string format_floor(const Report& r) {
+  std::string s;
+  if (r.device_copy)
+    s += fmt::format("device copy bandwidth: {:.1f} GB/s ({}: D2D cudaMemcpy of {}, read + write, median of {}){}\n",
+                     r.device_copy->gb_per_s, r.device_copy->device, kvinfer::format_bytes(r.device_copy->bytes),
+                     r.device_copy->reps,
+                     r.device_copy->simulated ? "; simulated device: not a GPU measurement" : "");
+  if (!r.floor) return s;
+  const kvinfer::DecodeStepBytes& b = r.floor->bytes;
+  using kvinfer::format_bytes;
+  s += fmt::format(
+      "decode step bytes (step {}, {} positions): {} = matrices {} + LM head {} + norms/biases {} + embedding row {} "
+      "+ KV read {} ({} positions) + KV write {}\n",
+      r.floor->step, r.floor->context, kvinfer::format_count(static_cast<int64_t>(b.total())),
+      format_bytes(b.layer_matrices), format_bytes(b.lm_head), format_bytes(b.norms_biases),
+      format_bytes(b.embedding_rows), format_bytes(b.kv_read), b.positions_read, format_bytes(b.kv_write));
+  const FloorFigures f = floor_figures(r);
+  const std::string achieved =
+      f.achieved_tokens_per_s ? fmt::format("achieved {:.1f} tokens/s", *f.achieved_tokens_per_s) : "achieved -";
+  if (f.floor_ms)
+    s += fmt::format("decode floor: {:.3f} ms/token = {:.1f} tokens/s (bytes a step / {:.1f} GB/s, {}); {}{}\n",
+                     *f.floor_ms, *f.floor_tokens_per_s, *f.gb_per_s, f.source, achieved,
+                     f.fraction ? fmt::format(" = {:.1f}% of the floor", *f.fraction * 100) : "");
+  else
+    s += fmt::format("decode floor: not computed, {}; {}\n", f.source, achieved);
   return s;
 }
 
@@ -309,6 +370,36 @@ std::string format_json(const Report& r) {
   }
   j["at_positions"] = at;
   j["bandwidth"] = bw;
+  j["device_copy"] = r.device_copy ? json{{"device", r.device_copy->device},
+                                          {"GBps", r.device_copy->gb_per_s},
+                                          {"bytes", r.device_copy->bytes},
+                                          {"reps", r.device_copy->reps},
+                                          {"statistic", "median; read + write bytes of a D2D cudaMemcpy"},
+                                          {"simulated", r.device_copy->simulated}}
+                                   : json(nullptr);
+  if (r.floor) {
+    const kvinfer::DecodeStepBytes& b = r.floor->bytes;
+    const FloorFigures f = floor_figures(r);
+    j["decode_floor"] = {{"step", r.floor->step},
+                         {"context", r.floor->context},
+                         {"bytes", {{"total", b.total()},
+                                    {"weights", b.weights()},
+                                    {"layer_matrices", b.layer_matrices},
+                                    {"lm_head", b.lm_head},
+                                    {"norms_biases", b.norms_biases},
+                                    {"embedding_rows", b.embedding_rows},
+                                    {"positions_read", b.positions_read},
+                                    {"kv_read", b.kv_read},
+                                    {"kv_write", b.kv_write}}},
+                         {"bandwidth_GBps", opt(f.gb_per_s)},
+                         {"bandwidth_source", f.source},
+                         {"floor_ms_per_token", opt(f.floor_ms)},
+                         {"floor_tokens_per_s", opt(f.floor_tokens_per_s)},
+                         {"achieved_tokens_per_s", opt(f.achieved_tokens_per_s)},
+                         {"fraction_of_floor", opt(f.fraction)}};
+  } else {
+    j["decode_floor"] = nullptr;
+  }
 
   json steps = json::array();
   for (const StepRow& row : rows)

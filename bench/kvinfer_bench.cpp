@@ -1,7 +1,8 @@
 // kvinfer-bench: the "KV cache on vs off" experiment in one command. Greedy generation of N
 // tokens after a P-token prompt, with the cache and without it (the whole sequence recomputed at
 // every step), on a model file or a named synthetic shape; prints where the time goes, the memory
-// read bandwidth each decode step achieves, and optionally JSON, CSV and an SVG plot.
+// read bandwidth each decode step achieves, the decode floor (the bytes a step must read over the
+// bandwidth measured) and optionally JSON, CSV and an SVG plot.
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,8 +20,10 @@
 #include "bench_report.h"
 #include "bench_run.h"
 #include "core/input_file.h"
+#include "cuda/device_memory.h"
 #include "kvinfer/kvinfer.h"
 #include "kvinfer/synthetic.h"
+#include "models/decode_bytes.h"
 #include "read_bandwidth.h"
 #include "tool.h"
 
@@ -114,7 +117,8 @@ void check_args(const Args& a) {
 
 // --dtype: a plain type (parse_dtype) or one of the quantised types random_model writes.
 kvinfer::DType weight_dtype(const std::string& name) {
-  for (kvinfer::DType t : {kvinfer::DType::Q8_0, kvinfer::DType::Q4_0, kvinfer::DType::Q4_1})
+  for (kvinfer::DType t : {kvinfer::DType::Q8_0, kvinfer::DType::Q4_0, kvinfer::DType::Q4_1, kvinfer::DType::Q4_K,
+                           kvinfer::DType::Q5_K, kvinfer::DType::Q6_K})
     if (kvinfer::dtype_name(t) == name) return t;
   return kvinfer::parse_dtype(name);
 }
@@ -226,6 +230,18 @@ class Outputs {
       svg_{nullptr, std::fclose};
 };
 
+// The CUDA device's copy bandwidth: 1 GiB copies, as the GPU benchmarks (64 MiB on the CUDA
+// simulation's CPU-backed device, whose figure measures no GPU), at most a quarter of the device
+// memory the model left free.
+bench::DeviceCopy measure_device_copy() {
+  namespace cb = kvinfer::cuda_backend;
+  const size_t want = cb::kSimulatedDevice ? size_t{64} << 20 : size_t{1} << 30;
+  const size_t bytes = std::min(want, cb::device_free_bytes() / 4 / (size_t{1} << 20) * (size_t{1} << 20));
+  if (bytes == 0) throw Error("device copy bandwidth: under 4 MiB of device memory is free after the model");
+  const cb::CopyBandwidth c = cb::measure_copy_bandwidth(bytes);
+  return {cb::device_description(), c.bytes_per_s / 1e9, c.bytes, c.reps, cb::kSimulatedDevice};
+}
+
 int run(const Args& a) {
   check_args(a);
   const std::vector<int64_t> positions = parse_positions(a.positions, a.tokens);
@@ -250,6 +266,10 @@ int run(const Args& a) {
   if (!a.no_probe) {
     if (tty) std::fprintf(stderr, "measuring memory read bandwidth...\n");
     report.bandwidth = bench::measure_read_bandwidth(threads);
+    if (model->device() == kvinfer::Device::CUDA) {
+      if (tty) std::fprintf(stderr, "measuring device copy bandwidth...\n");
+      report.device_copy = measure_device_copy();
+    }
   }
   bench::RunOptions ro;
   ro.prompt = prompt;
@@ -266,6 +286,10 @@ int run(const Args& a) {
       std::fflush(stderr);
     };
   report.run = bench::run_experiment(model, ro);
+  if (report.run.on.ran && a.tokens >= 2) {  // the decode floor at the middle decode step
+    const int64_t step = bench::middle_decode_step(a.tokens), context = info.prompt_tokens + step - 1;
+    report.floor = bench::DecodeFloor{step, context, kvinfer::decode_step_bytes(*model, context, report.run.kv_dtype)};
+  }
 
   outputs.write(report);
   return bench::tokens_match(report) ? tool::kExitOk : kExitModesDisagree;
@@ -275,8 +299,8 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "kvinfer-bench: greedy generation with the KV cache on vs off: time per step, speedup, peak memory "
-      "and the memory bandwidth each decode step achieves",
+      "kvinfer-bench: greedy generation with the KV cache on vs off: time per step, speedup, peak memory, "
+      "the memory bandwidth each decode step achieves and the decode floor",
       "kvinfer-bench"};
   app.get_formatter()->column_width(32);
   Args a;
@@ -287,9 +311,10 @@ int main(int argc, char** argv) {
       ->type_name("NAME");
   app.add_flag("--list-shapes", a.list_shapes, "print the synthetic shapes and exit");
   app.add_option("--dtype", a.dtype,
-                 "weights of a synthetic shape: f32, f16, bf16, or ggml's block types q8_0, q4_0, q4_1 "
-                 "(quantised as llama.cpp does)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1"}))
+                 "weights of a synthetic shape: f32, f16, bf16, or ggml's block types q8_0, q4_0, q4_1, q4_k, "
+                 "q5_k, q6_k (quantised as llama.cpp's reference quantisers do; the K types need sizes that are "
+                 "multiples of 256)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q4_k", "q5_k", "q6_k"}))
       ->type_name("DTYPE")
       ->capture_default_str();
   app.add_option("--kv-dtype", a.kv_dtype,
@@ -333,7 +358,9 @@ int main(int argc, char** argv) {
       ->type_name("FILE");
   app.add_option("--csv", a.csv, "write one row per step to FILE (- = stdout); default: none")->type_name("FILE");
   app.add_option("--svg", a.svg, "write a plot of step latency against step to FILE; default: none")->type_name("FILE");
-  app.add_flag("--no-bandwidth-probe", a.no_probe, "skip measuring the memory read bandwidth");
+  app.add_flag("--no-bandwidth-probe", a.no_probe,
+               "skip measuring the memory read bandwidth (and, on CUDA, the device copy bandwidth): the decode "
+               "floor is then not computed");
   app.add_flag("--int8-activations", a.int8_activations,
                "CPU, Q8_0/Q4_0/Q4_1 weights: 8-bit activations and integer products (llama.cpp's way; "
                "faster, not exact); default: off");
@@ -343,7 +370,11 @@ int main(int argc, char** argv) {
   app.footer("Synthetic shapes (-s):\n" + shapes_text() +
              "\nCache on: step 1 prefills the P prompt tokens (time to first token), step i > 1 decodes token i-1.\n"
              "Cache off: step i clears the cache and prefills all P + i - 1 tokens, as HF's use_cache=False.\n"
-             "Both modes must pick the same tokens; otherwise the first mismatch is printed and the exit status is 3.\n" +
+             "Both modes must pick the same tokens; otherwise the first mismatch is printed and the exit status is 3.\n"
+             "Decode floor: the bytes the middle decode step must read (every weight as stored, the LM head once,\n"
+             "one embedding row, K/V of the positions attended, the new K/V row written) over the bandwidth\n"
+             "measured: on CUDA a D2D cudaMemcpy (read + write), on the CPU the read probe. Achieved decode\n"
+             "tokens/s (1 / median decode step) is reported as a % of the floor's tokens/s.\n" +
              std::string(tool::kExitStatusHelp) + "\n"
              "Published: gpt2-medium, 1000 tokens: ~21.7 s with the cache, ~107 s without (4.9x):\n"
              "  kvinfer-bench -s gpt2-medium -n 1000 --svg kv.svg");

@@ -118,6 +118,38 @@ TEST(BenchCli, CacheOnAndOffAgreeOnTheFixture) {
   EXPECT_GT(j["cache_on"]["peak_rss_bytes"].get<uint64_t>(), 0u);
   // Default report positions 1,64,256,512,1000 clamped to N = 40: steps 1 and 40.
   EXPECT_EQ(j["config"]["positions"], json::array({1, 40}));
+
+  // The decode floor, at the middle decode step 1 + 40 / 2 = 21, which attends P + 20 = 24
+  // positions: every weight a step reads, K/V of 24 positions read and of 1 written, over the
+  // read probe (the CPU's bandwidth).
+  EXPECT_TRUE(j["device_copy"].is_null());  // the CPU has no device copy
+  const json& f = j["decode_floor"];
+  ASSERT_TRUE(f.is_object()) << j.dump();
+  EXPECT_EQ(f["step"], 21);
+  EXPECT_EQ(f["context"], 24);
+  const json& b = f["bytes"];
+  EXPECT_EQ(b["weights"], weights);
+  EXPECT_EQ(b["positions_read"], 24);
+  EXPECT_EQ(b["kv_read"], kKvBytesPerToken * 24);
+  EXPECT_EQ(b["kv_write"], kKvBytesPerToken);
+  EXPECT_EQ(b["total"], weights + kKvBytesPerToken * 25);
+  EXPECT_EQ(b["layer_matrices"].get<uint64_t>() + b["lm_head"].get<uint64_t>() + b["norms_biases"].get<uint64_t>() +
+                b["embedding_rows"].get<uint64_t>(),
+            weights);
+  EXPECT_GT(b["lm_head"].get<uint64_t>(), 0u);
+  EXPECT_EQ(f["bandwidth_source"], "host read probe");
+  EXPECT_EQ(f["bandwidth_GBps"], j["bandwidth"]["probe_GBps"]);
+  const double floor_ms = b["total"].get<double>() / (f["bandwidth_GBps"].get<double>() * 1e9) * 1e3;
+  EXPECT_NEAR(f["floor_ms_per_token"].get<double>(), floor_ms, floor_ms * 1e-9);
+  EXPECT_NEAR(f["floor_tokens_per_s"].get<double>(), 1e3 / floor_ms, 1e-6 / floor_ms);
+  const double achieved = 1e3 / j["cache_on"]["median_decode_ms"].get<double>();
+  EXPECT_NEAR(f["achieved_tokens_per_s"].get<double>(), achieved, achieved * 1e-9);
+  EXPECT_NEAR(f["fraction_of_floor"].get<double>(), achieved * floor_ms / 1e3, 1e-9);
+  // The table says the same.
+  EXPECT_NE(r.err.find("decode step bytes (step 21, 24 positions): "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("host read probe); achieved "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("% of the floor"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("device copy bandwidth"), std::string::npos) << r.err;
 }
 
 TEST(BenchCli, OffEveryRunsASubsetAndSaysItEstimated) {
@@ -143,6 +175,15 @@ TEST(BenchCli, OffEveryRunsASubsetAndSaysItEstimated) {
   EXPECT_NEAR(j["cache_off"]["total_s"].get<double>() * 1e3, trapezoid_total_ms(j["steps"]), 1e-6);
   EXPECT_TRUE(j["bandwidth"]["probe_GBps"].is_null());
   EXPECT_NE(r.err.find("not measured (--no-bandwidth-probe)"), std::string::npos) << r.err;
+  // No bandwidth, no floor: the bytes and the achieved rate only.
+  const json& f = j["decode_floor"];
+  EXPECT_EQ(f["bytes"]["total"], j["config"]["step_weight_bytes"].get<uint64_t>() + kKvBytesPerToken * 25);
+  EXPECT_TRUE(f["bandwidth_GBps"].is_null());
+  EXPECT_TRUE(f["floor_tokens_per_s"].is_null());
+  EXPECT_TRUE(f["fraction_of_floor"].is_null());
+  EXPECT_GT(f["achieved_tokens_per_s"].get<double>(), 0);
+  EXPECT_NE(r.err.find("decode floor: not computed, not measured (--no-bandwidth-probe); achieved "), std::string::npos)
+      << r.err;
 }
 
 TEST(BenchCli, WritesCsvAndSvgFiles) {
@@ -244,8 +285,26 @@ TEST(BenchCli, ListsShapesAndEveryOptionWithItsDefault) {
                         "--svg",
                         "--no-bandwidth-probe",
                         "--list-shapes",
+                        "q4_k",
+                        "Decode floor",
                         "gpt2-medium"})
     EXPECT_NE(h.out.find(s), std::string::npos) << s;
+}
+
+// --dtype q4_k is accepted; a shape whose hidden size is not whole 256-value super-blocks
+// (smollm2-135m: 576) is refused in one line naming the block size, before anything runs.
+TEST(BenchCli, Q4KNeedsWholeSuperBlocks) {
+  expect_one_line_error(bench({"-s", "smollm2-135m", "--dtype", "q4_k", "-n", "2"}), "256-value q4_k blocks");
+  expect_one_line_error(bench({"-s", "smollm2-135m", "--dtype", "q5_0", "-n", "2"}), "--dtype");
+}
+
+// Only one decode step's worth of output: N = 1 has no decode step, so no floor.
+TEST(BenchCli, OneTokenHasNoDecodeFloor) {
+  Output r = bench({"-m", kFixture, "-p", "4", "-n", "1", "--mode", "on", "--no-bandwidth-probe", "--json", "-"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_TRUE(j["decode_floor"].is_null());
+  EXPECT_EQ(r.err.find("decode floor"), std::string::npos) << r.err;
 }
 
 TEST(BenchCli, SyntheticShapeSmoke) {

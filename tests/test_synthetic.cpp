@@ -161,9 +161,9 @@ TEST(RandomModel, WeightsHaveTheIntendedStatistics) {
 
 TEST(RandomModel, InvalidDtypeAndShapeAreErrors) {
   const std::string e =
-      error_of([] { random_model(tiny(Architecture::Llama), {.weight_dtype = DType::Q4_K, .device = Device::CPU}); });
-  EXPECT_NE(e.find("weight dtype q4_k is not supported"), std::string::npos) << e;
-  EXPECT_NE(e.find("q8_0, q4_0 or q4_1"), std::string::npos) << e;
+      error_of([] { random_model(tiny(Architecture::Llama), {.weight_dtype = DType::Q5_0, .device = Device::CPU}); });
+  EXPECT_NE(e.find("weight dtype q5_0 is not supported"), std::string::npos) << e;
+  EXPECT_NE(e.find("q8_0, q4_0, q4_1, q4_k, q5_k or q6_k"), std::string::npos) << e;
   ModelConfig bad = tiny(Architecture::Llama);
   bad.num_kv_heads = 4;  // does not divide 6 heads
   EXPECT_NE(error_of([&] { random_model(bad, {.device = Device::CPU}); }).find("invalid shape"), std::string::npos);
@@ -279,6 +279,65 @@ TEST(RandomModel, QuantisedModelsRunWithFiniteLogits) {
     ASSERT_TRUE(m8->int8_activations());
     test::expect_cache_on_equals_off(m8, prompt, 6);
   }
+}
+
+// The K-quants (256-value super-blocks): a Llama whose every matrix has rows of whole
+// super-blocks (hidden 256, 4 heads of 64, intermediate 512), 2 layers.
+ModelConfig tiny_k() {
+  ModelConfig c = tiny(Architecture::Llama);
+  c.vocab_size = 300;
+  c.hidden_size = 256;
+  c.intermediate_size = 512;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 64;
+  return c;
+}
+
+TEST(RandomModel, KQuantModelsAreTheF32WeightsQuantisedAndRun) {
+  const ModelConfig c = tiny_k();
+  auto f = random_model(c, {.seed = 5, .device = Device::CPU});
+  const std::vector<float> ref = widen(f->weights().layers[0].up.weight);
+  // U(-√3·0.02, √3·0.02): a sub-block spans under 0.07, so a Q4_K step is about 0.07 / 15, a
+  // Q5_K step 0.07 / 31 and a Q6_K step 0.035 / 32; values within a step of the f32 ones
+  // (clipping included).
+  const std::pair<DType, double> cases[] = {
+      {DType::Q4_K, 0.07 / 15}, {DType::Q5_K, 0.07 / 31}, {DType::Q6_K, 0.035 / 32}};
+  for (const auto& [t, bound] : cases) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    auto q = random_model(c, {.weight_dtype = t, .seed = 5, .device = Device::CPU});
+    EXPECT_EQ(q->weight_dtype(), t);
+    EXPECT_EQ(q->weights().embed.dtype, t);
+    EXPECT_EQ(q->weights().embed.bytes(), dtype_row_bytes(t, 256) * 300);  // 144, 176 or 210 bytes a row
+    const std::vector<float> got = widen(q->weights().layers[0].up.weight);
+    ASSERT_EQ(got.size(), ref.size());
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - ref[i]));
+    EXPECT_LT(worst, bound);
+    EXPECT_GT(worst, 0.0);
+    // The same bytes whatever the thread count (blocks are independent).
+#if defined(_OPENMP)
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+#endif
+    auto again = random_model(c, {.weight_dtype = t, .seed = 5, .device = Device::CPU});
+#if defined(_OPENMP)
+    omp_set_num_threads(threads);
+#endif
+    EXPECT_TRUE(raw(q->weights().layers[1].down.weight) == raw(again->weights().layers[1].down.weight));
+    // It runs: finite logits, and cache on equals cache off.
+    KvCache kv(*q, 16);
+    Session s(q);
+    const std::vector<int32_t> prompt = {5, 17, 299, 3};
+    const std::span<const float> l = s.prefill(kv, prompt);
+    ASSERT_EQ(l.size(), 300u);
+    for (float x : l) ASSERT_TRUE(std::isfinite(x));
+    test::expect_cache_on_equals_off(q, prompt, 4);
+  }
+  // A hidden size that is not whole super-blocks is refused, naming the block size.
+  ModelConfig bad = tiny_quantised(Architecture::Llama);  // hidden 64
+  const std::string e = error_of([&] { random_model(bad, {.weight_dtype = DType::Q4_K, .device = Device::CPU}); });
+  EXPECT_NE(e.find("256-value q4_k blocks"), std::string::npos) << e;
 }
 
 // A quantised matrix needs whole 32-value blocks per row: the error names the matrix.

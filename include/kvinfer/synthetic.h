@@ -26,8 +26,10 @@ const std::vector<SyntheticShape>& synthetic_shapes();
 ModelConfig synthetic_config(std::string_view name);
 
 struct RandomModelOptions {
-  // The projections' and embeddings' dtype: f32, f16, bf16, or ggml's q8_0, q4_0 or q4_1
-  // (quantised as ggml's reference quantisers do; every row must be whole 32-value blocks).
+  // The projections' and embeddings' dtype: f32, f16, bf16, or ggml's q8_0, q4_0, q4_1 (rows of
+  // whole 32-value blocks), q4_k, q5_k or q6_k (rows of whole 256-value super-blocks), quantised as
+  // ggml's reference quantisers do (src/core/quantize.h). Every matrix has the one dtype (a
+  // llama.cpp Q4_K_M file mixes in Q6_K; this is "pure" Q4_K).
   DType weight_dtype = DType::F32;
   uint64_t seed = 0;
   Device device = Device::Auto;
@@ -39,7 +41,8 @@ struct RandomModelOptions {
 // initializer_range), norm weights 1 + U, biases U at std 0.02 (norms and biases stay f32).
 // Quantised weight types quantise those values block by block. Built in parallel, the same bytes
 // for a seed whatever the thread count. Throws on an invalid config or dtype, or a matrix whose
-// column count is not a whole number of blocks of a quantised dtype.
+// column count is not a whole number of blocks of a quantised dtype (e.g. q4_k on a shape whose
+// hidden size is not a multiple of 256: gpt2-xl, smollm2-135m).
 std::shared_ptr<const Model> random_model(const ModelConfig& config, const RandomModelOptions& options = {});
 
 }  // namespace kvinfer

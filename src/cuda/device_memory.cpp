@@ -2,6 +2,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "cuda_check.h"
@@ -45,6 +48,43 @@ void copy_to_host(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   CUDA_CHECK(cudaDeviceSynchronize());
   CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+CopyBandwidth measure_copy_bandwidth(size_t bytes, int reps) {
+  if (bytes == 0 || reps < 1) throw Error(fmt::format("measure_copy_bandwidth: {} bytes, {} repetitions", bytes, reps));
+  DeviceBuffer a(bytes, "copy bandwidth probe (source)"), b(bytes, "copy bandwidth probe (destination)");
+  CUDA_CHECK(cudaMemset(a.get(), 1, bytes));  // not zeros: real data
+  CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice));  // warm-up
+  cudaEvent_t start = nullptr, stop = nullptr;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<float> ms;
+  try {
+    for (int i = 0; i < reps; ++i) {
+      CUDA_CHECK(cudaEventRecord(start));
+      CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice));
+      CUDA_CHECK(cudaEventRecord(stop));
+      CUDA_CHECK(cudaEventSynchronize(stop));
+      float t = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+      ms.push_back(t);
+    }
+  } catch (...) {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    throw;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  const double median_s = std::max(static_cast<double>(ms[ms.size() / 2]) * 1e-3, 1e-9);
+  return {2.0 * static_cast<double>(bytes) / median_s, bytes, reps};
+}
+
+std::string device_description() {
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  return prop.name;
 }
 
 }  // namespace kvinfer::cuda_backend

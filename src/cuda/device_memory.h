@@ -2,6 +2,7 @@
 // Device memory without CUDA headers, so host code that is built either way can hold it.
 // Implemented in device_memory.cpp with CUDA, in stubs.cpp without (where every call throws).
 #include <cstddef>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -17,6 +18,28 @@ size_t device_free_bytes();
 // (copy_to_device), or every stream's earlier work is done before they are read (copy_to_host).
 void copy_to_device(void* dst, const void* src, size_t bytes);
 void copy_to_host(void* dst, const void* src, size_t bytes);
+
+// The device's copy bandwidth, the ceiling of memory-bound kernels (the benchmarks' reference):
+// a device-to-device cudaMemcpyAsync of `bytes` on the legacy stream, one warm-up copy, then
+// `reps` copies each timed with CUDA events; bytes read + bytes written (2 × bytes) over the
+// median time. Allocates 2 × bytes of device memory for the call; throws kvinfer::Error when
+// they do not fit, or in a build without CUDA.
+struct CopyBandwidth {
+  double bytes_per_s = 0;
+  size_t bytes = 0;  // one copy's size
+  int reps = 0;
+};
+CopyBandwidth measure_copy_bandwidth(size_t bytes = size_t{1} << 30, int reps = 10);
+// The CUDA device's name (cudaGetDeviceProperties of device 0).
+std::string device_description();
+
+// The CUDA simulation build (-DKVINFER_CUDA_SIM=ON, sim/): its "device" runs every GPU thread on
+// the CPU, so its timings and bandwidths measure nothing about a GPU.
+#if defined(KVINFER_CUDA_SIM)
+inline constexpr bool kSimulatedDevice = true;
+#else
+inline constexpr bool kSimulatedDevice = false;
+#endif
 
 }  // namespace kvinfer::cuda_backend
 

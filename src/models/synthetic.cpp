@@ -121,7 +121,7 @@ class RandomWeights {
     // Chunks of whole blocks (rows hold whole blocks, and the block size divides kChunk), each
     // narrowed or quantised on its own: the bytes do not depend on how chunks meet threads.
     constexpr int64_t kChunk = 1 << 16;
-    static_assert(kChunk % dtype_block(DType::Q8_0).elements == 0);
+    static_assert(kChunk % dtype_block(DType::Q8_0).elements == 0 && kChunk % dtype_block(DType::Q4_K).elements == 0);
     const bool quantised = is_quantized(dtype_);
 #pragma omp parallel
     {
@@ -235,8 +235,9 @@ ModelConfig synthetic_config(std::string_view name) {
 std::shared_ptr<const Model> random_model(const ModelConfig& c, const RandomModelOptions& options) {
   const DType dt = options.weight_dtype;
   if (dt != DType::F32 && dt != DType::F16 && dt != DType::BF16 && !can_quantize(dt))
-    throw Error(fmt::format("random_model: weight dtype {} is not supported (f32, f16, bf16, q8_0, q4_0 or q4_1)",
-                            dtype_name(dt)));
+    throw Error(fmt::format(
+        "random_model: weight dtype {} is not supported (f32, f16, bf16, q8_0, q4_0, q4_1, q4_k, q5_k or q6_k)",
+        dtype_name(dt)));
   if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.intermediate_size <= 0 || c.num_layers <= 0 ||
       c.num_heads <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 || c.num_heads % c.num_kv_heads != 0)
     throw Error(fmt::format("random_model: invalid shape (vocab {}, hidden {}, intermediate {}, layers {}, heads {}, "

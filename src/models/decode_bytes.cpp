@@ -1,0 +1,42 @@
+// The bytes one decode step must read (decode_bytes.h).
+#include "models/decode_bytes.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "kvinfer/error.h"
+#include "kvinfer/kv_plan.h"
+#include "models/weights.h"
+
+namespace kvinfer {
+
+DecodeStepBytes decode_step_bytes(const Model& model, int64_t context, DType kv_dtype) {
+  if (context < 1)
+    throw Error(fmt::format("decode_step_bytes: context {} is not a position count >= 1 (the new token counts)",
+                            context));
+  const ModelWeights& w = model.weights();
+  DecodeStepBytes b;
+  const auto vec = [](const Vector& v) { return v.bytes(); };
+  for (const LayerWeights& L : w.layers) {
+    b.norms_biases += vec(L.attn_norm) + vec(L.attn_norm_bias) + vec(L.ffn_norm) + vec(L.ffn_norm_bias);
+    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
+      b.layer_matrices += l->weight.bytes();
+      b.norms_biases += vec(l->bias);
+    }
+  }
+  b.norms_biases += vec(w.final_norm) + vec(w.final_norm_bias);
+  b.lm_head = w.lm_head.weight.bytes();  // a tied head is the embedding: counted here only
+  b.embedding_rows = w.embed.row_bytes() + (w.pos_embed.data ? w.pos_embed.row_bytes() : 0);
+
+  const ModelConfig& c = model.config();
+  b.positions_read = c.sliding_window ? std::min(context, *c.sliding_window) : context;
+  b.kv_write = kv_bytes_per_token(c, kv_dtype);
+  b.kv_read = plan_kv_bytes(c, b.positions_read, kv_dtype);  // throws on overflow
+  uint64_t total = 0;
+  if (__builtin_add_overflow(b.weights(), b.kv_read, &total) || __builtin_add_overflow(total, b.kv_write, &total))
+    throw Error("decode_step_bytes: the bytes of a step overflow 64 bits");
+  return b;
+}
+
+}  // namespace kvinfer
