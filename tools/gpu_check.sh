@@ -29,11 +29,12 @@ ARCH="${GPU_CHECK_ARCH:-90}"
 JOBS="$(nproc 2>/dev/null || echo 4)"
 export PATH="$PATH:/usr/local/cuda/bin"
 
-TESTS=(test_cuda_attention test_cuda_ops test_cuda_sample test_cuda_e2e test_device)
+TESTS=(test_cuda_attention test_cuda_ops test_cuda_gemv test_cuda_graphs test_cuda_sample test_cuda_e2e test_device)
 BENCHES=(kvinfer-bench-cuda-attention kvinfer-bench-cuda-decode kvinfer-bench-cuda-ops)
 # The decode floor: kvinfer-bench on the TinyLlama-1.1B shape, P = 512, N = 129 (the floor at the
-# middle decode step, 576 positions), cache on only, in each weight dtype.
-FLOOR_DTYPES=(bf16 q8_0 q4_k)
+# middle decode step, 576 positions), cache on only, in each weight dtype; q4_k once more with
+# KVINFER_CUDA_GRAPHS=0 (plain launches: what the graph saves). Runs are named dtype[_nographs].
+FLOOR_RUNS=(bf16 q8_0 q4_k q4_k_nographs)
 
 # Seconds each step may take at most, and the whole run: a step is cut to what is left of
 # GPU_CHECK_DEADLINE (default 540 s), and skipped when under 10 s is left, so that the summary is
@@ -70,7 +71,7 @@ figures_table() {
   echo
   echo "| TinyLlama-1.1B shape, batch-1 decode | positions | bytes/step | copy GB/s | floor tokens/s | achieved tokens/s | % of floor | >= 75 % |"
   echo "|---|---:|---:|---:|---:|---:|---:|---|"
-  for dt in bf16 q8_0 q4_k; do
+  for dt in "${FLOOR_RUNS[@]}"; do
     log="$dir/floor_$dt.txt"
     ctx="$(first_match "$log" 's/^decode step bytes (step [0-9]*, \([0-9]*\) positions): .*/\1/p')"
     bytes="$(first_match "$log" 's/^decode step bytes ([^)]*): \([0-9,]*\) = .*/\1/p')"
@@ -243,7 +244,9 @@ for b in "${BENCHES[@]}"; do
 done
 
 bin="$(binary kvinfer-bench)"
-for dt in "${FLOOR_DTYPES[@]}"; do
+for dt in "${FLOOR_RUNS[@]}"; do
+  graphs=1
+  [[ "$dt" == *_nographs ]] && graphs=0
   if [[ $configured -eq 0 ]]; then
     record "decode floor $dt" 0 "skipped (configure failed)"
     continue
@@ -252,8 +255,8 @@ for dt in "${FLOOR_DTYPES[@]}"; do
     failed=1
     continue
   fi
-  step "decode floor $dt" "$T_FLOOR" "$LOGS/floor_$dt.txt" \
-    "$bin" -s tinyllama-1.1b --dtype "$dt" --device cuda --mode on -p 512 -n 129 --positions 2,129 \
+  step "decode floor $dt" "$T_FLOOR" "$LOGS/floor_$dt.txt" env KVINFER_CUDA_GRAPHS="$graphs" \
+    "$bin" -s tinyllama-1.1b --dtype "${dt%_nographs}" --device cuda --mode on -p 512 -n 129 --positions 2,129 \
     --json "$LOGS/floor_$dt.json"
   grep -E '^(device copy|decode step bytes|decode floor)' "$LOGS/floor_$dt.txt"
 done
