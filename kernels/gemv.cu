@@ -1,13 +1,13 @@
 // Matrix-vector products for n <= 8 input rows (decode and small batches): y = x · Wᵀ (+ bias).
 //
 // gemv_quant_kernel: at n <= 8 the product is bound by reading W, so W is read once, in its
-// stored blocks: dequantising to a copy first would write and read that copy again (3.5× the
-// bytes of a Q4_K matrix on top of its own). One block per output row (576 rows already give
-// 4 blocks per SM on 132 SMs; a thread block is at most 8 warps, so long rows split across
-// warps). A warp stages 32 groups' blocks in shared memory with 16-byte loads (bytewise at the
-// unaligned head and tail: small formats' rows are 18, 20, 22 or 34-byte blocks), then each lane
-// decodes one 32-value group with kernels/core/quant.h, the CPU's code, so the values are
-// cpu::to_f32's bit for bit; the n dot products reuse the decoded group from registers.
+// stored blocks: a dequantised f16 copy would be written and read again, 7× a Q4_K matrix's own
+// bytes. x comes from L1/L2, 4n bytes a column per block, already 7n× Q4_K's 0.56: at n = 1 a
+// block takes two output rows so that each x value loaded serves both (576 rows: 288 blocks for
+// 132 SMs); at n > 1 one row (more registers would spill). Up to 8 warps split a long row. A warp stages 32 groups' blocks in shared memory with
+// 16-byte loads (bytewise at unaligned heads and tails: rows of 18, 20, 22 or 34-byte blocks
+// start anywhere), then each lane decodes one 32-value group with kernels/core/quant.h, the
+// CPU's code, so the values are cpu::to_f32's bit for bit, and uses it for all n inputs.
 //
 // gemv_float_kernel: f32/f16/bf16 weights, one block per row, a lane reads 8 consecutive values
 // with one or two 16-byte loads (scalar loads when the row or x is not 16-byte aligned).
@@ -32,6 +32,9 @@ namespace {
 constexpr int kWarp = 32;
 constexpr int kMaxWarps = 8;  // threads per row: at most 256
 constexpr int kGroup = core::kQuantGroup;
+// Output rows a block of the quantised kernel: for n = 1 two, which share each x value loaded;
+// for more, one (two rows' decoded groups and n sums each spill registers at n >= 4 on sm_90).
+constexpr int quant_rows(int n) { return n == 1 ? 2 : 1; }
 constexpr unsigned kFullMask = 0xffffffffu;
 
 // Warps per row when each lane takes `units` of work in turn: enough that every lane has one,
@@ -43,23 +46,29 @@ int warps_for(int64_t units) {
 
 __device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
-// The block's n sums of row `row` into y (n, rows): warp butterflies, then warp 0's partials
-// summed in warp order by thread t for input row t, plus the bias. red: (warps, N) shared.
-template <int N>
-__device__ void reduce_store(float (&acc)[N], float* red, int64_t row, int64_t rows, const float* bias, float* y) {
+// The block's sums for rows row0 .. row0+R-1 (those < rows) into y (n, rows): warp butterflies,
+// then the warps' partials summed in warp order by thread r·N + t, plus the bias. red: (warps, R,
+// N) shared.
+template <int R, int N>
+__device__ void reduce_store(float (&acc)[R][N], float* red, int64_t row0, int64_t rows, const float* bias, float* y) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp, warp = static_cast<int>(threadIdx.x) / kWarp;
   const int warps = static_cast<int>(blockDim.x) / kWarp;
 #pragma unroll
-  for (int t = 0; t < N; ++t)
-    for (int o = 16; o > 0; o >>= 1) acc[t] += __shfl_xor_sync(kFullMask, acc[t], o);
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < N; ++t)
+      for (int o = 16; o > 0; o >>= 1) acc[r][t] += __shfl_xor_sync(kFullMask, acc[r][t], o);
   if (lane == 0)
 #pragma unroll
-    for (int t = 0; t < N; ++t) red[warp * N + t] = acc[t];
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int t = 0; t < N; ++t) red[(warp * R + r) * N + t] = acc[r][t];
   __syncthreads();
-  if (threadIdx.x < N) {
-    const int t = static_cast<int>(threadIdx.x);
-    float s = red[t];
-    for (int w = 1; w < warps; ++w) s += red[w * N + t];
+  const int r = static_cast<int>(threadIdx.x) / N, t = static_cast<int>(threadIdx.x) % N;
+  if (r < R && row0 + r < rows) {
+    const int64_t row = row0 + r;
+    float s = red[r * N + t];
+    for (int w = 1; w < warps; ++w) s += red[(w * R + r) * N + t];
     if (bias != nullptr) s += bias[row];
     y[t * rows + row] = s;
   }
@@ -96,54 +105,82 @@ __device__ const std::byte* stage_warp(const std::byte* src, int bytes, std::byt
   return stage + (s - base);
 }
 
-// Σ v[j] · x[j], j = 0..31, in order. x: (32) f32, 16-byte aligned when `vec`.
-__device__ __forceinline__ float dot32(const float (&v)[kGroup], const float* x, bool vec) {
-  float p = 0.0f;
+// p[r] = Σ v[r][j] · x[j], j = 0..31 in order, for each of R rows: x read once for all of them.
+// x: (32) f32, 16-byte aligned when `vec`.
+template <int R>
+__device__ __forceinline__ void dot32(const float (&v)[R][kGroup], const float* x, bool vec, float (&p)[R]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) p[r] = 0.0f;
   if (vec) {
 #pragma unroll
     for (int j = 0; j < kGroup; j += 4) {
       const float4 a = *reinterpret_cast<const float4*>(x + j);
-      p = fmaf(v[j], a.x, p), p = fmaf(v[j + 1], a.y, p), p = fmaf(v[j + 2], a.z, p), p = fmaf(v[j + 3], a.w, p);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        p[r] = fmaf(v[r][j], a.x, p[r]), p[r] = fmaf(v[r][j + 1], a.y, p[r]);
+        p[r] = fmaf(v[r][j + 2], a.z, p[r]), p[r] = fmaf(v[r][j + 3], a.w, p[r]);
+      }
     }
   } else {
 #pragma unroll
-    for (int j = 0; j < kGroup; ++j) p = fmaf(v[j], x[j], p);
+    for (int j = 0; j < kGroup; ++j) {
+      const float a = x[j];
+#pragma unroll
+      for (int r = 0; r < R; ++r) p[r] = fmaf(v[r][j], a, p[r]);
+    }
   }
-  return p;
 }
 
-// One block per output row; warp w decodes blocks [w·C, w·C + C), then [(w + warps)·C, ...) with
-// C = 32 groups' blocks; lane l takes group l of the warp's chunk. Dynamic shared memory:
-// (warps, kStageBytes) staged blocks, then (warps, N) f32 partial sums.
+// R = quant_rows(N) output rows a block, warp w decoding blocks [w·C, w·C + C) of each, then
+// [(w + warps)·C, ...), with C = 32 groups' blocks; lane l takes group l of the warp's chunks.
+// The rows share each x value loaded. Dynamic shared memory: (warps, R, kStageBytes) staged
+// blocks, then (warps, R, N) f32 partial sums.
 template <DType T, int N>
 __global__ void __launch_bounds__(kMaxWarps* kWarp)
     gemv_quant_kernel(const std::byte* w, int64_t rows, int64_t cols, const float* x, const float* bias, float* y) {
   using S = QuantShape<T>;
+  constexpr int R = quant_rows(N);
   const int lane = static_cast<int>(threadIdx.x) % kWarp, warp = static_cast<int>(threadIdx.x) / kWarp;
   const int warps = static_cast<int>(blockDim.x) / kWarp;
-  std::byte* stage = dynamic_shared<std::byte>() + warp * S::kStageBytes;                    // (kStageBytes)
-  float* red = reinterpret_cast<float*>(dynamic_shared<std::byte>() + warps * S::kStageBytes);  // (warps, N)
-  const int64_t row = blockIdx.x;
+  std::byte* stage = dynamic_shared<std::byte>() + warp * R * S::kStageBytes;                     // (R, kStageBytes)
+  float* red = reinterpret_cast<float*>(dynamic_shared<std::byte>() + warps * R * S::kStageBytes);  // (warps, R, N)
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
   const int64_t blocks_per_row = cols / S::kBlockValues;
-  const std::byte* w_row = w + row * static_cast<int64_t>(dtype_row_bytes(T, cols));  // (blocks_per_row) blocks
+  const int64_t row_bytes = static_cast<int64_t>(dtype_row_bytes(T, cols));
   const bool vec_x = aligned16(x);  // then every group of x (32 f32, cols a multiple of 32) is aligned too
-  float acc[N];
+  float acc[R][N];
 #pragma unroll
-  for (int t = 0; t < N; ++t) acc[t] = 0.0f;
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < N; ++t) acc[r][t] = 0.0f;
   for (int64_t b0 = static_cast<int64_t>(warp) * S::kChunkBlocks; b0 < blocks_per_row;
        b0 += static_cast<int64_t>(warps) * S::kChunkBlocks) {
     const int blocks = static_cast<int>(blocks_per_row - b0 < S::kChunkBlocks ? blocks_per_row - b0 : S::kChunkBlocks);
-    const std::byte* chunk = stage_warp(w_row + b0 * S::kBlockBytes, blocks * S::kBlockBytes, stage, lane);
+    const std::byte* chunk[R];  // (blocks) blocks of each row, staged
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int64_t row = row0 + r < rows ? row0 + r : rows - 1;  // a missing last row repeats one, unstored
+      chunk[r] = stage_warp(w + row * row_bytes + b0 * S::kBlockBytes, blocks * S::kBlockBytes,
+                            stage + r * S::kStageBytes, lane);
+    }
     if (lane < blocks * S::kGroupsPerBlock) {
-      float v[kGroup];  // values of group `lane` of the chunk
-      core::dequantize_group<T>(chunk + (lane / S::kGroupsPerBlock) * S::kBlockBytes, lane % S::kGroupsPerBlock, v);
+      float v[R][kGroup];  // values of group `lane` of each row's chunk
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        core::dequantize_group<T>(chunk[r] + (lane / S::kGroupsPerBlock) * S::kBlockBytes, lane % S::kGroupsPerBlock,
+                                  v[r]);
       const int64_t c0 = (b0 * S::kGroupsPerBlock + lane) * kGroup;  // its first column
 #pragma unroll
-      for (int t = 0; t < N; ++t) acc[t] += dot32(v, x + t * cols + c0, vec_x);
+      for (int t = 0; t < N; ++t) {
+        float p[R];
+        dot32<R>(v, x + t * cols + c0, vec_x, p);
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r][t] += p[r];
+      }
     }
     __syncwarp();  // every lane has read the stage before the next chunk overwrites it
   }
-  reduce_store<N>(acc, red, row, rows, bias, y);
+  reduce_store<R, N>(acc, red, row0, rows, bias, y);
 }
 
 // ---- f32 / f16 / bf16 weights -----------------------------------------------------------------
@@ -176,15 +213,17 @@ __device__ __forceinline__ void widen8(const std::byte* row, int64_t c, float (&
 // One block per output row; thread i takes values 8i .. 8i+7, then 8(i + threads) .. (16-byte
 // loads) when cols is a multiple of 8 and W and x are aligned, else values i, i + threads, ....
 // Dynamic shared memory: (warps, N) f32 partial sums.
+// Launch bounds: up to 128 registers a thread (2 blocks of 256 threads an SM). Without the
+// minimum ptxas aims at 32 and spills f16 at n = 3; with 4 blocks (64) it spills f16 at n >= 7.
 template <DType T, int N>
-__global__ void __launch_bounds__(kMaxWarps* kWarp)
+__global__ void __launch_bounds__(kMaxWarps* kWarp, 2)
     gemv_float_kernel(const std::byte* w, int64_t rows, int64_t cols, const float* x, const float* bias, float* y) {
   const int64_t row = blockIdx.x;
   const std::byte* w_row = w + row * cols * static_cast<int64_t>(dtype_size(T));  // (cols) of T
   const int64_t step = blockDim.x;
-  float acc[N];
+  float acc[1][N];  // reduce_store's (rows, N): one row
 #pragma unroll
-  for (int t = 0; t < N; ++t) acc[t] = 0.0f;
+  for (int t = 0; t < N; ++t) acc[0][t] = 0.0f;
   if (cols % 8 == 0 && aligned16(w) && aligned16(x)) {  // rows and x rows are then aligned too
     for (int64_t c = 8 * static_cast<int64_t>(threadIdx.x); c < cols; c += 8 * step) {
       float v[8];
@@ -193,20 +232,20 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp)
       for (int t = 0; t < N; ++t) {
         const float4 a = *reinterpret_cast<const float4*>(x + t * cols + c);
         const float4 b = *reinterpret_cast<const float4*>(x + t * cols + c + 4);
-        float p = acc[t];
+        float p = acc[0][t];
         p = fmaf(v[0], a.x, p), p = fmaf(v[1], a.y, p), p = fmaf(v[2], a.z, p), p = fmaf(v[3], a.w, p);
         p = fmaf(v[4], b.x, p), p = fmaf(v[5], b.y, p), p = fmaf(v[6], b.z, p), p = fmaf(v[7], b.w, p);
-        acc[t] = p;
+        acc[0][t] = p;
       }
     }
   } else {
     for (int64_t c = threadIdx.x; c < cols; c += step) {
       const float v = widen1<T>(w_row, c);
 #pragma unroll
-      for (int t = 0; t < N; ++t) acc[t] = fmaf(v, x[t * cols + c], acc[t]);
+      for (int t = 0; t < N; ++t) acc[0][t] = fmaf(v, x[t * cols + c], acc[0][t]);
     }
   }
-  reduce_store<N>(acc, dynamic_shared<float>(), row, rows, bias, y);
+  reduce_store<1, N>(acc, dynamic_shared<float>(), row, rows, bias, y);
 }
 
 // ---- host side ----------------------------------------------------------------------------------
@@ -219,9 +258,11 @@ void launch_gemv(const void* w, int64_t rows, int64_t cols, const float* x, cons
   const auto* wb = static_cast<const std::byte*>(w);
   if constexpr (is_quantized(T)) {
     const int warps = warps_for(cols / kGroup);
-    const size_t smem = static_cast<size_t>(warps) * (QuantShape<T>::kStageBytes + N * sizeof(float));
-    launch("gemv_quant", gemv_quant_kernel<T, N>, dim3(static_cast<unsigned>(rows)), dim3(warps * kWarp), smem, stream,
-           wb, rows, cols, x, bias, y);
+    constexpr int R = quant_rows(N);
+    const size_t smem = static_cast<size_t>(warps) * R * (QuantShape<T>::kStageBytes + N * sizeof(float));
+    const auto blocks = static_cast<unsigned>((rows + R - 1) / R);
+    launch("gemv_quant", gemv_quant_kernel<T, N>, dim3(blocks), dim3(warps * kWarp), smem, stream, wb, rows, cols, x,
+           bias, y);
   } else {
     const int warps = warps_for((cols + 7) / 8);
     const size_t smem = static_cast<size_t>(warps) * N * sizeof(float);
