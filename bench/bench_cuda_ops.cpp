@@ -405,8 +405,9 @@ void bm_argmax(benchmark::State& state) {
 }
 
 // y (n, inter) = x (n, hidden) · Wᵀ through cuda_backend::linear, as the forward pass calls it:
-// f16/bf16 weights narrow x first; quantised ones are dequantised to f16 scratch, then the f16
-// GEMM. Weights read cold. Bytes: W, x and y once (not the narrowed copy or the f16 scratch).
+// n <= 8 reads the weights once in place (GEMV, kernels/gemv.cu); larger n takes cuBLAS (f16/bf16
+// weights narrow x first; quantised ones are dequantised a bounded tile at a time). Weights read
+// cold. Bytes: W, x and y once (not the narrowed copy or the f16 tiles).
 void bm_linear(benchmark::State& state, DType t) {
   const int64_t n = state.range(0), out = kInter, in = kHidden;
   const auto& host = is_quantized(t) ? random_quantized(t, out, in, 27) : random_host(t, out * in, 27, -0.02f, 0.02f);
@@ -454,8 +455,8 @@ void register_all() {
   for (DType t : {DType::Q8_0, DType::Q4_K})
     reg(name("dequantize_f16", t), [t](benchmark::State& s) { bm_dequantize_f16(s, t); });
   reg("argmax", bm_argmax);
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0})
-    reg(name("linear", t), [t](benchmark::State& s) { bm_linear(s, t); })->ArgName("n")->Arg(1)->Arg(64);
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_K})
+    reg(name("linear", t), [t](benchmark::State& s) { bm_linear(s, t); })->ArgName("n")->Arg(1)->Arg(8)->Arg(64);
 }
 
 }  // namespace
