@@ -286,12 +286,15 @@ void run(const AttentionParams& p, cudaStream_t stream) {
          static_cast<size_t>(S::kSmemBytes), stream, a);
 }
 
-// Two stages where the device's shared memory holds them (all but head_dim > 128 on sm_80/86).
+// Two stages where the device's shared memory holds them: 46,080 B at HDP 64 and 87,040 B at
+// 128 fit every sm_80+ device; at 256 (168,960 B) sm_90 only, and sm_80/86 take one stage
+// (101,376 B: exactly sm_86's 99 KiB).
 template <int HDP, DType KV>
 void run_stages(const AttentionParams& p, cudaStream_t stream) {
   const int limit = max_shared_bytes_optin();
   if (Shape<HDP, 2>::kSmemBytes <= limit) return run<HDP, KV, 2>(p, stream);
-  if (Shape<HDP, 1>::kSmemBytes <= limit) return run<HDP, KV, 1>(p, stream);
+  if constexpr (HDP == 256)
+    if (Shape<HDP, 1>::kSmemBytes <= limit) return run<HDP, KV, 1>(p, stream);
   throw Error("attention_prefill: head_dim " + std::to_string(p.head_dim) + " needs " +
               std::to_string(Shape<HDP, 1>::kSmemBytes) + " bytes of shared memory per block (" +
               std::to_string(kRows) + " rows × " + std::to_string(kCols) + " keys); the device allows " +
