@@ -49,7 +49,6 @@ struct Shape {
   static constexpr int kTileBytes = kCols * kPitch * 2;         // one K or V tile
   static constexpr int kStageBytes = 2 * kTileBytes;            // K tile, then V tile
   static constexpr int kSmemBytes = kQBytes + STAGES * kStageBytes;
-  static constexpr int kOTiles = HDP / 8;  // O's n-tiles of 8 dims, per warp: o[kOTiles][4]
   static_assert(HDP % 64 == 0 && HDP <= 256 && (STAGES == 1 || STAGES == 2));
 };
 
@@ -80,6 +79,7 @@ template <int HDP, DType KV, int STAGES>
 __global__ void __launch_bounds__(kThreads) prefill_mma_kernel(const MmaArgs a) {
   using S = Shape<HDP, STAGES>;
   constexpr int P = S::kPitch;
+  constexpr int kOTiles = HDP / 8;  // O's n-tiles of 8 dims, per warp: o[kOTiles][4]
   unsigned char* smem = dynamic_shared<unsigned char>();
   uint16_t* q_s = reinterpret_cast<uint16_t*>(smem);  // (kRows, P) q · scale in the cache's type
   unsigned char* stages = smem + S::kQBytes;          // STAGES × [K tile (kCols, P), V tile (kCols, P)]
@@ -147,9 +147,9 @@ __global__ void __launch_bounds__(kThreads) prefill_mma_kernel(const MmaArgs a) 
   const int64_t w_lo = a.window > 0 ? a.start + wr0 / group - a.window + 1 : 0;
 
   core::OnlineSoftmax st[2];
-  float o[S::kOTiles][4];  // O (16 rows, HDP dims): n-tile j holds dims 8j .. 8j+7
+  float o[kOTiles][4];  // O (16 rows, HDP dims): n-tile j holds dims 8j .. 8j+7
 #pragma unroll
-  for (int j = 0; j < S::kOTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  for (int j = 0; j < kOTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
   const int chunks = (hd + 15) / 16;  // QK's k-chunks of 16 dims
   const uint16_t* q_w = q_s + (warp * 16 + gq) * P + 2 * tq;  // this lane's A elements, chunk 0
 
@@ -205,7 +205,7 @@ __global__ void __launch_bounds__(kThreads) prefill_mma_kernel(const MmaArgs a) 
           }
         const float alpha = st[i].rescale(quad_max(mx));
 #pragma unroll
-        for (int j = 0; j < S::kOTiles; ++j) o[j][2 * i] *= alpha, o[j][2 * i + 1] *= alpha;
+        for (int j = 0; j < kOTiles; ++j) o[j][2 * i] *= alpha, o[j][2 * i + 1] *= alpha;
         float sum = 0.0f;
 #pragma unroll
         for (int j = 0; j < kSTiles; ++j)
@@ -227,7 +227,7 @@ __global__ void __launch_bounds__(kThreads) prefill_mma_kernel(const MmaArgs a) 
                                 pack2<KV>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
         const uint16_t* vb = v_t + (16 * kk + 2 * tq) * P + gq;
 #pragma unroll
-        for (int j = 0; j < S::kOTiles; ++j) {
+        for (int j = 0; j < kOTiles; ++j) {
           if (8 * j >= hd) break;  // warp-uniform
           const uint16_t* v = vb + 8 * j;
           const uint32_t bf[2] = {v[0] | static_cast<uint32_t>(v[P]) << 16,
@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(kThreads) prefill_mma_kernel(const MmaArgs a) 
     float* dst = a.out + ((t * a.heads) + static_cast<int64_t>(kvh) * group + h) * hd + 2 * tq;
     const float inv = st[i].inv_sum();
 #pragma unroll
-    for (int j = 0; j < S::kOTiles; ++j) {
+    for (int j = 0; j < kOTiles; ++j) {
       if (8 * j >= hd) break;
       dst[8 * j] = o[j][2 * i] * inv;  // scalar stores: out need not be 8-byte aligned
       dst[8 * j + 1] = o[j][2 * i + 1] * inv;
