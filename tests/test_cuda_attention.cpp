@@ -1,7 +1,7 @@
-// The CUDA attention kernels (kernels/attention_decode.cu, kernels/attention_prefill.cu) against
-// the CPU backend (cpu::attention) on fresh random inputs, and against a double-precision
-// reference on a subset. Skips with a message where no CUDA device exists; the argument checks,
-// which throw before touching the device, run everywhere.
+// The CUDA attention kernels (kernels/attention_decode.cu, attention_prefill.cu and
+// attention_prefill_mma.cu) against the CPU backend (cpu::attention) on fresh random inputs, and
+// against a double-precision reference on a subset. Skips with a message where no CUDA device
+// exists; the argument checks, which throw before touching the device, run everywhere.
 //
 // Pass rules (FlashAttention's, adapted):
 //  - every case: max|gpu - cpu| / max|cpu| <= kRelTol. Both sides widen the same cache values and
@@ -14,10 +14,11 @@
 //    measures luck. The floor leaves room for the device's exp2f (2 ulp).
 //  - prefill with an f16 or bf16 cache runs on tensor cores (kernels/attention_prefill_mma.cu),
 //    whose operands q · scale and the weights P are rounded to the cache's type: its distance to
-//    the CPU is that rounding's, so it is held to kRelTol16 (a multiple of the type's unit
-//    roundoff u: 2^-11 f16, 2^-8 bf16), and to FlashAttention's rule on every case: its distance
+//    the CPU is that rounding's, so it is held to kRelTol16Units · u (u: the type's unit
+//    roundoff, 2^-11 f16, 2^-8 bf16), and to FlashAttention's rule on every case: its distance
 //    to fp64 is at most twice that of a naive kernel at the same precision (naive16_row: q and
 //    the normalised P rounded to the cache type, f32 sums), plus a floor of u / 2 · max|ref|.
+// KVINFER_TEST_VERBOSE=1 prints the tensor-core kernel's measured errors, case by case.
 // Outputs and workspace are poisoned with NaN before each call, as are the cache rows the
 // kernels must not read (past the context; before the window, for decode).
 #include <cuda_runtime_api.h>
