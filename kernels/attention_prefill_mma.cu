@@ -4,12 +4,15 @@
 // Why this shape: a warp owns 16 (query, head) rows, so that S = Q Kᵀ and O += P V are chains of
 // mma.m16n8k16 (kernels/mma.h) whose operands need no exchange between warps: S's accumulator
 // fragment is, register for register, the A fragment of P for P V, and the softmax statistics of
-// a row live in the 4 lanes holding it (two xor-shuffles reduce them). Only K and V travel through
-// shared memory, copied once per block in the cache's own 16-bit type with cp.async (two stages
-// where the device's shared memory allows), and serve the block's 4 warps; Q is rounded to the
-// cache's type once. The rows of a KV head's group are its (query t, head h) pairs, t-major
-// (r = t · group + h, as attention_prefill.cu), so every K/V tile serves the whole group (GQA).
-// Grid (row tile of kRows, kv_head); block kWarps warps.
+// a row live in the 4 lanes holding it (two xor-shuffles reduce them). K and V tiles are copied
+// once per block in the cache's own 16-bit type with cp.async (two stages where the device's
+// shared memory allows) and serve the block's 4 warps. Q · scale is rounded to the cache's type
+// once, into shared memory, and a warp re-reads its A fragments from there every tile: registers
+// go to O (at HDP 256 register-resident Q fragments would add 64 to O's 128). The fragments are
+// plain 32-bit (V: two 16-bit) shared loads, as the simulation runs them; ldmatrix(.trans) would
+// gather them in fewer instructions on a GPU. The rows of a KV head's group are its (query t,
+// head h) pairs, t-major (r = t · group + h, as attention_prefill.cu), so every K/V tile serves
+// the whole group (GQA). Grid (row tile of kRows, kv_head); block kWarps warps.
 //
 // Precision: q · scale and the weights P are rounded to the cache's 16-bit type (the operands of
 // the tensor cores); the scores, the softmax statistics (l sums the f32 weights) and O accumulate
