@@ -1,4 +1,6 @@
 // Tiled causal attention for n >= 1 query rows (FlashAttention-2's loop order on CUDA cores, f32).
+// It serves f32 KV caches; f16 and bf16 caches go to the tensor-core kernel of
+// attention_prefill_mma.cu (the dispatch is attention_prefill(), at the end of this file).
 //
 // GQA-native: the rows of a KV head's group are the (query t, head h) pairs, t-major
 // (r = t · group + h), and a block takes kRows consecutive pairs, so every K/V tile it loads
@@ -23,6 +25,7 @@
 #include <cstdint>
 #include <string>
 
+#include "attention_prefill_mma.h"
 #include "core/kv_load.h"
 #include "core/online_softmax.h"
 #include "cuda_check.h"
@@ -312,9 +315,7 @@ template <int HDP>
 void run_dtype(const AttentionParams& p, cudaStream_t stream) {
   switch (p.kv_dtype) {
     case DType::F32: return run_tile<HDP, DType::F32>(p, stream);
-    case DType::F16: return run_tile<HDP, DType::F16>(p, stream);
-    case DType::BF16: return run_tile<HDP, DType::BF16>(p, stream);
-    default: break;
+    default: break;  // f16 and bf16: attention_prefill_mma.cu
   }
   throw Error("attention_prefill: unsupported KV cache dtype");
 }
@@ -340,6 +341,9 @@ void attention_prefill(const AttentionParams& p, cudaStream_t stream) {
             s(p.capacity) + ")");
   check(p.heads / p.kv_heads <= 0x7fffffff && (p.n * (p.heads / p.kv_heads) + 63) / 64 <= 0x7fffffff,
         "n · group is too large for one launch");
+  // The one dispatch point: 16-bit caches on tensor cores (every head_dim: the MMA kernel pads
+  // QK's k-dimension to 16 with zeros), f32 caches on this file's kernel.
+  if (p.kv_dtype == DType::F16 || p.kv_dtype == DType::BF16) return attention_prefill_mma(p, stream);
   if (p.head_dim <= 64) return run_dtype<64>(p, stream);
   if (p.head_dim <= 128) return run_dtype<128>(p, stream);
   return run_dtype<256>(p, stream);

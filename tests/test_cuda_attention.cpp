@@ -1,7 +1,7 @@
-// The CUDA attention kernels (kernels/attention_decode.cu, kernels/attention_prefill.cu) against
-// the CPU backend (cpu::attention) on fresh random inputs, and against a double-precision
-// reference on a subset. Skips with a message where no CUDA device exists; the argument checks,
-// which throw before touching the device, run everywhere.
+// The CUDA attention kernels (kernels/attention_decode.cu, attention_prefill.cu and
+// attention_prefill_mma.cu) against the CPU backend (cpu::attention) on fresh random inputs, and
+// against a double-precision reference on a subset. Skips with a message where no CUDA device
+// exists; the argument checks, which throw before touching the device, run everywhere.
 //
 // Pass rules (FlashAttention's, adapted):
 //  - every case: max|gpu - cpu| / max|cpu| <= kRelTol. Both sides widen the same cache values and
@@ -12,6 +12,13 @@
 //    kernel's, plus a floor of kRefFloor · max|ref|: where few positions are attended both sides
 //    are within a few ulps (emulation: GPU up to 1.4e-6 · max|ref|, CPU 4e-7) and the ratio alone
 //    measures luck. The floor leaves room for the device's exp2f (2 ulp).
+//  - prefill with an f16 or bf16 cache runs on tensor cores (kernels/attention_prefill_mma.cu),
+//    whose operands q · scale and the weights P are rounded to the cache's type: its distance to
+//    the CPU is that rounding's, so it is held to kRelTol16Units · u (u: the type's unit
+//    roundoff, 2^-11 f16, 2^-8 bf16), and to FlashAttention's rule on every case: its distance
+//    to fp64 is at most twice that of a naive kernel at the same precision (naive16_row: q and
+//    the normalised P rounded to the cache type, f32 sums), plus a floor of u / 2 · max|ref|.
+// KVINFER_TEST_VERBOSE=1 prints the tensor-core kernel's measured errors, case by case.
 // Outputs and workspace are poisoned with NaN before each call, as are the cache rows the
 // kernels must not read (past the context; before the window, for decode).
 #include <cuda_runtime_api.h>
@@ -19,6 +26,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <random>
 #include <string>
@@ -34,6 +43,12 @@ namespace {
 
 constexpr double kRelTol = 1e-4;
 constexpr double kRefFloor = 4e-6;
+// Tensor-core prefill, in units of the cache type's unit roundoff u: against the CPU (f32 q and
+// weights; the simulation gave at most 2.3 u), and the floor of the fp64 rule: with few rows
+// checked the max error is a small sample, and the kernel to the naive kernel measured up to 2.2
+// (n = 1, f16) while over 0.9 on average.
+constexpr double kRelTol16Units = 4;
+constexpr double kRefFloor16Units = 0.5;
 
 #define SKIP_WITHOUT_DEVICE()                                                                   \
   do {                                                                                          \
@@ -77,7 +92,14 @@ std::string describe(Kernel kernel, const Shape& s) {
 struct Outcome {
   double rel_to_cpu = 0;
   double gpu_to_ref = -1, cpu_to_ref = -1, ref_scale = 0;  // fp64 subset, when computed
+  double naive16_to_ref = -1;                              // likewise, for the tensor-core kernel
 };
+
+// The prefill kernel for this cache type runs on tensor cores (16-bit operands).
+bool uses_mma(Kernel kernel, DType dt) { return kernel == Kernel::Prefill && dt != DType::F32; }
+
+// The unit roundoff of a 16-bit type.
+double unit_roundoff(DType dt) { return dt == DType::BF16 ? 0x1p-8 : 0x1p-11; }
 
 std::vector<float> uniform(std::mt19937& rng, size_t count, float a) {
   std::uniform_real_distribution<float> u(-a, a);
@@ -111,6 +133,44 @@ std::vector<double> reference_row(const KvCache& kv, const Shape& s, const std::
     for (int64_t i = 0; i < hd; ++i) out[static_cast<size_t>(i)] += p * v[static_cast<size_t>(i)];
   }
   return out;
+}
+
+float round_to(DType dt, float x) {
+  std::byte b[2];
+  cpu::from_f32(dt, &x, b, 1);
+  float y;
+  cpu::to_f32(dt, b, &y, 1);
+  return y;
+}
+
+// A naive kernel at the tensor-core kernel's precision, for row t, head h: q rounded to the cache
+// type, scores and softmax in f32, the normalised weights rounded to the cache type, P V summed in
+// f32 (as a framework's f16/bf16 matmul - softmax - matmul with f32 accumulation).
+std::vector<double> naive16_row(const KvCache& kv, const Shape& s, const std::vector<float>& q, int64_t t,
+                                int64_t h) {
+  const int64_t hd = s.head_dim, pos = s.start + t, g = h / s.group;
+  const int64_t first = s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0;
+  const size_t row_bytes = static_cast<size_t>(hd) * dtype_size(s.dtype);
+  std::vector<float> k(static_cast<size_t>(hd)), v(static_cast<size_t>(hd)), qr(static_cast<size_t>(hd));
+  std::vector<float> score(static_cast<size_t>(pos - first + 1)), out(static_cast<size_t>(hd), 0.0f);
+  for (int64_t i = 0; i < hd; ++i) qr[static_cast<size_t>(i)] = round_to(s.dtype, q[static_cast<size_t>((t * s.heads() + h) * hd + i)]);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  float mx = -INFINITY;
+  for (int64_t j = first; j <= pos; ++j) {
+    cpu::to_f32(s.dtype, kv.k(0, g) + static_cast<size_t>(j) * row_bytes, k.data(), hd);
+    float d = 0;
+    for (int64_t i = 0; i < hd; ++i) d += qr[static_cast<size_t>(i)] * k[static_cast<size_t>(i)];
+    score[static_cast<size_t>(j - first)] = d * scale;
+    mx = std::max(mx, score[static_cast<size_t>(j - first)]);
+  }
+  float sum = 0;
+  for (auto& e : score) sum += (e = std::exp(e - mx));
+  for (int64_t j = first; j <= pos; ++j) {
+    cpu::to_f32(s.dtype, kv.v(0, g) + static_cast<size_t>(j) * row_bytes, v.data(), hd);
+    const float p = round_to(s.dtype, score[static_cast<size_t>(j - first)] / sum);
+    for (int64_t i = 0; i < hd; ++i) out[static_cast<size_t>(i)] += p * v[static_cast<size_t>(i)];
+  }
+  return {out.begin(), out.end()};
 }
 
 // Runs one call on the CPU and the GPU. ref_stride > 0: fp64 reference on every ref_stride-th row.
@@ -177,21 +237,40 @@ Outcome run(Kernel kernel, const Shape& s, int64_t ref_stride = 0) {
   o.rel_to_cpu = err / scale;
   if (ref_stride <= 0) return o;
   o.gpu_to_ref = o.cpu_to_ref = 0;
+  const bool mma = uses_mma(kernel, s.dtype);
+  if (mma) o.naive16_to_ref = 0;
   for (int64_t t = 0; t < s.n; t += ref_stride)
     for (int64_t h = 0; h < heads; ++h) {
       const auto ref = reference_row(kv, s, q, t, h);
+      const auto naive = mma ? naive16_row(kv, s, q, t, h) : std::vector<double>();
       for (int64_t i = 0; i < hd; ++i) {
         const size_t at = static_cast<size_t>((t * heads + h) * hd + i);
         const double r = ref[static_cast<size_t>(i)];
         o.gpu_to_ref = std::max(o.gpu_to_ref, std::abs(got[at] - r));
         o.cpu_to_ref = std::max(o.cpu_to_ref, std::abs(want[at] - r));
+        if (mma) o.naive16_to_ref = std::max(o.naive16_to_ref, std::abs(naive[static_cast<size_t>(i)] - r));
         o.ref_scale = std::max(o.ref_scale, std::abs(r));
       }
     }
   return o;
 }
 
+// The tensor-core kernel is checked against fp64 on every case: every row up to 64 rows, then
+// about 64 of them.
 void expect_close(Kernel kernel, const Shape& s, int64_t ref_stride = 0) {
+  if (uses_mma(kernel, s.dtype)) {
+    if (ref_stride <= 0) ref_stride = std::max<int64_t>(1, s.n / 64);
+    const Outcome o = run(kernel, s, ref_stride);
+    EXPECT_LE(o.rel_to_cpu, kRelTol16Units * unit_roundoff(s.dtype)) << describe(kernel, s);
+    EXPECT_LE(o.gpu_to_ref, 2 * o.naive16_to_ref + kRefFloor16Units * unit_roundoff(s.dtype) * o.ref_scale)
+        << describe(kernel, s) << ": gpu to fp64 " << o.gpu_to_ref << ", naive " << dtype_name(s.dtype)
+        << " kernel to fp64 " << o.naive16_to_ref << ", scale " << o.ref_scale;
+    if (std::getenv("KVINFER_TEST_VERBOSE"))
+      std::printf("%s: rel_to_cpu %.3g (%.2f u), gpu/naive16 to fp64 %.3g / %.3g = %.2f\n", describe(kernel, s).c_str(),
+                  o.rel_to_cpu, o.rel_to_cpu / unit_roundoff(s.dtype), o.gpu_to_ref, o.naive16_to_ref,
+                  o.gpu_to_ref / o.naive16_to_ref);
+    return;
+  }
   const Outcome o = run(kernel, s, ref_stride);
   EXPECT_LE(o.rel_to_cpu, kRelTol) << describe(kernel, s);
   if (ref_stride > 0) {
@@ -237,6 +316,31 @@ TEST_P(CudaAttentionSweep, PrefillMatchesCpu) {
 INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaAttentionSweep,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 7, 8, 12, 16, 64, 65, 96),
                                             ::testing::Values(8, 16, 32, 64, 80, 96, 128, 256)),
+                         [](const auto& test) {
+                           return "group" + std::to_string(std::get<0>(test.param)) + "_hd" +
+                                  std::to_string(std::get<1>(test.param));
+                         });
+
+// The tensor-core prefill kernel (f16 and bf16 caches): head_dim 64/128/256 × groups 1, 4, 8 ×
+// n 1, 17, 100, without and with a window, the cache type alternating. Starts past 0 put the
+// rows' keys in several tiles (and in a tile the window begins inside); n = 1 reads a whole
+// cache's worth of keys for one row.
+class CudaAttentionMma : public ::testing::TestWithParam<std::tuple<int64_t, int64_t>> {};
+
+TEST_P(CudaAttentionMma, PrefillMatchesFp64AndCpu) {
+  SKIP_WITHOUT_DEVICE();
+  const auto [group, hd] = GetParam();
+  int i = 0;
+  for (int64_t n : {1, 17, 100})
+    for (int64_t window : {int64_t{0}, int64_t{37}}) {
+      const DType dt = (i++ + group) % 2 == 0 ? DType::F16 : DType::BF16;
+      const int64_t start = n == 1 ? 150 : n == 17 ? 70 : 0;
+      expect_close(Kernel::Prefill, {2, group, hd, dt, start, n, window});
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaAttentionMma,
+                         ::testing::Combine(::testing::Values(1, 4, 8), ::testing::Values(64, 128, 256)),
                          [](const auto& test) {
                            return "group" + std::to_string(std::get<0>(test.param)) + "_hd" +
                                   std::to_string(std::get<1>(test.param));

@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "kvinfer/error.h"
+#include "core/convert.h"
 #include "launch.h"
+#include "mma.h"
 
 namespace {
 
@@ -79,6 +81,38 @@ __global__ void shuffle_kernel(int* xor_out, int* down_out) {
   const int lane = static_cast<int>(threadIdx.x % 32);
   xor_out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, lane * 10, 5);
   down_out[threadIdx.x] = __shfl_down_sync(0xffffffffu, lane * 10, 3);
+}
+
+// One warp: A (16 × 16) and B (16 × 8, [k][n]) of 16-bit bits, C and D (16 × 8) f32, all
+// row-major, moved between memory and fragments by the PTX ISA's layout for mma.m16n8k16
+// (kernels/mma.h). kWrongLayout swaps the roles of a[1] and a[2] (rows + 8 and columns + 8).
+template <kvinfer::DType T, bool kWrongLayout>
+__global__ void mma_kernel(const uint16_t* a, const uint16_t* b, const float* c, float* d) {
+  const int lane = static_cast<int>(threadIdx.x % 32), g = lane >> 2, t = lane % 4;
+  const auto pair = [](const uint16_t* p) { return p[0] | static_cast<uint32_t>(p[1]) << 16; };
+  const int r1 = kWrongLayout ? 0 : 8, c1 = kWrongLayout ? 8 : 0;  // a[1]: rows + 8 (PTX)
+  uint32_t af[4] = {pair(a + g * 16 + 2 * t), pair(a + (g + r1) * 16 + 2 * t + c1),
+                    pair(a + (g + c1) * 16 + 2 * t + r1), pair(a + (g + 8) * 16 + 2 * t + 8)};
+  uint32_t bf[2] = {b[(2 * t) * 8 + g] | static_cast<uint32_t>(b[(2 * t + 1) * 8 + g]) << 16,
+                    b[(2 * t + 8) * 8 + g] | static_cast<uint32_t>(b[(2 * t + 9) * 8 + g]) << 16};
+  const float cf[4] = {c[g * 8 + 2 * t], c[g * 8 + 2 * t + 1], c[(g + 8) * 8 + 2 * t], c[(g + 8) * 8 + 2 * t + 1]};
+  float df[4];
+  kvinfer::cuda::mma_m16n8k16<T>(df, af, bf, cf);
+  d[g * 8 + 2 * t] = df[0], d[g * 8 + 2 * t + 1] = df[1];
+  d[(g + 8) * 8 + 2 * t] = df[2], d[(g + 8) * 8 + 2 * t + 1] = df[3];
+}
+
+// Lanes 0-15 reach the mma at one place, lanes 16-31 at another.
+__global__ void divergent_mma_kernel(float* out) {
+  const uint32_t a[4] = {}, b[2] = {};
+  const float c[4] = {};
+  float d[4];
+  if (threadIdx.x < 16) {
+    kvinfer::cuda::mma_m16n8k16<kvinfer::DType::F16>(d, a, b, c);
+  } else {
+    kvinfer::cuda::mma_m16n8k16<kvinfer::DType::F16>(d, a, b, c);
+  }
+  out[threadIdx.x] = d[0];
 }
 
 __global__ void read_kernel(const float* in, float* out) { out[threadIdx.x] = in[threadIdx.x]; }
@@ -166,6 +200,55 @@ TEST_F(CudaSim, FullMaskShufflesMoveLanes) {
     EXPECT_EQ(xs[t], (lane ^ 5) * 10) << t;
     EXPECT_EQ(ds[t], (lane + 3 < 32 ? lane + 3 : lane) * 10) << t;
   }
+}
+
+// mma.sync m16n8k16 (f16 and bf16): fragments loaded by the PTX ISA's layout give D = A·B + C
+// exactly for operands whose products and sums are exact in f32 (multiples of 1/4 below 8); the
+// same kernel with two A registers swapped does not.
+template <kvinfer::DType T, bool kWrongLayout>
+int mma_mismatches() {
+  std::mt19937 rng(T == kvinfer::DType::F16 ? 11 : 12);
+  std::uniform_int_distribution<int> u(-32, 32);
+  const auto narrow = [](float x) {
+    return T == kvinfer::DType::F16 ? kvinfer::core::f32_to_f16(x) : kvinfer::core::f32_to_bf16(x);
+  };
+  std::vector<float> a(16 * 16), b(16 * 8), c(16 * 8);
+  std::vector<uint16_t> a16(a.size()), b16(b.size());
+  for (size_t i = 0; i < a.size(); ++i) a16[i] = narrow(a[i] = static_cast<float>(u(rng)) / 4);
+  for (size_t i = 0; i < b.size(); ++i) b16[i] = narrow(b[i] = static_cast<float>(u(rng)) / 4);
+  for (float& x : c) x = static_cast<float>(u(rng));
+  Dev<uint16_t> da(a.size()), db(b.size());
+  Dev<float> dc(c.size()), dd(c.size());
+  EXPECT_EQ(cudaMemcpy(da.p, a16.data(), a16.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(db.p, b16.data(), b16.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(dc.p, c.data(), c.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  kvinfer::cuda::launch("mma", mma_kernel<T, kWrongLayout>, 1, 32, 0, nullptr, da.p, db.p, dc.p, dd.p);
+  const auto d = dd.host();
+  int wrong = 0;
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 8; ++j) {
+      double want = c[static_cast<size_t>(i * 8 + j)];
+      for (int k = 0; k < 16; ++k) want += static_cast<double>(a[static_cast<size_t>(i * 16 + k)]) * b[static_cast<size_t>(k * 8 + j)];
+      wrong += d[static_cast<size_t>(i * 8 + j)] != want;
+    }
+  return wrong;
+}
+
+TEST_F(CudaSim, MmaM16n8k16FollowsThePtxFragmentLayout) {
+  EXPECT_EQ((mma_mismatches<kvinfer::DType::F16, false>()), 0);
+  EXPECT_EQ((mma_mismatches<kvinfer::DType::BF16, false>()), 0);
+  // A layout with rows and columns + 8 confused computes another product: most of D differs.
+  EXPECT_GT((mma_mismatches<kvinfer::DType::F16, true>()), 64);
+  EXPECT_GT((mma_mismatches<kvinfer::DType::BF16, true>()), 64);
+}
+
+TEST_F(CudaSim, AnMmaThatPartOfTheWarpReachesIsAFault) {
+  EXPECT_EXIT(
+      {
+        Dev<float> out(kThreads);
+        std::exit(run_and_sync(divergent_mma_kernel, out.p) == cudaErrorLaunchFailure ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "warp divergence: .*mma.sync");
 }
 
 TEST_F(CudaSim, LaunchRulesAreTheGpusRules) {

@@ -280,3 +280,14 @@ inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+
+// ---- tensor-core MMA (kernels/mma.h) --------------------------------------------------------------
+// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32, warp-collective: all 32 lanes
+// meet at one call site (full mask, as the shuffles), each deposits its fragments in the PTX ISA's
+// layout ("Matrix Fragments for mma.m16n8k16 with floating point type"; kernels/mma.h spells it
+// out), and each gets back its own fragment of D = A·B + C. Products are exact in f32, summed in
+// k order from 0 in f32, then C is added: one fixed order; real tensor cores round differently.
+namespace kvi_sim {
+void warp_mma_m16n8k16(bool bf16, float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], const float (&c)[4],
+                       const char* file, int line);
+}  // namespace kvi_sim

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/convert.h"
 #include "fiber.h"
 #include "internal.h"
 
@@ -25,7 +26,7 @@ constexpr unsigned char kPoison = 0xFF;
 constexpr unsigned kFullMask = 0xffffffffu;
 
 enum class State : uint8_t { NotStarted, Runnable, AtBarrier, AtWarp, Done };
-enum class Sync : uint8_t { None, Barrier, Shuffle, SyncWarp };
+enum class Sync : uint8_t { None, Barrier, Shuffle, SyncWarp, Mma };
 
 struct Copy {
   unsigned char* dst;
@@ -52,6 +53,12 @@ struct Warp {
   unsigned arrived = 0;  // lanes waiting in the current exchange
   uint64_t gen = 0;
   uint64_t buf[2][32] = {};
+  struct MmaFrags {  // one mma.sync's operands as the lanes deposit them, and its result
+    uint32_t a[32][4], b[32][2];
+    float c[32][4], d[32][4];
+    bool done;
+  };
+  std::unique_ptr<MmaFrags[]> mma;  // [2], by generation as buf; allocated at a warp's first mma
 };
 
 struct Block {
@@ -326,6 +333,61 @@ void pipeline_wait_prior(size_t n) {
   std::vector<size_t> ends(t.batch_ends.end() - static_cast<std::ptrdiff_t>(keep), t.batch_ends.end());
   for (size_t& e : ends) e -= done;
   t.batch_ends = std::move(ends);
+}
+
+// ---- tensor-core MMA ------------------------------------------------------------------------------
+// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32. Fragment layout: PTX ISA,
+// "Matrix Fragments for mma.m16n8k16 with floating point type" (docs.nvidia.com/cuda/
+// parallel-thread-execution, warp-level-matrix-fragment-mma-16816-float). With g = lane >> 2 and
+// t = lane % 4, and element 2i in the low half of register i, 2i + 1 in its high half:
+//   A (16 × 16, row-major), 4 registers = a0..a7:  row g for a0,a1,a4,a5, g + 8 for a2,a3,a6,a7;
+//                                                   col 2t + (i & 1), + 8 for a4..a7
+//   B (16 × 8, "col"), 2 registers = b0..b3:        row (k) 2t + (i & 1), + 8 for b2,b3; col (n) g
+//   C, D (16 × 8), 4 f32:                           row g for c0,c1, g + 8 for c2,c3; col 2t + (i & 1)
+namespace {
+float mma_element(bool bf16, uint32_t reg, int half) {
+  const auto h = static_cast<uint16_t>(half ? reg >> 16 : reg & 0xffffu);
+  return bf16 ? kvinfer::core::bf16_to_f32(h) : kvinfer::core::f16_to_f32(h);
+}
+}  // namespace
+
+void warp_mma_m16n8k16(bool bf16, float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], const float (&c)[4],
+                       const char* file, int line) {
+  Block& b_ = block("mma.sync");
+  Thread& t = *b_.current;
+  Warp& w = b_.warps[t.linear / 32];
+  if (!w.mma) w.mma.reset(new Warp::MmaFrags[2]);
+  const uint64_t gen = w.gen;
+  Warp::MmaFrags& f = w.mma[gen % 2];
+  const unsigned lane = t.linear % 32;
+  f.done = false;  // every lane deposits before any computes: the first of them resets the flag
+  std::memcpy(f.a[lane], a, sizeof a);
+  std::memcpy(f.b[lane], b, sizeof b);
+  std::memcpy(f.c[lane], c, sizeof c);
+  warp_arrive(b_, t, Sync::Mma, kFullMask, "mma.sync (m16n8k16)", file, line);
+  if (!f.done) {  // the first lane to run on computes the whole 16 × 8 D for the warp
+    float am[16][16], bm[16][8], cm[16][8];
+    for (int l = 0; l < 32; ++l) {
+      const int g = l >> 2, tg = l % 4;
+      for (int i = 0; i < 8; ++i) {  // a_i: register i / 2, half i % 2
+        const int row = g + ((i / 2) % 2) * 8, col = 2 * tg + (i & 1) + (i >= 4 ? 8 : 0);
+        am[row][col] = mma_element(bf16, f.a[l][i / 2], i % 2);
+      }
+      for (int i = 0; i < 4; ++i) bm[2 * tg + (i & 1) + (i >= 2 ? 8 : 0)][g] = mma_element(bf16, f.b[l][i / 2], i % 2);
+      for (int i = 0; i < 4; ++i) cm[g + (i >= 2 ? 8 : 0)][2 * tg + (i & 1)] = f.c[l][i];
+    }
+    for (int l = 0; l < 32; ++l) {
+      const int g = l >> 2, tg = l % 4;
+      for (int i = 0; i < 4; ++i) {
+        const int row = g + (i >= 2 ? 8 : 0), col = 2 * tg + (i & 1);
+        float acc = 0.0f;  // 16-bit × 16-bit products are exact in f32
+        for (int k = 0; k < 16; ++k) acc += am[row][k] * bm[k][col];
+        f.d[l][i] = acc + cm[row][col];
+      }
+    }
+    f.done = true;
+  }
+  std::memcpy(d, f.d[lane], sizeof d);
 }
 
 }  // namespace kvi_sim
