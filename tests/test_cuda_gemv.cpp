@@ -16,6 +16,7 @@
 #include "cpu/cpu_ops.h"
 #include "cuda/cuda_backend.h"
 #include "cuda_check.h"
+#include "cuda_test_buffer.h"
 #include "cuda_gemv.h"
 #include "kvinfer/device.h"
 #include "kvinfer/error.h"
@@ -35,31 +36,6 @@ constexpr DType kQuantTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q
 constexpr double kU32 = 0x1p-24;  // unit roundoff of f32
 constexpr double kU16 = 0x1p-11;  // unit roundoff of f16
 
-// Device memory poisoned with 0xFF bytes (NaN in f32) and synchronised before use.
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  size_t bytes = 0;
-  explicit DeviceBuffer(size_t b) : bytes(b) {
-    CUDA_CHECK(cudaMalloc(&ptr, b));
-    CUDA_CHECK(cudaMemset(ptr, 0xFF, b));
-    CUDA_CHECK(cudaDeviceSynchronize());
-  }
-  template <typename T>
-  explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size() * sizeof(T)) {
-    CUDA_CHECK(cudaMemcpy(ptr, host.data(), bytes, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaDeviceSynchronize());
-  }
-  ~DeviceBuffer() { cudaFree(ptr); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  template <typename T>
-  T* as() const { return static_cast<T*>(ptr); }
-  std::vector<float> floats() const {
-    std::vector<float> h(bytes / sizeof(float));
-    CUDA_CHECK(cudaMemcpy(h.data(), ptr, bytes, cudaMemcpyDeviceToHost));
-    return h;
-  }
-};
 
 std::vector<float> random_floats(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -170,7 +146,7 @@ class CudaGemv : public ::testing::Test {
     DeviceBuffer y(static_cast<size_t>(n * rows) * sizeof(float));
     cuda::gemv(t, w.ptr, rows, cols, x, n, bias, y.as<float>(), stream_);
     CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return y.floats();
+    return y.to_host<float>();
   }
   cudaStream_t stream_ = nullptr;
 };
@@ -250,7 +226,7 @@ TEST_F(CudaGemv, UnalignedInputs) {
     cuda::gemv(t, d_w.as<std::byte>() + 4, rows, cols, d_x.as<float>() + 1, n, nullptr, y.as<float>(), stream_);
     CUDA_CHECK(cudaStreamSynchronize(stream_));
     const std::vector<float> x_used(x.begin() + 1, x.end());
-    const Check c = check(y.floats(), reference(widen(t, w, rows * cols), rows, cols, x_used, n, nullptr));
+    const Check c = check(y.to_host<float>(), reference(widen(t, w, rows * cols), rows, cols, x_used, n, nullptr));
     EXPECT_EQ(c.beyond, 0) << kvinfer::dtype_name(t) << ": relative error " << c.rel;
   }
 }

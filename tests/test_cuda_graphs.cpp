@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cuda_check.h"
+#include "cuda_test_buffer.h"
 #include "cuda_ops.h"
 #include "kvinfer/device.h"
 #include "kvinfer/dtype.h"
@@ -18,37 +19,12 @@
 namespace kvinfer {
 namespace {
 
+using kvinfer_test::DeviceBuffer;
+
 #define SKIP_WITHOUT_DEVICE()                                                               \
   do {                                                                                      \
     if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: graph replays not run"; \
   } while (0)
-
-template <typename T>
-class DeviceArray {
- public:
-  explicit DeviceArray(size_t count) : bytes_(count * sizeof(T)) {
-    CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), bytes_));
-  }
-  ~DeviceArray() { cudaFree(p_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  T* get() const { return p_; }
-  size_t bytes() const { return bytes_; }
-  // Landed before it returns: the session-like streams below do not wait for the legacy stream.
-  void upload(const std::vector<T>& h) {
-    CUDA_CHECK(cudaMemcpy(p_, h.data(), bytes_, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaDeviceSynchronize());
-  }
-  std::vector<T> download() const {
-    std::vector<T> h(bytes_ / sizeof(T));
-    CUDA_CHECK(cudaMemcpy(h.data(), p_, bytes_, cudaMemcpyDeviceToHost));
-    return h;
-  }
-
- private:
-  T* p_ = nullptr;
-  size_t bytes_;
-};
 
 // A non-blocking stream (as a session's) and a graph captured on it.
 class Stream {
@@ -106,19 +82,20 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 TEST(CudaGraphs, DecodeAttentionAtADevicePositionIsThePlainLaunchBitForBit) {
   SKIP_WITHOUT_DEVICE();
   const int64_t kv_heads = 2, group = 4, hd = 64, capacity = 3000, heads = kv_heads * group;
-  DeviceArray<uint16_t> k(kv_heads * capacity * hd), v(kv_heads * capacity * hd);  // (kv_heads, capacity, hd) f16
-  k.upload(random_values<uint16_t>(k.bytes() / 2, 1, 0));
-  v.upload(random_values<uint16_t>(v.bytes() / 2, 2, 0));
-  DeviceArray<float> q(heads * hd), out_graph(heads * hd), out_plain(heads * hd);  // (heads, hd)
-  q.upload(random_values<float>(heads * hd, 3, 4.0f));
-  DeviceArray<int32_t> pos(1);
+  const auto kv_elems = static_cast<size_t>(kv_heads * capacity * hd);
+  // (kv_heads, capacity, hd) f16
+  const DeviceBuffer k(random_values<uint16_t>(kv_elems, 1, 0)), v(random_values<uint16_t>(kv_elems, 2, 0));
+  const auto q_elems = static_cast<size_t>(heads * hd);
+  const DeviceBuffer q(random_values<float>(q_elems, 3, 4.0f));  // (heads, hd)
+  const DeviceBuffer out_graph(q_elems * sizeof(float)), out_plain(q_elems * sizeof(float));
+  const DeviceBuffer pos(sizeof(int32_t));
   const size_t ws_bytes = cuda::attention_decode_workspace_bytes(heads, hd, capacity);
-  DeviceArray<std::byte> ws_graph(ws_bytes), ws_plain(ws_bytes);
+  const DeviceBuffer ws_graph(ws_bytes), ws_plain(ws_bytes);
   for (int64_t window : {0, 700}) {
     cuda::AttentionParams p;
-    p.q = q.get();
-    p.k = k.get();
-    p.v = v.get();
+    p.q = q.as<float>();
+    p.k = k.ptr;
+    p.v = v.ptr;
     p.kv_dtype = DType::F16;
     p.n = 1;
     p.heads = heads;
@@ -128,17 +105,17 @@ TEST(CudaGraphs, DecodeAttentionAtADevicePositionIsThePlainLaunchBitForBit) {
     p.window = window;
     Stream s;
     cuda::AttentionParams g = p;
-    g.out = out_graph.get();
+    g.out = out_graph.as<float>();
     g.start = capacity - 1;  // the host checks' position; the kernels read pos
-    g.start_on_device = pos.get();
-    s.capture([&] { cuda::attention_decode(g, ws_graph.get(), ws_bytes, s.get()); });
+    g.start_on_device = pos.as<int32_t>();
+    s.capture([&] { cuda::attention_decode(g, ws_graph.ptr, ws_bytes, s.get()); });
     for (int32_t at : {0, 1, 63, 64, 127, 128, 129, 300, 699, 700, 1024, 2047, 2999}) {
-      s.replay_at(pos.get(), at);
-      p.out = out_plain.get();
+      s.replay_at(pos.as<int32_t>(), at);
+      p.out = out_plain.as<float>();
       p.start = at;
-      cuda::attention_decode(p, ws_plain.get(), ws_bytes, s.get());
+      cuda::attention_decode(p, ws_plain.ptr, ws_bytes, s.get());
       CUDA_CHECK(cudaStreamSynchronize(s.get()));
-      const auto got = out_graph.download(), want = out_plain.download();
+      const auto got = out_graph.to_host<float>(), want = out_plain.to_host<float>();
       EXPECT_TRUE(same_bits(got, want)) << "position " << at << ", window " << window;
     }
   }
@@ -151,28 +128,27 @@ TEST(CudaGraphs, RopeAndStoreKvAtADevicePositionAreThePlainLaunchesBitForBit) {
   const int64_t heads = 3, hd = 32, capacity = 50;
   const auto x0 = random_values<float>(heads * hd, 4, 2.0f);
   std::vector<float> inv_freq(hd / 2);
-  for (int64_t i = 0; i < hd / 2; ++i) inv_freq[static_cast<size_t>(i)] = std::pow(10000.0f, -2.0f * static_cast<float>(i) / static_cast<float>(hd));
-  DeviceArray<float> x(heads * hd), x_pristine(heads * hd), freq(hd / 2), kv_k(heads * capacity * hd),
-      kv_v(heads * capacity * hd);
-  x_pristine.upload(x0);
-  freq.upload(inv_freq);
-  DeviceArray<int32_t> pos(1);
+  for (int64_t i = 0; i < hd / 2; ++i)
+    inv_freq[static_cast<size_t>(i)] = std::pow(10000.0f, -2.0f * static_cast<float>(i) / static_cast<float>(hd));
+  const DeviceBuffer x(x0.size() * sizeof(float)), x_pristine(x0), freq(inv_freq);
+  const DeviceBuffer kv_k(static_cast<size_t>(heads * capacity * hd) * sizeof(float)), kv_v(kv_k.bytes);
+  const DeviceBuffer pos(sizeof(int32_t));
   for (auto layout : {cuda::RopeLayout::HalfSplit, cuda::RopeLayout::Interleaved}) {
     Stream s;
     s.capture([&] {
-      CUDA_CHECK(cudaMemcpyAsync(x.get(), x_pristine.get(), x.bytes(), cudaMemcpyDeviceToDevice, s.get()));
-      cuda::rope(x.get(), 1, heads, hd, 0, freq.get(), layout, s.get(), pos.get());
-      cuda::store_kv(DType::F32, x.get(), x_pristine.get(), 1, heads, hd, capacity - 1, capacity, kv_k.get(),
-                     kv_v.get(), s.get(), pos.get());
+      CUDA_CHECK(cudaMemcpyAsync(x.ptr, x_pristine.ptr, x.bytes, cudaMemcpyDeviceToDevice, s.get()));
+      cuda::rope(x.as<float>(), 1, heads, hd, 0, freq.as<float>(), layout, s.get(), pos.as<int32_t>());
+      cuda::store_kv(DType::F32, x.as<float>(), x_pristine.as<float>(), 1, heads, hd, capacity - 1, capacity,
+                     kv_k.ptr, kv_v.ptr, s.get(), pos.as<int32_t>());
     });
     for (int32_t at : {0, 7, 49}) {
-      s.replay_at(pos.get(), at);
-      const auto rotated = x.download();
-      const auto cache_k = kv_k.download();
-      x.upload(x0);
-      cuda::rope(x.get(), 1, heads, hd, at, freq.get(), layout, nullptr);
+      s.replay_at(pos.as<int32_t>(), at);
+      const auto rotated = x.to_host<float>();
+      const auto cache_k = kv_k.to_host<float>();
+      CUDA_CHECK(cudaMemcpy(x.ptr, x0.data(), x.bytes, cudaMemcpyHostToDevice));
+      cuda::rope(x.as<float>(), 1, heads, hd, at, freq.as<float>(), layout, nullptr);
       CUDA_CHECK(cudaDeviceSynchronize());
-      const auto want = x.download();
+      const auto want = x.to_host<float>();
       EXPECT_TRUE(same_bits(rotated, want)) << "rope at position " << at;
       if (at > 0) {
         EXPECT_NE(rotated, x0) << "nothing was rotated at position " << at;

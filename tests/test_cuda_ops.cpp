@@ -16,6 +16,7 @@
 #include "cpu/cpu_ops.h"
 #include "cuda/cuda_backend.h"
 #include "cuda_check.h"
+#include "cuda_test_buffer.h"
 #include "cuda_gemm.h"
 #include "cuda_ops.h"
 #include "kvinfer/device.h"
@@ -34,34 +35,6 @@ constexpr DType kQuantTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q
                                  DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 constexpr double kU32 = 0x1p-24;  // unit roundoff of f32
 
-// Owned device memory, poisoned with 0xFF bytes at birth: NaN in f32, f16 and bf16, -1 in int32.
-// The poison and the upload run on the legacy stream, which does not order the backend's
-// non-blocking streams: both are waited for before the buffer is handed out.
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  size_t bytes = 0;
-  explicit DeviceBuffer(size_t b) : bytes(b) {
-    CUDA_CHECK(cudaMalloc(&ptr, b));
-    CUDA_CHECK(cudaMemset(ptr, 0xFF, b));
-    CUDA_CHECK(cudaDeviceSynchronize());
-  }
-  template <typename T>
-  explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size() * sizeof(T)) {
-    CUDA_CHECK(cudaMemcpy(ptr, host.data(), bytes, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaDeviceSynchronize());
-  }
-  ~DeviceBuffer() { cudaFree(ptr); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  template <typename T>
-  T* as() const { return static_cast<T*>(ptr); }
-  template <typename T>
-  std::vector<T> to_host() const {
-    std::vector<T> h(bytes / sizeof(T));
-    CUDA_CHECK(cudaMemcpy(h.data(), ptr, bytes, cudaMemcpyDeviceToHost));
-    return h;
-  }
-};
 
 std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 rng(seed);

@@ -16,6 +16,7 @@
 
 #include "cuda/cuda_backend.h"
 #include "cuda_check.h"
+#include "cuda_test_buffer.h"
 #include "cuda_sample.h"
 #include "kvinfer/device.h"
 #include "kvinfer/sampler.h"
@@ -37,37 +38,6 @@ constexpr int32_t kVocabs[] = {1, 7, 49152, 151936};
     if (kvinfer::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: these tests need one"; \
   } while (0)
 
-// Device memory, poisoned (0xFF: NaN, -1) at birth; the poison and uploads are waited for.
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  size_t bytes = 0;
-  explicit DeviceBuffer(size_t b) : bytes(b) {
-    CUDA_CHECK(cudaMalloc(&ptr, b));
-    CUDA_CHECK(cudaMemset(ptr, 0xFF, b));
-    CUDA_CHECK(cudaDeviceSynchronize());
-  }
-  template <typename T>
-  explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size() * sizeof(T)) {
-    upload(host);
-  }
-  template <typename T>
-  void upload(const std::vector<T>& host) {
-    ASSERT_EQ(host.size() * sizeof(T), bytes);
-    CUDA_CHECK(cudaMemcpy(ptr, host.data(), bytes, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaDeviceSynchronize());
-  }
-  ~DeviceBuffer() { cudaFree(ptr); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  template <typename T>
-  T* as() const { return static_cast<T*>(ptr); }
-  template <typename T>
-  std::vector<T> to_host() const {
-    std::vector<T> h(bytes / sizeof(T));
-    CUDA_CHECK(cudaMemcpy(h.data(), ptr, bytes, cudaMemcpyDeviceToHost));
-    return h;
-  }
-};
 
 // Model-like logits, normal(0, 2), never zero; with `coarse`, rounded to quarters so that ties
 // are everywhere (zeros then appear, both +0.0 and -0.0).
