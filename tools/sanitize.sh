@@ -21,7 +21,11 @@ steps=("$@")
 # largest tiles); the long-context, large-group and sm_86 runs are left to .ci/run's step 5.
 ASAN_CUDA_SKIP='^sim_sm86[.]|CudaAttention[.](PrefillThousands|DecodeLongContexts|LargeGroups)'
 # The whole-model CUDA tests (test_cuda_e2e's suites) run in step 5 only.
-ASAN_CUDA_SKIP+='|[./](CudaEndToEnd|CudaDefaultModel|CudaConcurrentSessions|CudaGguf|CudaKvCache|CudaMemoryLimits)'
+ASAN_CUDA_SKIP+='|[./](CudaEndToEnd|CudaDefaultModel|CudaConcurrentSessions|CudaGguf|CudaKvCache|CudaMemoryLimits|CudaDeviceSampling)'
+# The GEMV's every-dtype sweep and the sampler's many-step token comparisons take 4-10 min each
+# under ASan; their smaller siblings (CudaGemv.MatchesCpuLinear, .UnalignedInputs, .ExtremeBlockScales,
+# the top-k and adjusted-logit tests) run every kernel variant here, the sweeps in step 5.
+ASAN_CUDA_SKIP+='|CudaGemv[.]MatchesTheDoubleReferenceForEveryDtype|CudaSamplePipeline[.]SameTokensAsTheCpuSampler'
 ASAN_CUDA_SKIP+='|CudaAttentionSweep[.].*/group(2|3|4|7|8|12|16|64|96)_|CudaAttentionSweep[.].*_hd(16|32|64|96|128)( |$)'
 
 for step in "${steps[@]}"; do
