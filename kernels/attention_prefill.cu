@@ -50,17 +50,6 @@ struct Shape {
   static_assert(HDP % 64 == 0 && (RPT == 1 || RPT == 2 || RPT == 4) && (CPT == 1 || CPT == 2));
 };
 
-struct PrefillArgs {
-  const float* q;          // (n, heads, hd)
-  const unsigned char* k;  // (kv_heads, capacity, hd) of the cache dtype
-  const unsigned char* v;  // (kv_heads, capacity, hd)
-  float* out;              // (n, heads, hd)
-  float q_scale;           // 1/sqrt(hd) · log2(e): scores in the base-2 domain
-  int head_dim;            // hd: a multiple of 8, at most the kernel's HDP
-  int group;
-  int64_t heads, start, capacity, window, rows_total;  // rows_total = n · group
-};
-
 // Reductions over the 16 lanes (tx) that share a row; lanes 0-15 and 16-31 stay apart.
 __device__ __forceinline__ float row_max(float x) {
   for (int o = 8; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
@@ -281,21 +270,8 @@ void run(const AttentionParams& p, cudaStream_t stream) {
   using S = Shape<HDP, KV, RPT, CPT>;
   auto* kernel = prefill_kernel<HDP, KV, RPT, CPT>;
   [[maybe_unused]] static const bool allowed = allow_max_shared(kernel);
-  PrefillArgs a{};
-  a.q = p.q;
-  a.k = static_cast<const unsigned char*>(p.k);
-  a.v = static_cast<const unsigned char*>(p.v);
-  a.out = p.out;
-  a.head_dim = static_cast<int>(p.head_dim);
-  a.q_scale = 1.0f / sqrtf(static_cast<float>(p.head_dim)) * core::kLog2e;
-  a.group = static_cast<int>(p.heads / p.kv_heads);
-  a.heads = p.heads;
-  a.start = p.start;
-  a.capacity = p.capacity;
-  a.window = p.window;
-  a.rows_total = p.n * a.group;
-  const int64_t row_tiles = (a.rows_total + S::kRows - 1) / S::kRows;
-  if (row_tiles > 0x7fffffff) throw Error("attention_prefill: n · group is too large for one launch");
+  int64_t row_tiles = 0;
+  const PrefillArgs a = prefill_args(p, S::kRows, row_tiles);
   launch("attention_prefill", kernel, dim3(static_cast<unsigned>(row_tiles), static_cast<unsigned>(p.kv_heads)),
          dim3(kThreads), static_cast<size_t>(S::kSmemBytes), stream, a);
 }

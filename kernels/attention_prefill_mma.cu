@@ -55,17 +55,6 @@ struct Shape {
   static_assert(HDP % 64 == 0 && HDP <= 256 && (STAGES == 1 || STAGES == 2));
 };
 
-struct MmaArgs {
-  const float* q;          // (n, heads, hd)
-  const unsigned char* k;  // (kv_heads, capacity, hd) of the cache dtype (16-bit)
-  const unsigned char* v;  // (kv_heads, capacity, hd)
-  float* out;              // (n, heads, hd)
-  float q_scale;           // 1/sqrt(hd) · log2(e): scores in the base-2 domain
-  int head_dim;            // hd: a multiple of 8, at most the kernel's HDP
-  int group;
-  int64_t heads, start, capacity, window, rows_total;  // rows_total = n · group
-};
-
 // Max and sum over the 4 lanes (t = lane % 4) that hold one row of a fragment.
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
@@ -79,7 +68,7 @@ __device__ __forceinline__ float quad_sum(float x) {
 __device__ __forceinline__ uint32_t ld32(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
 template <int HDP, DType KV, int STAGES>
-__global__ void __launch_bounds__(kThreads) prefill_mma_kernel(const MmaArgs a) {
+__global__ void __launch_bounds__(kThreads) prefill_mma_kernel(const PrefillArgs a) {
   using S = Shape<HDP, STAGES>;
   constexpr int P = S::kPitch;
   constexpr int kOTiles = HDP / 8;  // O's n-tiles of 8 dims, per warp: o[kOTiles][4]
@@ -269,21 +258,8 @@ void run(const AttentionParams& p, cudaStream_t stream) {
   using S = Shape<HDP, STAGES>;
   auto* kernel = prefill_mma_kernel<HDP, KV, STAGES>;
   [[maybe_unused]] static const bool allowed = allow_max_shared(kernel);
-  MmaArgs a{};
-  a.q = p.q;
-  a.k = static_cast<const unsigned char*>(p.k);
-  a.v = static_cast<const unsigned char*>(p.v);
-  a.out = p.out;
-  a.head_dim = static_cast<int>(p.head_dim);
-  a.q_scale = 1.0f / sqrtf(static_cast<float>(p.head_dim)) * core::kLog2e;
-  a.group = static_cast<int>(p.heads / p.kv_heads);
-  a.heads = p.heads;
-  a.start = p.start;
-  a.capacity = p.capacity;
-  a.window = p.window;
-  a.rows_total = p.n * a.group;
-  const int64_t row_tiles = (a.rows_total + kRows - 1) / kRows;
-  if (row_tiles > 0x7fffffff) throw Error("attention_prefill: n · group is too large for one launch");
+  int64_t row_tiles = 0;
+  const PrefillArgs a = prefill_args(p, kRows, row_tiles);
   launch("attention_prefill (mma)", kernel,
          dim3(static_cast<unsigned>(row_tiles), static_cast<unsigned>(p.kv_heads)), dim3(kThreads),
          static_cast<size_t>(S::kSmemBytes), stream, a);
