@@ -1,14 +1,35 @@
 #pragma once
 // kvinfer::Error: every failure the library reports. The message names the file, tensor or
-// value at fault; the library never exits or aborts on bad input.
+// value at fault; the kind says what went wrong, so that callers can react without parsing the
+// text. The library never exits or aborts on bad input.
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace kvinfer {
 
+enum class ErrorKind {
+  InvalidArgument,  // a value the caller passed: a parameter out of range, an id outside the vocabulary
+  BadFile,          // a file that is missing, unreadable, truncated or malformed
+  Unsupported,      // a well-formed input kvinfer does not handle (an architecture, a dtype, a template construct)
+  OutOfMemory,      // the bytes needed do not fit in the memory available (host or device)
+  ContextFull,      // the tokens do not fit in the KV cache or the model's context length
+  Cancelled,        // a cancel callback asked to stop (load, prefill)
+  Device,           // the CUDA device or its libraries failed, or are missing
+};
+
+// "invalid argument", "bad file", "unsupported", "out of memory", "context full", "cancelled", "device".
+std::string_view error_kind_name(ErrorKind kind);
+
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& message) : std::runtime_error(message) {}
+  Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  // Transition only (issue #29): removed once every throw site names its kind.
+  explicit Error(const std::string& message) : std::runtime_error(message), kind_(ErrorKind::InvalidArgument) {}
+  ErrorKind kind() const noexcept { return kind_; }
+
+ private:
+  ErrorKind kind_;
 };
 
 }  // namespace kvinfer
