@@ -13,11 +13,10 @@ std::string_view device_name(Device d);
 // failure (no driver, insufficient driver, no device). Never throws.
 int cuda_device_count() noexcept;
 
-// Threads the CPU backend runs on from now on, process-wide; n <= 0 means one per core. Until
-// it is called, OpenMP's default applies ($OMP_NUM_THREADS, else one per core). Results do not
-// depend on the count. Without OpenMP the backend has one thread and this does nothing.
-void set_cpu_threads(int n);
-// Threads the CPU backend runs on now (1 without OpenMP).
-int cpu_threads();
+// The CPU threads a model runs on when LoadOptions::threads is 0: $OMP_NUM_THREADS when set,
+// else the cores this process may use (its affinity mask), less the cores other processes keep
+// busy (the load average), at least 1 (docs/architecture.md, "Threads", says why). 1 in a
+// build without OpenMP.
+int default_cpu_threads();
 
 }  // namespace kvinfer

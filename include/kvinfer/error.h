@@ -2,6 +2,7 @@
 // kvinfer::Error: every failure the library reports. The message names the file, tensor or
 // value at fault; the kind says what went wrong, so that callers can react without parsing the
 // text. The library never exits or aborts on bad input.
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -20,6 +21,11 @@ enum class ErrorKind {
 
 // "invalid argument", "bad file", "unsupported", "out of memory", "context full", "cancelled", "device".
 std::string_view error_kind_name(ErrorKind kind);
+
+// Asked between units of work: tensors of a load, chunks of a prefill, decode steps. Returning
+// true stops the work: a load or a prefill throws Error (kind Cancelled) and leaves nothing
+// half-done (the cache as it was); generation returns with StopReason::Cancelled.
+using CancelCallback = std::function<bool()>;
 
 class Error : public std::runtime_error {
  public:

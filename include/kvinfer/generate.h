@@ -30,9 +30,12 @@ struct GenerateOptions {
   // Text that ends generation (text generation only). The text is cut before the first
   // occurrence; no part of a stop string is ever passed to the callback.
   std::vector<std::string> stop_strings;
+  // Asked between prefill chunks and before every decode step; true ends generation with
+  // StopReason::Cancelled (a prefill cut short leaves the cache as it was before the call).
+  CancelCallback cancel = {};
 };
 
-enum class StopReason { Eos, StopString, MaxTokens, ContextFull, Callback };
+enum class StopReason { Eos, StopString, MaxTokens, ContextFull, Callback, Cancelled };
 
 struct GenerationStats {
   int64_t prompt_tokens = 0;     // prefilled by this call

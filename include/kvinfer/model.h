@@ -11,6 +11,7 @@
 #include "kvinfer/config.h"
 #include "kvinfer/device.h"
 #include "kvinfer/dtype.h"
+#include "kvinfer/error.h"
 
 namespace kvinfer {
 
@@ -74,6 +75,13 @@ struct LoadOptions {
   // positions past the trained length are computed the same way, but the model never saw them
   // and its output usually degrades. Learned positions (GPT-2) have no rows for them: refused.
   int64_t context_length = 0;
+
+  // CPU threads of this model's forward passes (a Session may choose its own): 0 picks
+  // default_cpu_threads() when the model loads. Results do not depend on the count.
+  int threads = 0;
+  // Asked between tensors while weights are read or uploaded; true makes load throw Error
+  // (kind Cancelled) and free everything it allocated.
+  CancelCallback cancel = {};
 };
 
 class Model {
@@ -111,6 +119,8 @@ class Model {
   bool int8_activations() const { return int8_activations_; }
   // LoadOptions::check_finite (or $KVINFER_CHECK_FINITE=1) as loaded.
   bool check_finite() const { return check_finite_; }
+  // CPU threads of its sessions' forward passes unless a Session chooses (LoadOptions::threads).
+  int threads() const { return threads_; }
 
   // memory: the figure the weights were checked against (src/core/memory.h); null for a model
   // built without a load, whose caches are checked against the memory available when made.
@@ -135,6 +145,7 @@ class Model {
   std::shared_ptr<MemoryAccount> memory_;
   bool check_finite_;
   int64_t context_length_;
+  int threads_ = 1;
   friend class KvCache;  // reserves its bytes in memory_
 };
 

@@ -16,9 +16,18 @@ struct ForwardScratch;  // src/models/scratch.h
 
 enum class Logits { Last, All };
 
+struct SessionOptions {
+  // CPU threads of this session's forward passes; 0: the model's (Model::threads()).
+  int threads = 0;
+  // prefill() runs longer inputs as chunks of this many positions, one after another (the same
+  // bits as one pass: a row's result never depends on its batch), asking its cancel callback
+  // between chunks. At least 1.
+  int64_t prefill_chunk_tokens = 512;
+};
+
 class Session {
  public:
-  explicit Session(std::shared_ptr<const Model> model);
+  explicit Session(std::shared_ptr<const Model> model, const SessionOptions& options = {});
   ~Session();
   Session(Session&&) noexcept;
   Session& operator=(Session&&) noexcept;
@@ -28,7 +37,11 @@ class Session {
   // Runs all of `ids` in one batched pass at positions kv.size() .. kv.size()+n-1, appends
   // their K/V and returns logits: (vocab) for the last position, or (n, vocab) with
   // Logits::All. A prompt longer than kv.remaining() throws and leaves the cache unchanged.
-  std::span<const float> prefill(KvCache& kv, std::span<const int32_t> ids, Logits which = Logits::Last);
+  // Inputs longer than SessionOptions::prefill_chunk_tokens run chunk by chunk; `cancel` is
+  // asked before each chunk after the first, and true throws Error (kind Cancelled) with the
+  // cache as it was.
+  std::span<const float> prefill(KvCache& kv, std::span<const int32_t> ids, Logits which = Logits::Last,
+                                 const CancelCallback& cancel = {});
   // One new position: computes Q/K/V for `id` only and attends over the cache. (vocab) logits.
   std::span<const float> decode(KvCache& kv, int32_t id);
   //
