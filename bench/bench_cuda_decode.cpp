@@ -14,6 +14,7 @@
 #include "cuda/device_memory.h"
 #include "kvinfer/kvinfer.h"
 #include "models/decode_bytes.h"
+#include "models/synthetic.h"
 
 namespace {
 

@@ -133,7 +133,7 @@ std::vector<std::byte> make_random_host(DType t, int64_t count, uint64_t seed, f
 // A (rows, cols) matrix of a ggml type (Q8_0 or Q4_K here): random quants and scale bytes, with
 // every f16 scale (Q8_0's d; Q4_K's d, dmin) set to a small finite value.
 std::vector<std::byte> make_random_quantized(DType t, int64_t rows, int64_t cols, uint64_t seed) {
-  if (t != DType::Q8_0 && t != DType::Q4_K) throw Error("bench: random_quantized supports q8_0 and q4_k");
+  if (t != DType::Q8_0 && t != DType::Q4_K) throw Error(ErrorKind::InvalidArgument, "bench: random_quantized supports q8_0 and q4_k");
   Rng rng(seed);
   std::vector<std::byte> out(static_cast<size_t>(rows) * dtype_row_bytes(t, cols));
   for (auto& b : out) b = static_cast<std::byte>(rng.next() & 0xFF);

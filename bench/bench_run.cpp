@@ -27,7 +27,7 @@ double estimate_total_ms(const std::vector<std::optional<double>>& step_ms) {
   const auto n = static_cast<int64_t>(step_ms.size());
   if (n == 0) return 0;
   if (!step_ms.front() || !step_ms.back())
-    throw kvinfer::Error("estimate_total_ms: the first and last steps must be measured");
+    throw kvinfer::Error(kvinfer::ErrorKind::InvalidArgument, "estimate_total_ms: the first and last steps must be measured");
   double total = 0;
   int64_t prev = 0;  // index of the last measured step
   for (int64_t i = 0; i < n; ++i) {
@@ -138,10 +138,10 @@ ModeResult run_cache_off(const std::shared_ptr<const kvinfer::Model>& model, con
 }  // namespace
 
 RunResult run_experiment(const std::shared_ptr<const kvinfer::Model>& model, const RunOptions& o) {
-  if (o.prompt.empty() || o.tokens <= 0) throw kvinfer::Error("the experiment needs a prompt and N > 0 tokens");
-  if (o.off_every < 1) throw kvinfer::Error(fmt::format("--off-every must be >= 1, got {}", o.off_every));
+  if (o.prompt.empty() || o.tokens <= 0) throw kvinfer::Error(kvinfer::ErrorKind::InvalidArgument, "the experiment needs a prompt and N > 0 tokens");
+  if (o.off_every < 1) throw kvinfer::Error(kvinfer::ErrorKind::InvalidArgument, fmt::format("--off-every must be >= 1, got {}", o.off_every));
   if (o.cache_off && !o.cache_on && o.off_every > 1)
-    throw kvinfer::Error("--off-every > 1 needs the cache-on tokens to skip steps: use --mode both");
+    throw kvinfer::Error(kvinfer::ErrorKind::InvalidArgument, "--off-every > 1 needs the cache-on tokens to skip steps: use --mode both");
   const int64_t capacity = static_cast<int64_t>(o.prompt.size()) + o.tokens;
   RunResult r;
   r.on = empty_mode(o.tokens);

@@ -22,7 +22,7 @@
 #include "core/input_file.h"
 #include "cuda/device_memory.h"
 #include "kvinfer/kvinfer.h"
-#include "kvinfer/synthetic.h"
+#include "models/synthetic.h"
 #include "models/decode_bytes.h"
 #include "read_bandwidth.h"
 #include "tool.h"
@@ -64,10 +64,10 @@ std::vector<int64_t> parse_positions(const std::string& text, int64_t n) {
       used = 0;
     }
     if (used == 0 || item.find_first_not_of(" \t", used) != std::string::npos || p < 1)
-      throw Error(fmt::format("--positions: '{}' is not a step number >= 1 (give a list like 1,64,256)", item));
+      throw Error(ErrorKind::InvalidArgument, fmt::format("--positions: '{}' is not a step number >= 1 (give a list like 1,64,256)", item));
     v.push_back(std::min<int64_t>(p, n));  // past the last step: the last step
   }
-  if (v.empty()) throw Error("--positions: the list is empty (give a list like 1,64,256)");
+  if (v.empty()) throw Error(ErrorKind::InvalidArgument, "--positions: the list is empty (give a list like 1,64,256)");
   std::sort(v.begin(), v.end());
   v.erase(std::unique(v.begin(), v.end()), v.end());
   return v;
@@ -134,14 +134,14 @@ std::optional<kvinfer::DType> kv_dtype(const Args& a) {
 
 // The synthetic shape built, or the model file loaded; P + N checked against its positions
 // first whenever the config can be read without the weights. Fills info's model fields.
-std::shared_ptr<const kvinfer::Model> make_model(const Args& a, bool tty, bench::BenchInfo& info) {
+std::shared_ptr<const kvinfer::Model> make_model(const Args& a, int threads, bool tty, bench::BenchInfo& info) {
   const kvinfer::Device device = parse_device(a.device);
   std::shared_ptr<const kvinfer::Model> model;
   if (!a.shape.empty()) {
     const kvinfer::ModelConfig config = kvinfer::synthetic_config(a.shape);
     check_positions(config, a.prompt_tokens, a.tokens);
     kvinfer::RandomModelOptions o{weight_dtype(a.dtype), static_cast<uint64_t>(a.seed), device, {},
-                                  a.int8_activations};
+                                  a.int8_activations, threads};
     if (tty) o.on_progress = [](uint64_t d, uint64_t t) { draw_progress("building random weights", d, t); };
     model = kvinfer::random_model(config, o);
     info.model = a.shape;
@@ -154,6 +154,7 @@ std::shared_ptr<const kvinfer::Model> make_model(const Args& a, bool tty, bench:
       check_positions(kvinfer::load_config(config_json), a.prompt_tokens, a.tokens);
     kvinfer::LoadOptions o{device, {}, a.int8_activations};
     o.weights_in_place = a.weights_in_place;
+    o.threads = threads;
     if (tty) o.on_progress = [](uint64_t d, uint64_t t) { draw_progress("loading weights", d, t); };
     model = kvinfer::Model::load(a.model, o);
     info.model = a.model;
@@ -216,14 +217,14 @@ class Outputs {
   static void open(std::unique_ptr<std::FILE, int (*)(std::FILE*)>& f, const std::string& path, const char* flag) {
     if (path.empty() || path == "-") return;
     f.reset(std::fopen(path.c_str(), "wb"));
-    if (!f) throw Error(fmt::format("{} \"{}\": cannot write: {}", flag, path, kvinfer::errno_text(errno)));
+    if (!f) throw Error(ErrorKind::BadFile, fmt::format("{} \"{}\": cannot write: {}", flag, path, kvinfer::errno_text(errno)));
   }
   static void put(std::unique_ptr<std::FILE, int (*)(std::FILE*)>& f, const std::string& path, const char* flag,
                   const std::string& text) {
     if (!f) return tool::write_stdout(text);
     if (std::fwrite(text.data(), 1, text.size(), f.get()) != text.size() || std::fflush(f.get()) != 0 ||
         std::fclose(f.release()) != 0)
-      throw Error(fmt::format("{} \"{}\": cannot write: {}", flag, path, kvinfer::errno_text(errno)));
+      throw Error(ErrorKind::BadFile, fmt::format("{} \"{}\": cannot write: {}", flag, path, kvinfer::errno_text(errno)));
   }
   const Args& a_;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> json_{nullptr, std::fclose}, csv_{nullptr, std::fclose},
@@ -237,7 +238,7 @@ bench::DeviceCopy measure_device_copy() {
   namespace cb = kvinfer::cuda_backend;
   const size_t want = cb::kSimulatedDevice ? size_t{64} << 20 : size_t{1} << 30;
   const size_t bytes = std::min(want, cb::device_free_bytes() / 4 / (size_t{1} << 20) * (size_t{1} << 20));
-  if (bytes == 0) throw Error("device copy bandwidth: under 4 MiB of device memory is free after the model");
+  if (bytes == 0) throw Error(ErrorKind::OutOfMemory, "device copy bandwidth: under 4 MiB of device memory is free after the model");
   const cb::CopyBandwidth c = cb::measure_copy_bandwidth(bytes);
   return {cb::device_description(), c.bytes_per_s / 1e9, c.bytes, c.reps, cb::kSimulatedDevice};
 }
@@ -246,14 +247,14 @@ int run(const Args& a) {
   check_args(a);
   const std::vector<int64_t> positions = parse_positions(a.positions, a.tokens);
   const std::optional<kvinfer::DType> cache_dtype = kv_dtype(a);
-  if (a.threads > 0) kvinfer::set_cpu_threads(tool::checked_threads(a.threads, "-t/--threads"));
-  const int threads = kvinfer::cpu_threads();
+  const int threads =
+      a.threads > 0 ? tool::checked_threads(a.threads, "-t/--threads") : kvinfer::default_cpu_threads();
   const bool tty = isatty(fileno(stderr)) != 0;
   Outputs outputs(a);
 
   bench::Report report;
   bench::BenchInfo& info = report.info;
-  const std::shared_ptr<const kvinfer::Model> model = make_model(a, tty, info);
+  const std::shared_ptr<const kvinfer::Model> model = make_model(a, threads, tty, info);
   const std::vector<int32_t> prompt = make_prompt(a, *model, info);
   info.threads = threads;
   info.prompt_tokens = static_cast<int64_t>(prompt.size());
@@ -342,7 +343,8 @@ int main(int argc, char** argv) {
       ->type_name("LIST")
       ->capture_default_str();
   app.add_option("-t,--threads", a.threads,
-                 fmt::format("OpenMP threads, at most {} per core; 0 = $OMP_NUM_THREADS, else all cores",
+                 fmt::format("CPU threads, at most {} per core; 0 = the library's default ($OMP_NUM_THREADS, else the "
+                             "cores other processes leave idle)",
                              tool::kThreadsPerCore))
       ->check(tool::at_least(0))
       ->capture_default_str();

@@ -97,7 +97,7 @@ Bandwidth measure_read_bandwidth(int threads, int passes) {
   try {
     buf.emplace(n * sizeof(float));
   } catch (const std::bad_alloc&) {
-    throw kvinfer::Error(fmt::format("bandwidth probe: cannot allocate {} bytes", b.buffer_bytes));
+    throw kvinfer::Error(kvinfer::ErrorKind::OutOfMemory, fmt::format("bandwidth probe: cannot allocate {} bytes", b.buffer_bytes));
   }
   auto* x = reinterpret_cast<float*>(buf->data());
   const auto chunk = static_cast<int64_t>(n / static_cast<size_t>(b.threads));

@@ -139,7 +139,7 @@ int checked_threads(int64_t requested, std::string_view option) {
   const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
   const int64_t limit = kThreadsPerCore * cores;
   if (requested < 0)
-    throw UsageError(fmt::format("{}: {} is not a thread count (0 = one per core)", option,
+    throw UsageError(fmt::format("{}: {} is not a thread count (0 = the default)", option,
                                  kvinfer::format_count(requested)));
   if (requested > limit)
     throw UsageError(fmt::format("{}: {} threads is more than {} × the {} cores of this machine ({})", option,
@@ -158,7 +158,7 @@ std::string read_prompt_file(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode)) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw kvinfer::Error(fmt::format("\"{}\": {}", path, kvinfer::errno_text(errno)));
+    if (fd < 0) throw kvinfer::Error(kvinfer::ErrorKind::BadFile, fmt::format("\"{}\": {}", path, kvinfer::errno_text(errno)));
     try {
       std::string text = kvinfer::read_input_fd(fd, fmt::format("\"{}\"", path), kvinfer::kPromptLimit);
       ::close(fd);

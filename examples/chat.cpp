@@ -21,7 +21,7 @@ constexpr const char* kHelp =
 constexpr int64_t kDefaultContext = 4096;
 
 [[noreturn]] void message_too_long() {
-  throw kvinfer::Error(fmt::format("stdin: a message longer than the {} {} may be (docs/reliability.md)",
+  throw kvinfer::Error(kvinfer::ErrorKind::InvalidArgument, fmt::format("stdin: a message longer than the {} {} may be (docs/reliability.md)",
                                    kvinfer::format_bytes(kvinfer::kPromptLimit.bytes), kvinfer::kPromptLimit.kind));
 }
 

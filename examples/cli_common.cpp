@@ -32,7 +32,8 @@ void add_model_options(CLI::App& app, ModelOptions& o, const char* ctx_help) {
                "allow -c beyond the model's context length: rotary models only; positions past the length it was "
                "trained on usually give worse output");
   app.add_option("-t,--threads", o.threads,
-                 fmt::format("CPU threads, at most {} per core; 0 = one per core (results do not depend on it)",
+                 fmt::format("CPU threads, at most {} per core; 0 = $OMP_NUM_THREADS, else the cores other processes leave "
+                             "idle (results do not depend on it)",
                              tool::kThreadsPerCore))
       ->check(tool::at_least(0))
       ->capture_default_str();
@@ -119,12 +120,12 @@ std::filesystem::path model_path(const std::string& given) {
     try {
       kvinfer::model_path_kind(env);
     } catch (const kvinfer::Error& e) {
-      throw kvinfer::Error(fmt::format("$KVINFER_MODEL: {}; pass -m PATH or unset it", e.what()));
+      throw kvinfer::Error(e.kind(), fmt::format("$KVINFER_MODEL: {}; pass -m PATH or unset it", e.what()));
     }
     return env;
   }
   if (!std::filesystem::exists(KVINFER_DEFAULT_MODEL))
-    throw kvinfer::Error(fmt::format("no model: pass -m PATH, or run tools/fetch_model.sh to download the default ({})",
+    throw kvinfer::Error(kvinfer::ErrorKind::BadFile, fmt::format("no model: pass -m PATH, or run tools/fetch_model.sh to download the default ({})",
                                      KVINFER_DEFAULT_MODEL));
   return KVINFER_DEFAULT_MODEL;
 }
@@ -137,7 +138,7 @@ bool is_gguf(const std::filesystem::path& p) { return kvinfer::starts_with_magic
 ModelShape read_model_shape(const std::filesystem::path& path) {
   if (kvinfer::model_path_kind(path) == kvinfer::ModelPathKind::Directory) {
     if (!kvinfer::input_exists(path / "config.json"))
-      throw kvinfer::Error(fmt::format("{}: a model directory needs a config.json", path));
+      throw kvinfer::Error(kvinfer::ErrorKind::BadFile, fmt::format("{}: a model directory needs a config.json", path));
     return {"hf_directory", kvinfer::load_config(path / "config.json")};
   }
   if (is_gguf(path)) return {"gguf", kvinfer::gguf_config(kvinfer::GgufFile(path))};
@@ -145,7 +146,6 @@ ModelShape read_model_shape(const std::filesystem::path& path) {
 }
 
 std::shared_ptr<const kvinfer::Model> load_model(const ModelOptions& o) {
-  kvinfer::set_cpu_threads(tool::checked_threads(o.threads, "-t/--threads"));
   const std::filesystem::path path = model_path(o.model);
   if (o.ctx > 0 && !o.extend_context) {
     const kvinfer::ModelConfig c = read_model_shape(path).config;
@@ -160,6 +160,7 @@ std::shared_ptr<const kvinfer::Model> load_model(const ModelOptions& o) {
                                                    : kvinfer::Device::Auto;
   kvinfer::LoadOptions options{.device = dev, .on_progress = {}, .int8_activations = o.int8_activations};
   options.weights_in_place = o.weights_in_place;
+  options.threads = tool::checked_threads(o.threads, "-t/--threads");
   // A cache of --ctx tokens is planned: weights and cache are checked against the memory
   // available before any weight is read.
   options.kv_tokens = o.ctx;

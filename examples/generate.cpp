@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
       const kvinfer::Tokenizer& tok = model->tokenizer();
       if (chat) {
         if (tok.chat_template().empty())
-          throw kvinfer::Error(fmt::format("{}: the model has no chat template; run without --chat",
+          throw kvinfer::Error(kvinfer::ErrorKind::Unsupported, fmt::format("{}: the model has no chat template; run without --chat",
                                            cli::model_path(model_opt.model).string()));
         kvinfer::ChatTemplate tmpl(tok.chat_template(), tok.bos_text(), tok.eos_text());
         std::vector<kvinfer::ChatMessage> messages;
@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
                                  ? model_opt.ctx
                                  : std::min(saturating_add(prompt_tokens, options.max_new_tokens), model->context_length());
     if (prompt_tokens > capacity)
-      throw kvinfer::Error(fmt::format(
+      throw kvinfer::Error(kvinfer::ErrorKind::InvalidArgument, fmt::format(
           "the prompt is {} tokens, more than the {} a KV cache of this model can hold ({})",
           kvinfer::format_count(prompt_tokens), kvinfer::format_count(capacity),
           model_opt.ctx > 0 ? "-c/--ctx" : "the model's context length"));

@@ -414,11 +414,11 @@ void run(const DecodeCall& c) {
           : core::most_splits(longest, items, target, S::kTile, kMaxSplits, kMinTilesPerSplit);
   const size_t need = grid_splits > 1 ? partials_bytes(p.heads, hd, grid_splits) : 0;
   if (need > 0 && (c.workspace == nullptr || c.workspace_bytes < need))
-    throw Error("attention_decode: workspace of " + std::to_string(c.workspace_bytes) + " bytes is too small: " +
+    throw Error(ErrorKind::InvalidArgument, "attention_decode: workspace of " + std::to_string(c.workspace_bytes) + " bytes is too small: " +
                 std::to_string(p.heads) + " heads × " + std::to_string(plan.splits) + " splits need " +
                 std::to_string(need) + " bytes (size it with attention_decode_workspace_bytes)");
   if (grid_splits * c.head_chunks > 0x7fffffff)
-    throw Error("attention_decode: " + std::to_string(p.heads / p.kv_heads) + " heads per KV head in chunks of " +
+    throw Error(ErrorKind::InvalidArgument, "attention_decode: " + std::to_string(p.heads / p.kv_heads) + " heads per KV head in chunks of " +
                 std::to_string(c.heads_per_block) + " are too many for one launch");
   float* part_o = static_cast<float*>(c.workspace);
   const PlanArgs pa{p.start_on_device, p.window, items, target, S::kTile, c.first, c.context, plan.per_split,
@@ -462,7 +462,7 @@ void run_group(const AttentionParams& p, int64_t first, void* workspace, size_t 
   int fit = static_cast<int>(std::min<int64_t>(group, kMaxHeadsPerBlock));
   while (fit > 0 && layout_bytes<HDP, KV>(fit, hd) > limit) --fit;
   if (fit == 0)
-    throw Error("attention_decode: head_dim " + std::to_string(hd) + " with a " + std::string(dtype_name(KV)) +
+    throw Error(ErrorKind::Unsupported, "attention_decode: head_dim " + std::to_string(hd) + " with a " + std::string(dtype_name(KV)) +
                 " cache needs " + std::to_string(layout_bytes<HDP, KV>(1, hd)) +
                 " bytes of shared memory per block for one head; the device allows " + std::to_string(limit));
   const int64_t chunks = (group + fit - 1) / fit;
@@ -484,11 +484,11 @@ void run_dtype(const AttentionParams& p, int64_t first, void* workspace, size_t 
   if (p.kv_dtype == DType::F32) return run_group<HDP, DType::F32>(p, first, workspace, workspace_bytes, stream);
   if (p.kv_dtype == DType::F16) return run_group<HDP, DType::F16>(p, first, workspace, workspace_bytes, stream);
   if (p.kv_dtype == DType::BF16) return run_group<HDP, DType::BF16>(p, first, workspace, workspace_bytes, stream);
-  throw Error("attention_decode: unsupported KV cache dtype");
+  throw Error(ErrorKind::Unsupported, "attention_decode: unsupported KV cache dtype");
 }
 
 void check(bool ok, const std::string& what) {
-  if (!ok) throw Error("attention_decode: " + what);
+  if (!ok) throw Error(ErrorKind::InvalidArgument, "attention_decode: " + what);
 }
 
 }  // namespace

@@ -282,7 +282,7 @@ void run_tile(const AttentionParams& p, cudaStream_t stream) {
   const int limit = max_shared_bytes_optin();
   if (Shape<HDP, KV, 4, 2>::kSmemBytes <= limit) return run<HDP, KV, 4, 2>(p, stream);
   if (Shape<HDP, KV, 2, 1>::kSmemBytes <= limit) return run<HDP, KV, 2, 1>(p, stream);
-  throw Error("attention_prefill: head_dim " + std::to_string(p.head_dim) + " needs " +
+  throw Error(ErrorKind::Unsupported, "attention_prefill: head_dim " + std::to_string(p.head_dim) + " needs " +
               std::to_string(Shape<HDP, KV, 2, 1>::kSmemBytes) +
               " bytes of shared memory per block (32 rows × 16 keys); the device allows " + std::to_string(limit));
 }
@@ -293,11 +293,11 @@ void run_dtype(const AttentionParams& p, cudaStream_t stream) {
     case DType::F32: return run_tile<HDP, DType::F32>(p, stream);
     default: break;  // f16 and bf16: attention_prefill_mma.cu
   }
-  throw Error("attention_prefill: unsupported KV cache dtype");
+  throw Error(ErrorKind::Unsupported, "attention_prefill: unsupported KV cache dtype");
 }
 
 void check(bool ok, const std::string& what) {
-  if (!ok) throw Error("attention_prefill: " + what);
+  if (!ok) throw Error(ErrorKind::InvalidArgument, "attention_prefill: " + what);
 }
 
 }  // namespace

@@ -274,7 +274,7 @@ void run_stages(const AttentionParams& p, cudaStream_t stream) {
   if (Shape<HDP, 2>::kSmemBytes <= limit) return run<HDP, KV, 2>(p, stream);
   if constexpr (HDP == 256)
     if (Shape<HDP, 1>::kSmemBytes <= limit) return run<HDP, KV, 1>(p, stream);
-  throw Error("attention_prefill: head_dim " + std::to_string(p.head_dim) + " needs " +
+  throw Error(ErrorKind::Unsupported, "attention_prefill: head_dim " + std::to_string(p.head_dim) + " needs " +
               std::to_string(Shape<HDP, 1>::kSmemBytes) + " bytes of shared memory per block (" +
               std::to_string(kRows) + " rows × " + std::to_string(kCols) + " keys); the device allows " +
               std::to_string(limit));
@@ -290,7 +290,7 @@ void run_dtype(const AttentionParams& p, cudaStream_t stream) {
 
 void attention_prefill_mma(const AttentionParams& p, cudaStream_t stream) {
   if (p.kv_dtype != DType::F16 && p.kv_dtype != DType::BF16)
-    throw Error("attention_prefill (mma): f16 or bf16 KV caches only");
+    throw Error(ErrorKind::Unsupported, "attention_prefill (mma): f16 or bf16 KV caches only");
   if (p.head_dim <= 64) return run_dtype<64>(p, stream);
   if (p.head_dim <= 128) return run_dtype<128>(p, stream);
   return run_dtype<256>(p, stream);

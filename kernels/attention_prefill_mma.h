@@ -41,7 +41,7 @@ inline PrefillArgs prefill_args(const AttentionParams& p, int rows, int64_t& row
   a.window = p.window;
   a.rows_total = p.n * a.group;
   row_tiles = (a.rows_total + rows - 1) / rows;
-  if (row_tiles > 0x7fffffff) throw Error("attention_prefill: n · group is too large for one launch");
+  if (row_tiles > 0x7fffffff) throw Error(ErrorKind::InvalidArgument, "attention_prefill: n · group is too large for one launch");
   return a;
 }
 

@@ -9,7 +9,7 @@
 namespace kvinfer::cuda {
 
 [[noreturn]] inline void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line) {
-  throw Error(std::string(file) + ":" + std::to_string(line) + ": " + call + " failed: " + cudaGetErrorName(err) +
+  throw Error(ErrorKind::Device, std::string(file) + ":" + std::to_string(line) + ": " + call + " failed: " + cudaGetErrorName(err) +
               " (" + cudaGetErrorString(err) + ")");
 }
 

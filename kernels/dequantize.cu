@@ -36,10 +36,10 @@ void visit_quantized(DType t, const char* op, F&& f) {
     case DType::Q6_K: return f(std::integral_constant<DType, DType::Q6_K>{});
     default: break;
   }
-  throw Error(std::string("cuda::") + op + ": " + std::string(dtype_name(t)) + " is not a quantised type");
+  throw Error(ErrorKind::InvalidArgument, std::string("cuda::") + op + ": " + std::string(dtype_name(t)) + " is not a quantised type");
 }
 
-[[noreturn]] void fail(const char* op, const std::string& what) { throw Error(std::string("cuda::") + op + ": " + what); }
+[[noreturn]] void fail(const char* op, const std::string& what) { throw Error(ErrorKind::InvalidArgument, std::string("cuda::") + op + ": " + what); }
 
 void require(bool ok, const char* op, const char* what) {
   if (!ok) fail(op, what);

@@ -51,7 +51,7 @@ void visit_dtype(DType t, F&& f) {
     case DType::BF16: f(BF16{}); return;
     default: break;
   }
-  throw Error(std::string("cuda: dtype ") + std::string(dtype_name(t)) + " is not a plain element type here");
+  throw Error(ErrorKind::InvalidArgument, std::string("cuda: dtype ") + std::string(dtype_name(t)) + " is not a plain element type here");
 }
 
 // ---- argument checks (host) -------------------------------------------------------------------
@@ -59,7 +59,7 @@ void visit_dtype(DType t, F&& f) {
 template <typename Message>
 void require(bool ok, const char* op, Message&& what) {
   if (!ok) [[unlikely]]
-    throw Error(std::string("cuda::") + op + ": " + what());
+    throw Error(ErrorKind::InvalidArgument, std::string("cuda::") + op + ": " + what());
 }
 void require_ptr(const void* p, const char* op, const char* name) {
   require(p != nullptr, op, [&] { return std::string(name) + " is a null pointer"; });
@@ -393,7 +393,7 @@ void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, c
       launch("rope", rope_kernel<RopeLayout::Interleaved>, grid, kThreads, 0, stream,
           x, n, heads, head_dim, start, start_on_device, inv_freq);
       break;
-    default: throw Error("cuda::rope: unknown layout " + std::to_string(static_cast<int>(layout)));
+    default: throw Error(ErrorKind::InvalidArgument, "cuda::rope: unknown layout " + std::to_string(static_cast<int>(layout)));
   }
 }
 

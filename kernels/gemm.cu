@@ -15,7 +15,7 @@
 // CUBLAS_CHECK: throws kvinfer::Error naming the file, line, failing call and cuBLAS status.
 namespace kvinfer::cuda {
 [[noreturn]] inline void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
-  throw Error(std::string(file) + ":" + std::to_string(line) + ": " + call + " failed: " +
+  throw Error(ErrorKind::Device, std::string(file) + ":" + std::to_string(line) + ": " + call + " failed: " +
               cublasGetStatusName(status) + " (" + cublasGetStatusString(status) + ")");
 }
 }  // namespace kvinfer::cuda
@@ -29,7 +29,7 @@ namespace kvinfer::cuda {
 namespace kvinfer::cuda {
 namespace {
 
-[[noreturn]] void fail(const std::string& what) { throw Error("cuda::gemm: " + what); }
+[[noreturn]] void fail(const std::string& what) { throw Error(ErrorKind::InvalidArgument, "cuda::gemm: " + what); }
 
 int checked_int(int64_t v, const char* name) {
   if (v <= 0 || v > std::numeric_limits<int>::max())
@@ -44,7 +44,7 @@ cudaDataType_t cuda_type(DType t) {
     case DType::BF16: return CUDA_R_16BF;
     default: break;
   }
-  throw Error(std::string("cuda::gemm: no cuBLAS type for dtype ") + std::string(dtype_name(t)) +
+  throw Error(ErrorKind::InvalidArgument, std::string("cuda::gemm: no cuBLAS type for dtype ") + std::string(dtype_name(t)) +
               " (quantised weights are dequantised to f16 first)");
 }
 

@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 2)
 
 // ---- host side ----------------------------------------------------------------------------------
 
-[[noreturn]] void fail(const std::string& what) { throw Error("cuda::gemv: " + what); }
+[[noreturn]] void fail(const std::string& what) { throw Error(ErrorKind::InvalidArgument, "cuda::gemv: " + what); }
 
 template <DType T, int N>
 void launch_gemv(const void* w, int64_t rows, int64_t cols, const float* x, const float* bias, float* y,

@@ -21,7 +21,7 @@ void throw_launch_error(cudaError_t err, const char* kernel, dim3 grid, dim3 blo
   const auto dims = [](dim3 d) {
     return std::to_string(d.x) + "×" + std::to_string(d.y) + "×" + std::to_string(d.z);
   };
-  throw Error(std::string(kernel) + " (grid " + dims(grid) + ", block " + dims(block) + ", " + std::to_string(smem) +
+  throw Error(ErrorKind::Device, std::string(kernel) + " (grid " + dims(grid) + ", block " + dims(block) + ", " + std::to_string(smem) +
               " B dynamic shared memory): " + stage + " failed: " + cudaGetErrorName(err) + " (" +
               cudaGetErrorString(err) + ")");
 }

@@ -33,7 +33,7 @@ unsigned block_for(int64_t n) {
 }
 
 void require(bool ok, const char* op, const std::string& what) {
-  if (!ok) throw Error(std::string("cuda::") + op + ": " + what);
+  if (!ok) throw Error(ErrorKind::InvalidArgument, std::string("cuda::") + op + ": " + what);
 }
 
 // (value, index) a beats b: larger value, or equal value and lower index. NaN never wins.

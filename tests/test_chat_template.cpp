@@ -113,13 +113,13 @@ TEST(ChatTemplate, UnsupportedConstructsFailWhenParsed) {
   for (const char* source : {"{% macro f() %}{% endmacro %}", "{% include 'x' %}", "{{ x|wordwrap }}",
                              "{{ x is escaped }}", "{% for x in y recursive %}{% endfor %}"}) {
     SCOPED_TRACE(source);
-    EXPECT_THAT(error_of([&] { ChatTemplate t(source); }), HasSubstr("unsupported"));
+    EXPECT_THAT(error_of(ErrorKind::Unsupported, [&] { ChatTemplate t(source); }), HasSubstr("unsupported"));
   }
 }
 
 TEST(ChatTemplate, ErrorsNameTheLine) {
-  EXPECT_THAT(error_of([] { ChatTemplate t("a\nb\n{{ 1 + }}"); }), HasSubstr("line 3"));
-  EXPECT_THAT(error_of([] { render("x\n{% if true %}\n\n  {{ raise_exception('boom') }}{% endif %}"); }),
+  EXPECT_THAT(error_of(ErrorKind::BadFile, [] { ChatTemplate t("a\nb\n{{ 1 + }}"); }), HasSubstr("line 3"));
+  EXPECT_THAT(error_of(ErrorKind::InvalidArgument, [] { render("x\n{% if true %}\n\n  {{ raise_exception('boom') }}{% endif %}"); }),
               HasSubstr("chat template line 4: raise_exception: boom"));
   EXPECT_THAT(error_of([] { render("{{\n  1 +\n  'a' }}"); }), HasSubstr("line 2"));
 }

@@ -25,13 +25,15 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "concurrent_generation.h"
 #include "core/memory.h"
 #include "cuda/cuda_backend.h"
 #include "formats/safetensors.h"
 #include "kvinfer/kvinfer.h"
+#include "models/model_internal.h"
 #include "models/weights.h"
 #include "reference.h"
-#include "concurrent_generation.h"
+#include "sampling_presets.h"
 #include "test_files.h"
 
 namespace kvinfer {
@@ -425,7 +427,7 @@ TEST(CudaConcurrentSessions, FourThreadsGenerateAsSequentialRunsLlama) {
 std::vector<SamplingParams> device_sampling_cases() {
   std::vector<SamplingParams> out;
   out.push_back(SamplingParams::greedy());
-  SamplingParams p;  // T 0.8, k 40, p 0.95, min-p 0.05
+  SamplingParams p = test::llama_cpp_sampling();  // llama.cpp's defaults
   p.seed = 7;
   out.push_back(p);
   p.temperature = 1.3f;
@@ -606,7 +608,7 @@ TEST(CudaMemoryLimits, QuantisedWeightsAreCheckedWithTheirF16Scratch) {
   ASSERT_EQ(host->weight_dtype(), DType::Q8_0);
   const uint64_t weights = host->weight_bytes();
   const ModelConfig& c = host->config();
-  const uint64_t f16 = largest_quantized_f16_bytes(host->weights());
+  const uint64_t f16 = largest_quantized_f16_bytes(model_weights(*host));
   ASSERT_EQ(f16, static_cast<uint64_t>(c.vocab_size * c.hidden_size) * 2);
   const uint64_t workspace = cuda_backend::kCublasWorkspaceBytes;
   EXPECT_NO_THROW(Model::load(path, {.device = Device::CPU, .memory_limit = weights}));

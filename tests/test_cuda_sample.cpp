@@ -16,10 +16,11 @@
 
 #include "cuda/cuda_backend.h"
 #include "cuda_check.h"
-#include "cuda_test_buffer.h"
 #include "cuda_sample.h"
+#include "cuda_test_buffer.h"
 #include "kvinfer/device.h"
 #include "kvinfer/sampler.h"
+#include "sampling_presets.h"
 
 namespace kvinfer_test {
 namespace {
@@ -172,7 +173,7 @@ struct Case {
 std::vector<Case> cases(int32_t vocab) {
   std::vector<Case> out;
   auto add = [&](std::string name, auto&& edit) {
-    SamplingParams p;  // T 0.8, k 40, p 0.95, min-p 0.05
+    SamplingParams p = test::llama_cpp_sampling();  // llama.cpp's defaults
     edit(p);
     out.push_back({std::move(name), std::move(p)});
   };
@@ -346,7 +347,7 @@ TEST(CudaSamplePipeline, OverflowsAndBansAreTheCpuSamplersErrors) {
   auto v = random_logits(vocab, 5);
   v[3] = 3e38f;
   DeviceBuffer d(v);
-  SamplingParams p;
+  SamplingParams p = test::llama_cpp_sampling();
   p.logit_bias = {{3, 3e38f}};
   Sampler s(p, vocab);
   EXPECT_THROW(device_sample(*ctx, s, d.as<float>(), v), kvinfer::Error);

@@ -7,6 +7,8 @@
 
 #include "kvinfer/kvinfer.h"
 #include "models/decode_bytes.h"
+#include "models/model_internal.h"
+#include "models/synthetic.h"
 #include "models/weights.h"
 #include "test_files.h"
 
@@ -130,7 +132,7 @@ std::shared_ptr<const Model> shape_only(const ModelConfig& c, DType dt) {
   }
   w->final_norm = vec(h);
   w->lm_head.weight = mat(c.vocab_size, h);
-  return std::make_shared<Model>(c, std::move(w), Device::CPU);
+  return make_model({.config = c, .weights = std::move(w), .device = Device::CPU});
 }
 
 // TinyLlama-1.1B (22 layers, hidden 2048, 4 KV heads of 64, intermediate 5632, vocab 32000,

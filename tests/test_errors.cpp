@@ -30,8 +30,10 @@ using json = nlohmann::json;
 // llama_gqa4: f32, tied, 8 heads / 2 KV heads × head_dim 8, hidden 64, intermediate 64.
 const std::string kFixture = "llama_gqa4";
 
-std::string load_error(const fs::path& dir, const LoadOptions& options = {.device = Device::CPU}) {
-  return error_of([&] { Model::load(dir, options); });
+// A load's error; its kind must be `kind`.
+std::string load_error(const fs::path& dir, ErrorKind kind = ErrorKind::BadFile,
+                       const LoadOptions& options = {.device = Device::CPU}) {
+  return error_of(kind, [&] { Model::load(dir, options); });
 }
 
 TEST(LoadErrors, PristineCopyLoads) {  // the corruptions below are all that break the copies
@@ -61,10 +63,12 @@ TEST(LoadErrors, MissingWeights) {
 
 TEST(LoadErrors, UnsupportedArchitecture) {
   TempDir tmp;
-  for (const char* arch : {"GPT2LMHeadModel", "FalconForCausalLM"}) {
+  // GPT-2 is supported, but this config lacks its keys; Falcon is not.
+  for (const auto& [arch, kind] : {std::pair{"GPT2LMHeadModel", ErrorKind::BadFile},
+                                   std::pair{"FalconForCausalLM", ErrorKind::Unsupported}}) {
     fs::path dir = copy_fixture(kFixture, tmp, arch);
     edit_json_file(dir / "config.json", [&](json& c) { c["architectures"] = {arch}; });
-    EXPECT_THAT(load_error(dir), AllOf(HasSubstr((dir / "config.json").string()), HasSubstr(arch)));
+    EXPECT_THAT(load_error(dir, kind), AllOf(HasSubstr((dir / "config.json").string()), HasSubstr(arch)));
   }
 }
 
@@ -141,7 +145,7 @@ TEST(LoadErrors, WeightWithANonFloatDtype) {
   fs::path dir = copy_fixture(kFixture, tmp, "i32");
   const std::string up = "model.layers.1.mlp.up_proj.weight";
   edit_safetensors_header(dir / "model.safetensors", [&](json& h) { h[up]["dtype"] = "I32"; });
-  EXPECT_THAT(load_error(dir),
+  EXPECT_THAT(load_error(dir, ErrorKind::Unsupported),
               AllOf(HasSubstr((dir / "model.safetensors").string()), HasSubstr(up), HasSubstr("I32")));
 
   // F64 needs twice the bytes: the norm weight moves to 512 new bytes at the end of the data.
@@ -153,7 +157,7 @@ TEST(LoadErrors, WeightWithANonFloatDtype) {
   parts.header["model.norm.weight"]["data_offsets"] = {end, end + 64 * 8};
   parts.data.append(64 * 8, '\0');
   parts.write(weights);
-  EXPECT_THAT(load_error(dir), AllOf(HasSubstr(weights.string()), HasSubstr("model.norm.weight"), HasSubstr("F64")));
+  EXPECT_THAT(load_error(dir, ErrorKind::Unsupported), AllOf(HasSubstr(weights.string()), HasSubstr("model.norm.weight"), HasSubstr("F64")));
 }
 
 TEST(LoadErrors, ConfigShapeDisagreesWithTensors) {
@@ -238,7 +242,7 @@ TEST(LoadErrors, LayerTensorTheModelDoesNotUse) {
   fs::path dir = copy_fixture(kFixture, tmp, "bias");
   const std::string bias = "model.layers.0.self_attn.q_proj.bias";
   add_tensor(dir / "model.safetensors", bias, {64});
-  EXPECT_THAT(load_error(dir), AllOf(HasSubstr((dir / "model.safetensors").string()), HasSubstr("'" + bias + "'"),
+  EXPECT_THAT(load_error(dir, ErrorKind::Unsupported), AllOf(HasSubstr((dir / "model.safetensors").string()), HasSubstr("'" + bias + "'"),
                                      HasSubstr("not part of a LlamaForCausalLM model")));
 
   dir = copy_fixture(kFixture, tmp, "inv_freq");
@@ -319,7 +323,7 @@ TEST(LoadErrors, ShardedIndexNamingAPathOutsideTheDirectory) {
 TEST(LoadErrors, CudaWithoutADeviceIsRefusedClearly) {
   if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present: Device::CUDA is valid here";
   const fs::path dir = test::fixture_dir(kFixture);
-  EXPECT_THAT(load_error(dir, {.device = Device::CUDA}),
+  EXPECT_THAT(load_error(dir, ErrorKind::Device, {.device = Device::CUDA}),
               AllOf(HasSubstr(dir.string()), HasSubstr("no CUDA device is usable")));
 }
 
@@ -340,7 +344,7 @@ TEST_F(RunErrors, PromptLongerThanRemainingCapacity) {
   s.prefill(kv, prompt(5));
   const auto before = filled_kv(kv);
 
-  EXPECT_THAT(error_of([&] { s.prefill(kv, prompt(7)); }),
+  EXPECT_THAT(error_of(ErrorKind::ContextFull, [&] { s.prefill(kv, prompt(7)); }),
               AllOf(HasSubstr("7 tokens"), HasSubstr("4 of 9 positions")));
   EXPECT_EQ(kv.size(), 5);
   EXPECT_EQ(filled_kv(kv), before);
@@ -361,10 +365,10 @@ TEST_F(RunErrors, PromptLongerThanRemainingCapacity) {
   s.prefill(kv, prompt(3));
   ASSERT_EQ(kv.remaining(), 0);
   const auto full = filled_kv(kv);
-  EXPECT_THAT(error_of([&] { s.decode(kv, 1); }), HasSubstr("1 tokens do not fit in the KV cache: 0 of 9 positions"));
+  EXPECT_THAT(error_of(ErrorKind::ContextFull, [&] { s.decode(kv, 1); }), HasSubstr("1 tokens do not fit in the KV cache: 0 of 9 positions"));
   EXPECT_EQ(kv.size(), 9);
   EXPECT_EQ(filled_kv(kv), full);
-  EXPECT_THAT(error_of([&] { s.prefill(kv, prompt(2)); }), HasSubstr("2 tokens do not fit in the KV cache: 0 of 9"));
+  EXPECT_THAT(error_of(ErrorKind::ContextFull, [&] { s.prefill(kv, prompt(2)); }), HasSubstr("2 tokens do not fit in the KV cache: 0 of 9"));
   EXPECT_EQ(kv.size(), 9);
   EXPECT_EQ(filled_kv(kv), full);
 }
@@ -373,18 +377,18 @@ TEST_F(RunErrors, TokenIdOutsideTheVocabulary) {
   KvCache kv(*model_, 16);
   Session s(model_);
   const std::vector<int32_t> ids = {3, 128, 5};
-  EXPECT_THAT(error_of([&] { s.prefill(kv, ids); }),
+  EXPECT_THAT(error_of(ErrorKind::InvalidArgument, [&] { s.prefill(kv, ids); }),
               AllOf(HasSubstr("token id 128"), HasSubstr("index 1"), HasSubstr("size 128")));
-  EXPECT_THAT(error_of([&] { s.decode(kv, -1); }), HasSubstr("token id -1"));
+  EXPECT_THAT(error_of(ErrorKind::InvalidArgument, [&] { s.decode(kv, -1); }), HasSubstr("token id -1"));
   EXPECT_EQ(kv.size(), 0);
-  EXPECT_THAT(error_of([&] { s.prefill(kv, std::span<const int32_t>{}); }), HasSubstr("empty"));
+  EXPECT_THAT(error_of(ErrorKind::InvalidArgument, [&] { s.prefill(kv, std::span<const int32_t>{}); }), HasSubstr("empty"));
 }
 
 TEST_F(RunErrors, KvCacheOfAnotherModel) {
   auto other = Model::load(test::fixture_dir(kFixture), {.device = Device::CPU});  // 2 KV heads × 8, not 4 × 16
   KvCache kv(*other, 16);
   Session s(model_);
-  EXPECT_THAT(error_of([&] { s.prefill(kv, prompt(3)); }),
+  EXPECT_THAT(error_of(ErrorKind::InvalidArgument, [&] { s.prefill(kv, prompt(3)); }),
               AllOf(HasSubstr("KV cache"), HasSubstr("2 KV heads × head_dim 8"), HasSubstr("4 × 16")));
   EXPECT_EQ(kv.size(), 0);
 }

@@ -148,6 +148,19 @@ std::string error_of(F&& f) {
   return "";
 }
 
+// The same, and the error's kind must be `kind`.
+template <typename F>
+std::string error_of(ErrorKind kind, F&& f) {
+  try {
+    std::forward<F>(f)();
+  } catch (const Error& e) {
+    EXPECT_EQ(error_kind_name(e.kind()), error_kind_name(kind)) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a kvinfer::Error (" << error_kind_name(kind) << "), but nothing was thrown";
+  return "";
+}
+
 // The K and V of the filled positions of every layer and KV head (a CPU cache): what a failed
 // call must leave as it was.
 inline std::vector<std::byte> filled_kv(const KvCache& kv) {

@@ -6,6 +6,7 @@
 
 #include "kvinfer/kvinfer.h"
 #include "reference.h"
+#include "sampling_presets.h"
 
 namespace kvinfer {
 namespace {
@@ -130,7 +131,7 @@ TEST_F(GenerateTest, TruncateRewindsToAnEarlierPosition) {
 // Session::step / sample / logits on the CPU: the logits prefill and decode return, and the ids
 // Sampler::sample picks from them; no logits before a call or after one that threw.
 TEST_F(GenerateTest, StepAndSampleAreDecodeAndSamplerSample) {
-  SamplingParams p;
+  SamplingParams p = test::llama_cpp_sampling();
   p.seed = 11;
   p.repetition_penalty = 1.2f;
   p.logit_bias = {{7, 1.0f}};

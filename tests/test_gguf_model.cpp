@@ -15,13 +15,14 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cache_invariance.h"
 #include "cpu/cpu_ops.h"
 #include "cpu/packed_rows.h"
 #include "formats/gguf.h"
 #include "kvinfer/kvinfer.h"
 #include "models/load_common.h"
+#include "models/model_internal.h"
 #include "models/weights.h"
-#include "cache_invariance.h"
 #include "reference.h"
 #include "test_files.h"
 
@@ -153,7 +154,7 @@ TEST_P(GgufModel, LoadsTheFilesBytesWithTheHfFixturesConfig) {
                                     .weights_in_place = in_place});
     EXPECT_EQ(done, total);
     EXPECT_GE(total, bytes);
-    const auto& storage = *static_cast<const HostStorage*>(model->weights().storage.get());
+    const auto& storage = *static_cast<const HostStorage*>(model_weights(*model).storage.get());
     const auto* mapped = static_cast<const GgufFile*>(storage.checkpoint.get());  // the model's, in place only
     ASSERT_EQ(mapped != nullptr, in_place);
     EXPECT_EQ(storage.mapped.empty(), !in_place);
@@ -178,7 +179,7 @@ TEST_P(GgufModel, LoadsTheFilesBytesWithTheHfFixturesConfig) {
     auto expect_tensor = [&](const Matrix& m, const std::string& name) {
       expect_bytes(m, name, 0, file.tensor(name).bytes, name);
     };
-    const ModelWeights& w = model->weights();
+    const ModelWeights& w = model_weights(*model);
     expect_tensor(w.embed, "token_embd.weight");
     expect_tensor(w.lm_head.weight, model->config().tie_word_embeddings ? "token_embd.weight" : "output.weight");
     if (model->config().tie_word_embeddings) {
@@ -310,7 +311,7 @@ TEST(GgufRope, PermutedInterleavedModelEqualsUnpermutedHalfSplitModel) {
   const auto hf = Model::load(test::model_dir("llama_gqa4"), {.device = Device::CPU});
   const auto gguf = Model::load(kGgufDir / "llama_gqa4.f32.gguf", {.device = Device::CPU});
   const ModelConfig& c = hf->config();
-  const Matrix &hq = hf->weights().layers[1].q.weight, &gq = gguf->weights().layers[1].q.weight;
+  const Matrix &hq = model_weights(*hf).layers[1].q.weight, &gq = model_weights(*gguf).layers[1].q.weight;
   const auto row_bytes = static_cast<size_t>(hq.row_bytes());
   for (int64_t r = 0; r < hq.rows; ++r) {  // GGUF row h·hd + 2i + j is HF row h·hd + j·hd/2 + i
     const int64_t h = r / c.head_dim, i = r % c.head_dim / 2, j = r % 2;
@@ -331,7 +332,8 @@ TEST(GgufRope, PermutedInterleavedModelEqualsUnpermutedHalfSplitModel) {
 
   ModelConfig wrong = gguf->config();
   wrong.rope_layout = RopeLayout::HalfSplit;
-  const auto misread = std::make_shared<const Model>(wrong, std::make_unique<ModelWeights>(gguf->weights()), Device::CPU);
+  const auto misread = make_model(
+      {.config = wrong, .weights = std::make_unique<ModelWeights>(model_weights(*gguf)), .device = Device::CPU});
   EXPECT_GT(max_abs_diff(all_logits(misread, seq), want), 1e-2f);
 }
 

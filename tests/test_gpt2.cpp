@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kvinfer/kvinfer.h"
+#include "models/synthetic.h"
 #include "reference.h"
 #include "test_files.h"
 

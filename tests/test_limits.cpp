@@ -19,6 +19,7 @@
 #include "core/memory.h"
 #include "formats/safetensors.h"
 #include "kvinfer/kvinfer.h"
+#include "models/synthetic.h"
 #include "test_files.h"
 
 namespace kvinfer {
@@ -142,7 +143,7 @@ TEST(MemoryLimits, WeightsBeyondTheLimitFailBeforeAnyIsRead) {
   o.device = Device::CPU;
   o.on_progress = [&](uint64_t, uint64_t) { ++progress_calls; };
   o.memory_limit = weights - 1;
-  EXPECT_THAT(error_of([&] { Model::load(dir, o); }),
+  EXPECT_THAT(error_of(ErrorKind::OutOfMemory, [&] { Model::load(dir, o); }),
               AllOf(HasSubstr(dir.string()), HasSubstr("not enough cpu memory for the model"),
                     HasSubstr(fmt::format("it needs {} ({} of weights)", bytes_text(weights), bytes_text(weights))),
                     HasSubstr(fmt::format("only {} is available (LoadOptions::memory_limit)",
@@ -175,7 +176,7 @@ TEST(MemoryLimits, WeightsPlusThePlannedKvCacheMustFit) {
   o.kv_dtype = DType::F16;
   EXPECT_NO_THROW(Model::load(dir, o));
   o.kv_tokens = -1;
-  EXPECT_THAT(error_of([&] { Model::load(dir, o); }), HasSubstr("LoadOptions::kv_tokens is -1"));
+  EXPECT_THAT(error_of(ErrorKind::InvalidArgument, [&] { Model::load(dir, o); }), HasSubstr("LoadOptions::kv_tokens is -1"));
 }
 
 TEST(MemoryLimits, GgufAndGpt2LoadsAreCheckedToo) {
@@ -227,7 +228,7 @@ TEST(MemoryLimits, KvCacheMustFitWhatTheWeightsAndOtherCachesLeave) {
   o.context_length = 256;  // the f16 cache below is longer than the fixture's 128 positions
   auto model = Model::load(dir, o);
   auto a = std::make_optional<KvCache>(*model, 60);
-  EXPECT_THAT(error_of([&] { KvCache(*model, 41); }),
+  EXPECT_THAT(error_of(ErrorKind::OutOfMemory, [&] { KvCache(*model, 41); }),
               AllOf(HasSubstr(fmt::format("KV cache of 41 tokens (f32) needs {} but only {} of cpu memory is available",
                                           bytes_text(41 * kPerToken), bytes_text(40 * kPerToken))),
                     HasSubstr(fmt::format("{} (LoadOptions::memory_limit) less the model's weights ({}) and its other "
@@ -237,7 +238,7 @@ TEST(MemoryLimits, KvCacheMustFitWhatTheWeightsAndOtherCachesLeave) {
   // A refused cache takes nothing: exactly what is left still fits, and then nothing does.
   {
     KvCache b(*model, 40);
-    EXPECT_THAT(error_of([&] { KvCache(*model, 1); }), HasSubstr("only 0 B of cpu memory is available"));
+    EXPECT_THAT(error_of(ErrorKind::OutOfMemory, [&] { KvCache(*model, 1); }), HasSubstr("only 0 B of cpu memory is available"));
   }
   // Caches give their bytes back when they go, moved or not.
   KvCache moved = std::move(*a);

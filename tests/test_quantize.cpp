@@ -20,6 +20,7 @@
 #include "core/quantize.h"
 #include "cpu/cpu_ops.h"
 #include "kvinfer/error.h"
+#include "models/synthetic.h"
 #include "test_files.h"
 
 namespace kvinfer {

@@ -13,6 +13,7 @@
 
 #include "kvinfer/error.h"
 #include "kvinfer/sampler.h"
+#include "sampling_presets.h"
 #include "test_files.h"
 
 namespace kvinfer {
@@ -102,7 +103,7 @@ TEST(Sampler, GreedyIsArgmaxLowestIdOnTies) {
     EXPECT_EQ(greedy.sample(logits), expected) << vocab;
     ASSERT_EQ(greedy.last_candidates().size(), 1u);
     EXPECT_EQ(greedy.last_candidates()[0], std::make_pair(expected, 1.0f));
-    SamplingParams filtered;  // the filters never drop the maximum, so they change nothing
+    SamplingParams filtered = test::llama_cpp_sampling();  // the filters never drop the maximum, so they change nothing
     filtered.temperature = 0.0f;
     EXPECT_EQ(Sampler(filtered, vocab).sample(logits), expected) << vocab;
   }
@@ -313,7 +314,7 @@ TEST(Sampler, LogitBiasForcesAndBans) {
   const auto logits = normal_logits(1000, 6);
   const auto best = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   const auto worst = static_cast<int32_t>(std::min_element(logits.begin(), logits.end()) - logits.begin());
-  SamplingParams force;  // the defaults: T 0.8, top-k 40, top-p 0.95, min-p 0.05
+  SamplingParams force = test::llama_cpp_sampling();  // llama.cpp's defaults
   force.logit_bias = {{worst, 100.0f}};
   Sampler f(force, 1000);
   for (int i = 0; i < 1000; ++i) ASSERT_EQ(f.sample(logits), worst);
@@ -340,7 +341,7 @@ TEST(Sampler, LogitBiasForcesAndBans) {
 
   SamplingParams all = plain(1.0f);
   all.logit_bias = {{0, -kInf}, {2, -kInf}};
-  EXPECT_THAT(error_of([&] { Sampler(all, 3).sample(std::vector<float>{1.0f, -kInf, 2.0f}); }), HasSubstr("banned"));
+  EXPECT_THAT(error_of(ErrorKind::InvalidArgument, [&] { Sampler(all, 3).sample(std::vector<float>{1.0f, -kInf, 2.0f}); }), HasSubstr("banned"));
 }
 
 TEST(Sampler, EveryInvalidParameterIsAnErrorNamingIt) {
@@ -371,8 +372,8 @@ TEST(Sampler, EveryInvalidParameterIsAnErrorNamingIt) {
   for (const Case& c : cases) {
     SamplingParams p;
     c.edit(p);
-    EXPECT_THAT(error_of([&] { p.validate(100); }), AllOf(HasSubstr(c.name), HasSubstr(c.value)));
-    EXPECT_THAT(error_of([&] { Sampler(p, 100); }), AllOf(HasSubstr(c.name), HasSubstr(c.value)));
+    EXPECT_THAT(error_of(ErrorKind::InvalidArgument, [&] { p.validate(100); }), AllOf(HasSubstr(c.name), HasSubstr(c.value)));
+    EXPECT_THAT(error_of(ErrorKind::InvalidArgument, [&] { Sampler(p, 100); }), AllOf(HasSubstr(c.name), HasSubstr(c.value)));
   }
   EXPECT_THAT(error_of([] { Sampler(SamplingParams{}, 0); }), HasSubstr("vocab_size"));
   SamplingParams edges = params(0.0f, 0, 1.0f, 1.0f);  // the inclusive ends are valid
@@ -382,7 +383,7 @@ TEST(Sampler, EveryInvalidParameterIsAnErrorNamingIt) {
 }
 
 TEST(Sampler, BadLogitsAndIdsAreErrors) {
-  Sampler s(SamplingParams{}, 2000);
+  Sampler s(test::llama_cpp_sampling(), 2000);
   auto logits = normal_logits(2000, 8);
   logits[1234] = std::nanf("");
   EXPECT_THAT(error_of([&] { s.sample(logits); }), AllOf(HasSubstr("1234"), HasSubstr("nan")));

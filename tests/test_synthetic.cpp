@@ -17,6 +17,8 @@
 #include "cpu/cpu_ops.h"
 #include "cpu/packed_rows.h"
 #include "kvinfer/kvinfer.h"
+#include "models/model_internal.h"
+#include "models/synthetic.h"
 #include "models/weights.h"
 #include "test_files.h"
 
@@ -77,7 +79,7 @@ TEST(SyntheticShapes, UnknownNameListsTheKnownOnes) {
 // The parameter count HF reports for gpt2 (124,439,808): a random gpt2 has every tensor.
 TEST(RandomModel, Gpt2HasTheRealParameterCount) {
   auto m = random_model(synthetic_config("gpt2"), {.weight_dtype = DType::F16, .device = Device::CPU});
-  const ModelWeights& w = m->weights();
+  const ModelWeights& w = model_weights(*m);
   // Matrices are f16, vectors f32: count elements, not bytes. The tied LM head counts once.
   uint64_t params = 0;
   std::set<const void*> seen;
@@ -106,7 +108,7 @@ TEST(RandomModel, MatricesLieInOneBufferEachAtACacheLine) {
   auto m = random_model(c, {.weight_dtype = DType::F32, .device = Device::CPU});
   int matrices = 0;
   std::map<const std::byte*, uint64_t> spans;  // start → bytes of each distinct matrix
-  for_each_tensor(m->weights(), [&](const auto& t) {
+  for_each_tensor(model_weights(*m), [&](const auto& t) {
     if constexpr (std::is_same_v<std::remove_cvref_t<decltype(t)>, Matrix>) {
       if (!t.data) return;
       EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data) % 64, 0u) << t.rows << " × " << t.cols;
@@ -136,9 +138,9 @@ TEST(RandomModel, SameSeedSameBytesWhateverTheThreadCount) {
 #if defined(_OPENMP)
   omp_set_num_threads(threads);
 #endif
-  EXPECT_EQ(widen(a->weights().layers[1].down.weight), widen(b->weights().layers[1].down.weight));
-  EXPECT_EQ(widen(a->weights().embed), widen(b->weights().embed));
-  EXPECT_NE(widen(a->weights().embed), widen(d->weights().embed));
+  EXPECT_EQ(widen(model_weights(*a).layers[1].down.weight), widen(model_weights(*b).layers[1].down.weight));
+  EXPECT_EQ(widen(model_weights(*a).embed), widen(model_weights(*b).embed));
+  EXPECT_NE(widen(model_weights(*a).embed), widen(model_weights(*d).embed));
 }
 
 // Weights look like HF's initialisation: mean 0, standard deviation 0.02, no two tensors alike.
@@ -147,7 +149,7 @@ TEST(RandomModel, WeightsHaveTheIntendedStatistics) {
   c.hidden_size = 256;
   c.intermediate_size = 1024;  // up: 262,144 values, sd known to about 0.15 %
   auto m = random_model(c, {.seed = 1, .device = Device::CPU});
-  const std::vector<float> v = widen(m->weights().layers[1].up.weight);
+  const std::vector<float> v = widen(model_weights(*m).layers[1].up.weight);
   double sum = 0, sq = 0;
   for (float x : v) {
     sum += x;
@@ -156,7 +158,7 @@ TEST(RandomModel, WeightsHaveTheIntendedStatistics) {
   const double n = static_cast<double>(v.size()), mean = sum / n, sd = std::sqrt(sq / n - mean * mean);
   EXPECT_NEAR(mean, 0.0, 1e-4);
   EXPECT_NEAR(sd, 0.02, 2e-4);
-  EXPECT_NE(widen(m->weights().layers[1].up.weight), widen(m->weights().layers[1].gate.weight));
+  EXPECT_NE(widen(model_weights(*m).layers[1].up.weight), widen(model_weights(*m).layers[1].gate.weight));
 }
 
 TEST(RandomModel, InvalidDtypeAndShapeAreErrors) {
@@ -210,7 +212,7 @@ TEST(RandomModel, QuantisedSameBytesWhateverTheThreadCount) {
       omp_set_num_threads(threads);
 #endif
       EXPECT_EQ(a->weight_dtype(), t);
-      const ModelWeights &wa = a->weights(), &wb = b->weights();
+      const ModelWeights &wa = model_weights(*a), &wb = model_weights(*b);
       EXPECT_EQ(wa.embed.dtype, t);
       EXPECT_EQ(wa.embed.bytes(), dtype_row_bytes(t, c.hidden_size) * static_cast<uint64_t>(c.vocab_size));
       EXPECT_TRUE(raw(wa.embed) == raw(wb.embed));
@@ -230,7 +232,7 @@ TEST(RandomModel, QuantisedSameBytesWhateverTheThreadCount) {
 TEST(RandomModel, QuantisedWeightsAreTheF32WeightsQuantised) {
   const ModelConfig c = tiny_quantised(Architecture::Llama);
   auto f = random_model(c, {.seed = 5, .device = Device::CPU});
-  const std::vector<float> ref = widen(f->weights().layers[0].up.weight);
+  const std::vector<float> ref = widen(model_weights(*f).layers[0].up.weight);
   // U(-√3·0.02, √3·0.02): |x| < 0.035, so a Q8_0 step is under 0.035 / 127, a Q4_0 step under
   // 0.035 / 8 (a whole step where the code is clipped), a Q4_1 half step under 0.07 / 30.
   // (Plus what rounding the scales to f16 adds.)
@@ -238,7 +240,7 @@ TEST(RandomModel, QuantisedWeightsAreTheF32WeightsQuantised) {
   for (const auto& [t, bound] : cases) {
     SCOPED_TRACE(std::string(dtype_name(t)));
     auto q = random_model(c, {.weight_dtype = t, .seed = 5, .device = Device::CPU});
-    const std::vector<float> got = widen(q->weights().layers[0].up.weight);
+    const std::vector<float> got = widen(model_weights(*q).layers[0].up.weight);
     ASSERT_EQ(got.size(), ref.size());
     double worst = 0;
     for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - ref[i]));
@@ -297,7 +299,7 @@ ModelConfig tiny_k() {
 TEST(RandomModel, KQuantModelsAreTheF32WeightsQuantisedAndRun) {
   const ModelConfig c = tiny_k();
   auto f = random_model(c, {.seed = 5, .device = Device::CPU});
-  const std::vector<float> ref = widen(f->weights().layers[0].up.weight);
+  const std::vector<float> ref = widen(model_weights(*f).layers[0].up.weight);
   // U(-√3·0.02, √3·0.02): a sub-block spans under 0.07, so a Q4_K step is about 0.07 / 15, a
   // Q5_K step 0.07 / 31 and a Q6_K step 0.035 / 32; values within a step of the f32 ones
   // (clipping included).
@@ -307,9 +309,9 @@ TEST(RandomModel, KQuantModelsAreTheF32WeightsQuantisedAndRun) {
     SCOPED_TRACE(std::string(dtype_name(t)));
     auto q = random_model(c, {.weight_dtype = t, .seed = 5, .device = Device::CPU});
     EXPECT_EQ(q->weight_dtype(), t);
-    EXPECT_EQ(q->weights().embed.dtype, t);
-    EXPECT_EQ(q->weights().embed.bytes(), dtype_row_bytes(t, 256) * 300);  // 144, 176 or 210 bytes a row
-    const std::vector<float> got = widen(q->weights().layers[0].up.weight);
+    EXPECT_EQ(model_weights(*q).embed.dtype, t);
+    EXPECT_EQ(model_weights(*q).embed.bytes(), dtype_row_bytes(t, 256) * 300);  // 144, 176 or 210 bytes a row
+    const std::vector<float> got = widen(model_weights(*q).layers[0].up.weight);
     ASSERT_EQ(got.size(), ref.size());
     double worst = 0;
     for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - ref[i]));
@@ -324,7 +326,7 @@ TEST(RandomModel, KQuantModelsAreTheF32WeightsQuantisedAndRun) {
 #if defined(_OPENMP)
     omp_set_num_threads(threads);
 #endif
-    EXPECT_TRUE(raw(q->weights().layers[1].down.weight) == raw(again->weights().layers[1].down.weight));
+    EXPECT_TRUE(raw(model_weights(*q).layers[1].down.weight) == raw(model_weights(*again).layers[1].down.weight));
     // It runs: finite logits, and cache on equals cache off.
     KvCache kv(*q, 16);
     Session s(q);

@@ -9,6 +9,7 @@
 #include "generate/stop_strings.h"
 #include "kvinfer/kvinfer.h"
 #include "reference.h"
+#include "sampling_presets.h"
 
 namespace kvinfer {
 namespace {
@@ -131,7 +132,7 @@ TEST_F(TextGeneration, SeededSamplingIsReproducibleAndSeedsDiffer) {
     KvCache kv(*model_, 64);
     Session s(model_);
     GenerateOptions o = greedy(20);
-    o.sampling = SamplingParams{};  // the defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05
+    o.sampling = test::llama_cpp_sampling();  // llama.cpp's defaults
     o.sampling.temperature = 1.5f;
     o.sampling.seed = seed;
     return generate(s, kv, tok, ids, o).tokens;

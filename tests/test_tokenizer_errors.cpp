@@ -62,10 +62,10 @@ TEST(TokenizerErrors, TinyTokenizerLoads) {  // the edits below are all that bre
 
 TEST(TokenizerErrors, MissingFileOrDirectory) {
   TempDir tmp;
-  EXPECT_THAT(error_of([&] { Tokenizer::from_hf(tmp / "nowhere"); }), HasSubstr((tmp / "nowhere").string()));
+  EXPECT_THAT(error_of(ErrorKind::BadFile, [&] { Tokenizer::from_hf(tmp / "nowhere"); }), HasSubstr((tmp / "nowhere").string()));
   // A directory without tokenizer.json names the file it looked for.
-  EXPECT_THAT(error_of([&] { Tokenizer::from_hf(tmp.path()); }), HasSubstr((tmp / "tokenizer.json").string()));
-  EXPECT_THAT(error_of([&] { Tokenizer::from_gguf(tmp / "missing.gguf"); }), HasSubstr("missing.gguf"));
+  EXPECT_THAT(error_of(ErrorKind::BadFile, [&] { Tokenizer::from_hf(tmp.path()); }), HasSubstr((tmp / "tokenizer.json").string()));
+  EXPECT_THAT(error_of(ErrorKind::BadFile, [&] { Tokenizer::from_gguf(tmp / "missing.gguf"); }), HasSubstr("missing.gguf"));
 }
 
 TEST(TokenizerErrors, MalformedJson) {

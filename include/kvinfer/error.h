@@ -30,8 +30,6 @@ using CancelCallback = std::function<bool()>;
 class Error : public std::runtime_error {
  public:
   Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
-  // Transition only (issue #29): removed once every throw site names its kind.
-  explicit Error(const std::string& message) : std::runtime_error(message), kind_(ErrorKind::InvalidArgument) {}
   ErrorKind kind() const noexcept { return kind_; }
 
  private:

@@ -26,7 +26,7 @@ struct GenerateOptions {
   // (config.json's and the tokenizer's, Model::eos_ids()).
   std::vector<int32_t> stop_ids;
   bool ignore_eos = false;
-  SamplingParams sampling = SamplingParams::greedy();
+  SamplingParams sampling = {};  // greedy (SamplingParams' defaults)
   // Text that ends generation (text generation only). The text is cut before the first
   // occurrence; no part of a stop string is ever passed to the callback.
   std::vector<std::string> stop_strings;
@@ -68,6 +68,11 @@ using TextCallback = std::function<bool(int32_t id, std::string_view piece)>;
 // Index of the largest value; the lowest index wins ties (as torch.argmax).
 int32_t argmax(std::span<const float> logits);
 
+// What the cache holds afterwards, in every mode and for every stop reason: the prompt and every
+// generated token but the last (whose K/V no step has computed yet), unless the call was
+// cancelled during the prompt (then as before the call). To continue, pass the last token (or
+// it and the next user turn) as the next call's prompt.
+//
 // Token-level generation with any sampler. The prompt is appended at kv.size() (so a caller
 // may continue a cached conversation), and every prompt id is accepted into the sampler's
 // penalty history first. Stop strings are ignored (there is no text).

@@ -15,5 +15,4 @@
 #include "kvinfer/model_info.h"
 #include "kvinfer/sampler.h"
 #include "kvinfer/session.h"
-#include "kvinfer/synthetic.h"
 #include "kvinfer/tokenizer.h"

@@ -15,10 +15,7 @@
 
 namespace kvinfer {
 
-struct ModelWeights;   // src/models/weights.h
-class Tokenizer;       // kvinfer/tokenizer.h
-class MemoryAccount;   // src/core/memory.h
-class KvCache;         // kvinfer/kv_cache.h
+class Tokenizer;  // kvinfer/tokenizer.h
 
 // Called as weights are read into memory (or copied to the device): bytes done of total.
 using LoadProgress = std::function<void(uint64_t done, uint64_t total)>;
@@ -105,7 +102,6 @@ class Model {
   // Bytes of weights one decode step reads: every projection with its bias, the norms, and the
   // LM head whole (the token embedding when tied); of the embedding tables only one row each.
   uint64_t step_weight_bytes() const { return step_weight_bytes_; }
-  const ModelWeights& weights() const { return *weights_; }
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
   // Throws kvinfer::Error when the model was loaded without one.
   const Tokenizer& tokenizer() const;
@@ -122,19 +118,17 @@ class Model {
   // CPU threads of its sessions' forward passes unless a Session chooses (LoadOptions::threads).
   int threads() const { return threads_; }
 
-  // memory: the figure the weights were checked against (src/core/memory.h); null for a model
-  // built without a load, whose caches are checked against the memory available when made.
-  Model(ModelConfig config, std::unique_ptr<ModelWeights> weights, Device device,
-        std::shared_ptr<const Tokenizer> tokenizer = nullptr, std::filesystem::path source = {},
-        bool int8_activations = false, std::shared_ptr<MemoryAccount> memory = nullptr,
-        bool check_finite = false, int64_t context_length = 0);  // 0: config.max_position_embeddings
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
  private:
+  struct Internal;  // the weights and the memory account (src/models/model_internal.h)
+  explicit Model(std::unique_ptr<Internal> internal);
+  friend struct ModelAccess;
+
+  std::unique_ptr<Internal> internal_;
   ModelConfig config_;
-  std::unique_ptr<ModelWeights> weights_;
   Device device_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::filesystem::path source_;
@@ -142,11 +136,9 @@ class Model {
   uint64_t weight_bytes_;
   uint64_t step_weight_bytes_;
   bool int8_activations_;
-  std::shared_ptr<MemoryAccount> memory_;
   bool check_finite_;
   int64_t context_length_;
-  int threads_ = 1;
-  friend class KvCache;  // reserves its bytes in memory_
+  int threads_;
 };
 
 }  // namespace kvinfer

@@ -23,11 +23,14 @@
 
 namespace kvinfer {
 
+// The defaults are the only ones: greedy, with every filter and penalty off, so that what a
+// caller sets is all that applies ("temperature 0.7, top_p 0.9" samples from exactly that).
+// GenerateOptions::sampling starts from them too; docs/sampling.md lists them with the CLI's.
 struct SamplingParams {
-  float temperature = 0.8f;         // 0 → greedy (argmax, lowest index on ties)
-  int32_t top_k = 40;               // 0 → off; values above the vocabulary keep everything
-  float top_p = 0.95f;              // 1 → off
-  float min_p = 0.05f;              // 0 → off
+  float temperature = 0.0f;         // 0 → greedy (argmax, lowest index on ties)
+  int32_t top_k = 0;                // 0 → off; values above the vocabulary keep everything
+  float top_p = 1.0f;               // 1 → off
+  float min_p = 0.0f;               // 0 → off
   float repetition_penalty = 1.0f;  // 1 → off; logit > 0 divided, else multiplied
   float presence_penalty = 0.0f;    // subtracted once if the token is in the window
   float frequency_penalty = 0.0f;   // subtracted × its count in the window
@@ -35,7 +38,7 @@ struct SamplingParams {
   std::vector<std::pair<int32_t, float>> logit_bias;  // (id, added to the logit); -inf bans
   uint64_t seed = 0;
 
-  // temperature 0 and every filter and penalty off: plain argmax.
+  // temperature 0 and every filter and penalty off: plain argmax (the defaults).
   static SamplingParams greedy();
 
   // Throws kvinfer::Error naming the parameter and its value: vocab_size <= 0, temperature < 0

@@ -12,8 +12,6 @@
 
 namespace kvinfer {
 
-struct ForwardScratch;  // src/models/scratch.h
-
 enum class Logits { Last, All };
 
 struct SessionOptions {
@@ -55,7 +53,8 @@ class Session {
   // position only, the same checks, errors and undo), but leaves the logits where they were
   // computed: on CUDA only a device scan's result (12 bytes) comes back, not vocab floats.
   // Then sample() picks the next id and logits() copies them when they are wanted after all.
-  void step(KvCache& kv, std::span<const int32_t> ids);
+  // Runs in chunks and asks `cancel` as prefill() does.
+  void step(KvCache& kv, std::span<const int32_t> ids, const CancelCallback& cancel = {});
   void step(KvCache& kv, int32_t id) { step(kv, std::span<const int32_t>(&id, 1)); }
 
   // The next id from the last row of the last call's logits (prefill, decode or step), chosen by
@@ -79,6 +78,9 @@ class Session {
   const Model& model() const { return *model_; }
 
  private:
+  // prefill() and step(): forward() chunk by chunk, undoing every chunk when one fails.
+  std::span<const float> chunked(KvCache& kv, std::span<const int32_t> ids, Logits which, bool copy,
+                                 const CancelCallback& cancel);
   // copy: the logits come to the host (prefill, decode); otherwise only a device scan (step).
   std::span<const float> forward(KvCache& kv, std::span<const int32_t> ids, Logits which, bool copy);
   void check_logits(KvCache& kv, int64_t start, std::span<const int32_t> ids, std::span<const float> logits) const;
@@ -94,7 +96,9 @@ class Session {
   };
 
   std::shared_ptr<const Model> model_;
-  std::unique_ptr<ForwardScratch> scratch_;
+  SessionOptions options_;
+  struct Scratch;  // a forward pass's buffers (src/models/forward.h)
+  std::unique_ptr<Scratch> scratch_;
   LastLogits last_;
 };
 

@@ -30,16 +30,16 @@ std::string too_large(std::string_view name, std::string_view size, const InputL
 // stat() of a path, with the errors worded as the tools word them.
 struct stat stat_or_throw(const std::filesystem::path& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw Error(fmt::format("{}: {}", path, errno_text(errno)));
+  if (::stat(path.c_str(), &st) != 0) throw Error(ErrorKind::BadFile, fmt::format("{}: {}", path, errno_text(errno)));
   return st;
 }
 
 void check_regular(const std::filesystem::path& path, const struct stat& st, const InputLimit& limit) {
   if (!S_ISREG(st.st_mode))
-    throw Error(fmt::format("{}: not a regular file ({}); {} must be one", path, file_type_text(st.st_mode),
+    throw Error(ErrorKind::BadFile, fmt::format("{}: not a regular file ({}); {} must be one", path, file_type_text(st.st_mode),
                             limit.kind));
   if (static_cast<uint64_t>(st.st_size) > limit.bytes)
-    throw Error(too_large(fmt::format("{}", path), format_bytes(static_cast<uint64_t>(st.st_size)), limit));
+    throw Error(ErrorKind::BadFile, too_large(fmt::format("{}", path), format_bytes(static_cast<uint64_t>(st.st_size)), limit));
 }
 
 class Fd {
@@ -86,10 +86,10 @@ std::string file_type_text(unsigned mode) {
 
 std::string read_input_fd(int fd, std::string_view name, const InputLimit& limit) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0) throw Error(fmt::format("{}: {}", name, errno_text(errno)));
-  if (S_ISDIR(st.st_mode)) throw Error(fmt::format("{}: is a directory", name));
+  if (::fstat(fd, &st) != 0) throw Error(ErrorKind::BadFile, fmt::format("{}: {}", name, errno_text(errno)));
+  if (S_ISDIR(st.st_mode)) throw Error(ErrorKind::BadFile, fmt::format("{}: is a directory", name));
   if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > limit.bytes)
-    throw Error(too_large(name, format_bytes(static_cast<uint64_t>(st.st_size)), limit));
+    throw Error(ErrorKind::BadFile, too_large(name, format_bytes(static_cast<uint64_t>(st.st_size)), limit));
   std::string out;
   out.reserve(S_ISREG(st.st_mode) ? static_cast<size_t>(st.st_size) : 0);
   char buffer[1 << 16];
@@ -97,12 +97,12 @@ std::string read_input_fd(int fd, std::string_view name, const InputLimit& limit
     const ssize_t n = ::read(fd, buffer, sizeof buffer);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw Error(fmt::format("{}: cannot read: {}", name, errno_text(errno)));
+      throw Error(ErrorKind::BadFile, fmt::format("{}: cannot read: {}", name, errno_text(errno)));
     }
     if (n == 0) break;
     // One byte past the limit is enough to know: a device or a growing file is never read further.
     if (out.size() + static_cast<size_t>(n) > limit.bytes)
-      throw Error(too_large(name, "", limit));
+      throw Error(ErrorKind::BadFile, too_large(name, "", limit));
     out.append(buffer, static_cast<size_t>(n));
   }
   return out;
@@ -112,9 +112,9 @@ std::string read_input_file(const std::filesystem::path& path, const InputLimit&
   // Checked before opening: opening a FIFO would wait for a writer.
   check_regular(path, stat_or_throw(path), limit);
   const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  if (fd.get() < 0) throw Error(fmt::format("{}: {}", path, errno_text(errno)));
+  if (fd.get() < 0) throw Error(ErrorKind::BadFile, fmt::format("{}: {}", path, errno_text(errno)));
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) throw Error(fmt::format("{}: {}", path, errno_text(errno)));
+  if (::fstat(fd.get(), &st) != 0) throw Error(ErrorKind::BadFile, fmt::format("{}: {}", path, errno_text(errno)));
   check_regular(path, st, limit);  // the path may have been swapped since the stat
   return read_input_fd(fd.get(), fmt::format("{}", path), limit);
 }
@@ -126,13 +126,13 @@ void check_input_file(const std::filesystem::path& path, const InputLimit& limit
 bool starts_with_magic(const std::filesystem::path& path, std::string_view magic, const InputLimit& limit) {
   check_input_file(path, limit);
   const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  if (fd.get() < 0) throw Error(fmt::format("{}: {}", path, errno_text(errno)));
+  if (fd.get() < 0) throw Error(ErrorKind::BadFile, fmt::format("{}: {}", path, errno_text(errno)));
   std::string head(magic.size(), '\0');
   size_t got = 0;
   while (got < head.size()) {
     const ssize_t n = ::read(fd.get(), head.data() + got, head.size() - got);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw Error(fmt::format("{}: cannot read: {}", path, errno_text(errno)));
+    if (n < 0) throw Error(ErrorKind::BadFile, fmt::format("{}: cannot read: {}", path, errno_text(errno)));
     if (n == 0) break;
     got += static_cast<size_t>(n);
   }
@@ -143,15 +143,15 @@ bool input_exists(const std::filesystem::path& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) return true;
   if (errno == ENOENT) return false;
-  throw Error(fmt::format("{}: {}", path, errno_text(errno)));
+  throw Error(ErrorKind::BadFile, fmt::format("{}: {}", path, errno_text(errno)));
 }
 
 ModelPathKind model_path_kind(const std::filesystem::path& path) {
-  if (path.empty()) throw Error("the model path is empty");
+  if (path.empty()) throw Error(ErrorKind::InvalidArgument, "the model path is empty");
   const struct stat st = stat_or_throw(path);
   if (S_ISDIR(st.st_mode)) return ModelPathKind::Directory;
   if (S_ISREG(st.st_mode)) return ModelPathKind::File;
-  throw Error(fmt::format("{}: not a model ({}): give a GGUF file or a model directory", path,
+  throw Error(ErrorKind::BadFile, fmt::format("{}: not a model ({}): give a GGUF file or a model directory", path,
                           file_type_text(st.st_mode)));
 }
 

@@ -9,6 +9,7 @@
 #include "kvinfer/error.h"
 #include "kvinfer/kv_plan.h"
 #include "kvinfer/model.h"
+#include "models/model_internal.h"
 
 namespace kvinfer {
 
@@ -26,7 +27,7 @@ namespace {
 // or at all (learned positions): refused before anything is allocated.
 int64_t within_context(int64_t capacity_tokens, int64_t context_length) {
   if (capacity_tokens > context_length)
-    throw Error(fmt::format("a KV cache of {} tokens is beyond the model's context length of {} tokens "
+    throw Error(ErrorKind::InvalidArgument, fmt::format("a KV cache of {} tokens is beyond the model's context length of {} tokens "
                             "(LoadOptions::context_length allows a longer one for rotary models)",
                             format_count(capacity_tokens), format_count(context_length)));
   return capacity_tokens;
@@ -35,7 +36,7 @@ int64_t within_context(int64_t capacity_tokens, int64_t context_length) {
 
 KvCache::KvCache(const Model& model, int64_t capacity_tokens, std::optional<DType> dtype)
     : KvCache(model.config(), within_context(capacity_tokens, model.context_length()),
-              dtype.value_or(default_kv_dtype(model.weight_dtype())), model.device(), model.memory_) {}
+              dtype.value_or(default_kv_dtype(model.weight_dtype())), model.device(), ModelAccess::memory(model)) {}
 
 KvCache::KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype, Device device)
     : KvCache(config, capacity_tokens, dtype, device, nullptr) {}
@@ -48,12 +49,12 @@ KvCache::KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype
       capacity_(capacity_tokens),
       dtype_(dtype),
       device_(device) {
-  if (capacity_tokens <= 0) throw Error(fmt::format("KV cache capacity must be positive, got {}", capacity_tokens));
+  if (capacity_tokens <= 0) throw Error(ErrorKind::InvalidArgument, fmt::format("KV cache capacity must be positive, got {}", capacity_tokens));
   if (is_quantized(dtype))
-    throw Error(fmt::format("KV cache dtype {} is a quantised weight format; a cache holds f32, f16 or bf16",
+    throw Error(ErrorKind::InvalidArgument, fmt::format("KV cache dtype {} is a quantised weight format; a cache holds f32, f16 or bf16",
                             dtype_name(dtype)));
   if (device != Device::CPU && device != Device::CUDA)
-    throw Error(fmt::format("{}: device must be CPU or CUDA", cache_name(capacity_tokens, dtype)));
+    throw Error(ErrorKind::InvalidArgument, fmt::format("{}: device must be CPU or CUDA", cache_name(capacity_tokens, dtype)));
   bytes_ = plan_kv_bytes(config, capacity_tokens, dtype);
   const std::string what = cache_name(capacity_tokens, dtype);
   // Checked before a byte is allocated: the host allocation is lazy (untouched pages cost
@@ -73,17 +74,17 @@ KvCache::KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype
   // Left uninitialised: positions are written before they are read, and untouched pages
   // cost no memory until the sequence grows into them.
   data_ = {new (std::nothrow) std::byte[bytes_], free_host};
-  if (!data_) throw Error(fmt::format("{}: cannot allocate {} bytes of host memory", what, bytes_));
+  if (!data_) throw Error(ErrorKind::OutOfMemory, fmt::format("{}: cannot allocate {} bytes of host memory", what, bytes_));
 }
 
 void KvCache::truncate(int64_t n) {
-  if (n < 0 || n > size_) throw Error(fmt::format("KV cache truncate({}) outside 0..{}", n, size_));
+  if (n < 0 || n > size_) throw Error(ErrorKind::InvalidArgument, fmt::format("KV cache truncate({}) outside 0..{}", n, size_));
   size_ = n;
 }
 
 void KvCache::commit(int64_t n) {
   if (n < 0 || n > remaining())
-    throw Error(fmt::format("KV cache commit of {} positions with {} remaining", n, remaining()));
+    throw Error(ErrorKind::InvalidArgument, fmt::format("KV cache commit of {} positions with {} remaining", n, remaining()));
   size_ += n;
 }
 

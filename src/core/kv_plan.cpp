@@ -9,17 +9,17 @@ namespace kvinfer {
 namespace {
 uint64_t checked_mul(uint64_t a, uint64_t b, const char* what) {
   uint64_t r;
-  if (__builtin_mul_overflow(a, b, &r)) throw Error(fmt::format("KV plan: {} overflows 64 bits", what));
+  if (__builtin_mul_overflow(a, b, &r)) throw Error(ErrorKind::InvalidArgument, fmt::format("KV plan: {} overflows 64 bits", what));
   return r;
 }
 }  // namespace
 
 uint64_t kv_bytes_per_token(const ModelConfig& cfg, DType dtype) {
   if (is_quantized(dtype))
-    throw Error(fmt::format("KV plan: {} is a quantised weight format; a KV cache holds f32, f16 or bf16",
+    throw Error(ErrorKind::InvalidArgument, fmt::format("KV plan: {} is a quantised weight format; a KV cache holds f32, f16 or bf16",
                             dtype_name(dtype)));
   if (cfg.num_layers <= 0 || cfg.num_kv_heads <= 0 || cfg.head_dim <= 0)
-    throw Error(fmt::format("KV plan: invalid config (layers {}, kv heads {}, head_dim {})", cfg.num_layers,
+    throw Error(ErrorKind::InvalidArgument, fmt::format("KV plan: invalid config (layers {}, kv heads {}, head_dim {})", cfg.num_layers,
                             cfg.num_kv_heads, cfg.head_dim));
   uint64_t b = checked_mul(2, static_cast<uint64_t>(cfg.num_layers), "bytes per token");
   b = checked_mul(b, static_cast<uint64_t>(cfg.num_kv_heads), "bytes per token");
@@ -28,7 +28,7 @@ uint64_t kv_bytes_per_token(const ModelConfig& cfg, DType dtype) {
 }
 
 uint64_t plan_kv_bytes(const ModelConfig& cfg, int64_t tokens, DType dtype) {
-  if (tokens < 0) throw Error(fmt::format("KV plan: token count {} is negative", tokens));
+  if (tokens < 0) throw Error(ErrorKind::InvalidArgument, fmt::format("KV plan: token count {} is negative", tokens));
   return checked_mul(kv_bytes_per_token(cfg, dtype), static_cast<uint64_t>(tokens), "cache size");
 }
 

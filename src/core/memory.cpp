@@ -58,7 +58,7 @@ MemoryBudget detect_host() {
 
 uint64_t parse_byte_count(std::string_view text, std::string_view what) {
   const auto bad = [&](std::string_view why) {
-    return Error(fmt::format("{}: '{}' {}; expected a byte count such as 1073741824, 512M or 8G", what, text, why));
+    return Error(ErrorKind::InvalidArgument, fmt::format("{}: '{}' {}; expected a byte count such as 1073741824, 512M or 8G", what, text, why));
   };
   size_t i = 0;
   uint64_t value = 0;
@@ -115,7 +115,7 @@ std::string bytes_text(uint64_t bytes) {
 
 void require_memory(const MemoryBudget& budget, uint64_t bytes, std::string_view what) {
   if (budget.bytes != MemoryBudget::kUnknown && bytes > budget.bytes)
-    throw Error(fmt::format("{} needs {} but only {} of {} memory is available ({})", what, bytes_text(bytes),
+    throw Error(ErrorKind::OutOfMemory, fmt::format("{} needs {} but only {} of {} memory is available ({})", what, bytes_text(bytes),
                             bytes_text(budget.bytes), device_name(budget.device), budget.source));
 }
 
@@ -128,7 +128,7 @@ void MemoryAccount::reserve(uint64_t bytes, std::string_view what) {
   const uint64_t used = weights_ + reserved_;
   const uint64_t left = used < budget_.bytes ? budget_.bytes - used : 0;
   if (bytes > left)
-    throw Error(fmt::format("{} needs {} but only {} of {} memory is available: {} ({}) less the model's weights "
+    throw Error(ErrorKind::OutOfMemory, fmt::format("{} needs {} but only {} of {} memory is available: {} ({}) less the model's weights "
                             "({}) and its other KV caches ({})",
                             what, bytes_text(bytes), bytes_text(left), device_name(budget_.device),
                             bytes_text(budget_.bytes), budget_.source, bytes_text(weights_), bytes_text(reserved_)));

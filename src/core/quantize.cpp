@@ -365,11 +365,11 @@ void quantize_blocks(DType t, const float* src, std::byte* dst, int64_t n) {
 
 void quantize_row(DType t, const float* src, std::byte* dst, int64_t n) {
   if (!can_quantize(t))
-    throw Error(fmt::format(
+    throw Error(ErrorKind::InvalidArgument, fmt::format(
         "quantize_row: cannot quantise to {} (only q8_0, q4_0, q4_1, q4_k, q5_k and q6_k are written)", dtype_name(t)));
   const int64_t values = dtype_block(t).elements;
   if (n < 0 || n % values != 0)
-    throw Error(fmt::format("quantize_row: {} values of {} are not a whole number of {}-value blocks", n, dtype_name(t),
+    throw Error(ErrorKind::InvalidArgument, fmt::format("quantize_row: {} values of {} are not a whole number of {}-value blocks", n, dtype_name(t),
                             values));
   switch (t) {
     case DType::Q8_0: return quantize_blocks<quantize_q8_0>(t, src, dst, n);

@@ -21,7 +21,7 @@ void dequantize_row(const std::byte* src, float* dst, int64_t n) {
 
 void check_whole_blocks(DType t, int64_t n) {
   if (is_quantized(t) && n % dtype_block(t).elements != 0)
-    throw Error(fmt::format("to_f32: {} values of {} are not a whole number of {}-value blocks", n, dtype_name(t),
+    throw Error(ErrorKind::InvalidArgument, fmt::format("to_f32: {} values of {} are not a whole number of {}-value blocks", n, dtype_name(t),
                             dtype_block(t).elements));
 }
 
@@ -64,7 +64,7 @@ void to_f32_scalar(DType t, const std::byte* src, float* dst, int64_t n) {
     case DType::Q5_K: return dequantize_row<DType::Q5_K>(src, dst, n);
     case DType::Q6_K: return dequantize_row<DType::Q6_K>(src, dst, n);
   }
-  throw Error(fmt::format("to_f32: unknown dtype {}", static_cast<int>(t)));
+  throw Error(ErrorKind::InvalidArgument, fmt::format("to_f32: unknown dtype {}", static_cast<int>(t)));
 }
 
 void from_f32(DType t, const float* src, std::byte* dst, int64_t n) {
@@ -88,7 +88,7 @@ void from_f32(DType t, const float* src, std::byte* dst, int64_t n) {
   }
   // Nothing is ever quantised here: activations and KV caches are plain types, and quantised
   // weights come from GGUF files as they are.
-  throw Error(fmt::format("from_f32: cannot narrow to {} (only f32, f16 and bf16 are written)", dtype_name(t)));
+  throw Error(ErrorKind::InvalidArgument, fmt::format("from_f32: cannot narrow to {} (only f32, f16 and bf16 are written)", dtype_name(t)));
 }
 
 }  // namespace kvinfer::cpu

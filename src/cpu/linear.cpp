@@ -312,11 +312,11 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
     const Matrix& w = products[p].layer->weight;
     // Checked here: an exception must not escape the parallel region (to_f32 would throw there).
     if (w.cols != in)
-      throw Error(fmt::format("linears: a product takes {} inputs where the first takes {}", w.cols, in));
+      throw Error(ErrorKind::InvalidArgument, fmt::format("linears: a product takes {} inputs where the first takes {}", w.cols, in));
     if (in % dtype_block(w.dtype).elements != 0)
-      throw Error(fmt::format("linear: rows of {} values are not whole {} blocks", in, dtype_name(w.dtype)));
+      throw Error(ErrorKind::InvalidArgument, fmt::format("linear: rows of {} values are not whole {} blocks", in, dtype_name(w.dtype)));
     if (w.packed && !packs_rows(w.dtype, w.cols))  // the packed kernels would read another layout
-      throw Error(fmt::format("linear: a packed {} matrix of {} columns, which this CPU does not read packed",
+      throw Error(ErrorKind::InvalidArgument, fmt::format("linear: a packed {} matrix of {} columns, which this CPU does not read packed",
                               dtype_name(w.dtype), w.cols));
     first[p + 1] = first[p] + (w.rows + kRowBlock - 1) / kRowBlock;
     macs += static_cast<double>(n) * static_cast<double>(in) * static_cast<double>(w.rows);

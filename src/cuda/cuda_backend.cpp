@@ -49,7 +49,7 @@ class Context {
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) {
       cudaStreamDestroy(stream);
-      throw Error("cuBLAS: cublasCreate failed");
+      throw Error(ErrorKind::Device, "cuBLAS: cublasCreate failed");
     }
     // Once for the handle's life (cuda::gemm sets neither): the stream first, since
     // cublasSetStream resets the workspace; alpha and beta are host values.
@@ -58,7 +58,7 @@ class Context {
         cublasSetPointerMode(blas, CUBLAS_POINTER_MODE_HOST) != CUBLAS_STATUS_SUCCESS) {
       cublasDestroy(blas);
       cudaStreamDestroy(stream);
-      throw Error("cuBLAS: cannot bind the session's stream, workspace and pointer mode to its handle");
+      throw Error(ErrorKind::Device, "cuBLAS: cannot bind the session's stream, workspace and pointer mode to its handle");
     }
   }
   ~Context() {
@@ -398,7 +398,7 @@ cudaGraphExec_t capture(Context& c, const std::function<void()>& body) {
   }
   const cudaError_t ended = cudaStreamEndCapture(c.stream, &graph);
   if (ended != cudaSuccess)
-    throw Error(fmt::format("CUDA graph of a decode step: the capture failed ({}: {}); an op synchronised, "
+    throw Error(ErrorKind::Device, fmt::format("CUDA graph of a decode step: the capture failed ({}: {}); an op synchronised, "
                             "allocated or copied from the host while enqueued in step mode",
                             cudaGetErrorName(ended), cudaGetErrorString(ended)));
   cudaGraphExec_t exec = nullptr;

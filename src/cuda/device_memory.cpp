@@ -18,7 +18,7 @@ void* device_alloc(size_t bytes, std::string_view what) {
   void* p = nullptr;
   if (bytes > free_bytes || cudaMalloc(&p, bytes) != cudaSuccess) {
     cudaGetLastError();  // clear the allocation failure
-    throw Error(fmt::format("{}: needs {} bytes of CUDA device memory but only {} of {} bytes are free", what, bytes,
+    throw Error(ErrorKind::OutOfMemory, fmt::format("{}: needs {} bytes of CUDA device memory but only {} of {} bytes are free", what, bytes,
                             free_bytes, total_bytes));
   }
   return p;
@@ -51,7 +51,7 @@ void copy_to_host(void* dst, const void* src, size_t bytes) {
 }
 
 CopyBandwidth measure_copy_bandwidth(size_t bytes, int reps) {
-  if (bytes == 0 || reps < 1) throw Error(fmt::format("measure_copy_bandwidth: {} bytes, {} repetitions", bytes, reps));
+  if (bytes == 0 || reps < 1) throw Error(ErrorKind::InvalidArgument, fmt::format("measure_copy_bandwidth: {} bytes, {} repetitions", bytes, reps));
   DeviceBuffer a(bytes, "copy bandwidth probe (source)"), b(bytes, "copy bandwidth probe (destination)");
   CUDA_CHECK(cudaMemset(a.get(), 1, bytes));  // not zeros: real data
   CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice));  // warm-up

@@ -9,7 +9,7 @@ namespace kvinfer::cuda_backend {
 
 namespace {
 [[noreturn]] void unavailable() {
-  throw Error("this build of kvinfer has no CUDA backend (configure with -DKVINFER_CUDA=ON and nvcc)");
+  throw Error(ErrorKind::Device, "this build of kvinfer has no CUDA backend (configure with -DKVINFER_CUDA=ON and nvcc)");
 }
 }  // namespace
 

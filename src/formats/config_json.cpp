@@ -8,6 +8,7 @@
 #include <fmt/std.h>
 #include <nlohmann/json.hpp>
 
+#include "core/file_error.h"
 #include "core/input_file.h"
 #include "kvinfer/config.h"
 #include "kvinfer/error.h"
@@ -41,7 +42,7 @@ class Reader {
       : j_(j), source_(source), prefix_(std::move(prefix)) {}
 
   Error error(const std::string& key, const std::string& why) const {
-    return Error(fmt::format("{}: '{}{}' {}", source_, prefix_, key, why));
+    return Error(file_error_kind(why), fmt::format("{}: '{}{}' {}", source_, prefix_, key, why));
   }
   bool has(const std::string& key) const { return j_.contains(key) && !j_[key].is_null(); }
 
@@ -125,10 +126,10 @@ RopeScaling parse_rope_scaling(const json& rope, const std::string& source, cons
     s.high_freq_factor = r.positive("high_freq_factor", 4.0);
     s.original_max_position_embeddings = r.positive_int("original_max_position_embeddings", 8192);
     if (!(s.high_freq_factor > s.low_freq_factor))
-      throw Error(fmt::format("{}: '{}' needs 0 < low_freq_factor < high_freq_factor, got {} and {}", source, key,
+      throw Error(ErrorKind::BadFile, fmt::format("{}: '{}' needs 0 < low_freq_factor < high_freq_factor, got {} and {}", source, key,
                               s.low_freq_factor, s.high_freq_factor));
   } else {
-    throw Error(fmt::format("{}: '{}' has unsupported rope_type '{}' (supported: default, linear, llama3)", source,
+    throw Error(ErrorKind::Unsupported, fmt::format("{}: '{}' has unsupported rope_type '{}' (supported: default, linear, llama3)", source,
                             key, type));
   }
   return s;
@@ -234,9 +235,9 @@ ModelConfig parse_config(std::string_view json_text, const std::string& source) 
   try {
     j = json::parse(json_text);
   } catch (const json::exception& e) {
-    throw Error(fmt::format("{}: invalid JSON: {}", source, e.what()));
+    throw Error(ErrorKind::BadFile, fmt::format("{}: invalid JSON: {}", source, e.what()));
   }
-  if (!j.is_object()) throw Error(fmt::format("{}: not a JSON object", source));
+  if (!j.is_object()) throw Error(ErrorKind::BadFile, fmt::format("{}: not a JSON object", source));
   Reader r(j, source);
 
   ModelConfig c;

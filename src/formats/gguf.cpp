@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 #include <fmt/std.h>
 
+#include "core/file_error.h"
 #include "kvinfer/error.h"
 
 namespace kvinfer {
@@ -47,8 +48,8 @@ class Cursor {
   uint64_t remaining() const { return file_.size() - pos_; }
 
   [[noreturn]] void fail(const Context& ctx, const std::string& why) const {
-    if (ctx.element == kNoElement) throw Error(fmt::format("{}: {}: {}", path_, ctx.what, why));
-    throw Error(fmt::format("{}: {}, element {}: {}", path_, ctx.what, ctx.element, why));
+    if (ctx.element == kNoElement) throw Error(file_error_kind(why), fmt::format("{}: {}: {}", path_, ctx.what, why));
+    throw Error(file_error_kind(why), fmt::format("{}: {}, element {}: {}", path_, ctx.what, ctx.element, why));
   }
 
   void need(uint64_t n, const Context& ctx) const {
@@ -289,7 +290,7 @@ std::string_view gguf_type_name(GgufType t) {
 
 const GgmlTypeInfo& ggml_type_info(GgmlType t) {
   if (const GgmlTypeInfo* info = find_ggml_type(static_cast<uint32_t>(t))) return *info;
-  throw Error(fmt::format("unknown ggml tensor type {}", static_cast<uint32_t>(t)));
+  throw Error(ErrorKind::Unsupported, fmt::format("unknown ggml tensor type {}", static_cast<uint32_t>(t)));
 }
 
 int64_t GgufTensorInfo::numel() const {
@@ -302,21 +303,21 @@ GgufFile::GgufFile(const fs::path& path) : map_(path) {
   Cursor c(map_, path);
   const uint32_t magic = c.read<uint32_t>(Context{"header"});
   if (magic != kMagic)
-    throw Error(fmt::format("{}: not a GGUF file: bad magic {:#010x} (expected \"GGUF\", {:#010x})", path, magic,
+    throw Error(ErrorKind::BadFile, fmt::format("{}: not a GGUF file: bad magic {:#010x} (expected \"GGUF\", {:#010x})", path, magic,
                             kMagic));
   version_ = c.read<uint32_t>(Context{"header"});
   if (version_ != 2 && version_ != 3) {
     // A big-endian file stores 2 or 3 in its high bytes.
     if ((version_ & 0xffff) == 0 && version_ != 0)
-      throw Error(fmt::format("{}: unsupported GGUF version field {:#x}: a big-endian file; only little-endian "
+      throw Error(ErrorKind::Unsupported, fmt::format("{}: unsupported GGUF version field {:#x}: a big-endian file; only little-endian "
                               "GGUF is supported", path, version_));
-    throw Error(fmt::format("{}: unsupported GGUF version {} (versions 2 and 3 are supported)", path, version_));
+    throw Error(ErrorKind::Unsupported, fmt::format("{}: unsupported GGUF version {} (versions 2 and 3 are supported)", path, version_));
   }
   const uint64_t n_tensors = c.read<uint64_t>(Context{"header"});
   const uint64_t n_kv = c.read<uint64_t>(Context{"header"});
   auto check_count = [&](uint64_t n, uint64_t min_bytes, std::string_view what) {
     if (n > c.remaining() / min_bytes)
-      throw Error(fmt::format("{}: header: {} count {} is impossible: each needs at least {} bytes, and only {} "
+      throw Error(ErrorKind::BadFile, fmt::format("{}: header: {} count {} is impossible: each needs at least {} bytes, and only {} "
                               "bytes remain after offset {}", path, what, n, min_bytes, c.remaining(), c.pos()));
   };
   check_count(n_kv, kMinKvBytes, "metadata");
@@ -334,10 +335,10 @@ GgufFile::GgufFile(const fs::path& path) : map_(path) {
 
   if (const GgufValue* a = find("general.alignment")) {
     if (a->type != GgufType::U32)
-      throw Error(fmt::format("{}: key 'general.alignment': wanted u32, stored {}", path, gguf_type_name(a->type)));
+      throw Error(ErrorKind::BadFile, fmt::format("{}: key 'general.alignment': wanted u32, stored {}", path, gguf_type_name(a->type)));
     alignment_ = std::get<uint64_t>(a->value);
     if (alignment_ == 0 || !std::has_single_bit(alignment_))
-      throw Error(fmt::format("{}: key 'general.alignment': {} is not a nonzero power of two", path, alignment_));
+      throw Error(ErrorKind::BadFile, fmt::format("{}: key 'general.alignment': {} is not a nonzero power of two", path, alignment_));
   }
 
   check_count(n_tensors, kMinTensorInfoBytes, "tensor");  // again: the metadata used up bytes
@@ -345,7 +346,7 @@ GgufFile::GgufFile(const fs::path& path) : map_(path) {
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensorInfo t = read_tensor_info(c, i, alignment_);
     if (!tensor_index_.emplace(t.name, tensors_.size()).second)
-      throw Error(fmt::format("{}: duplicate tensor name '{}'", path, t.name));
+      throw Error(ErrorKind::BadFile, fmt::format("{}: duplicate tensor name '{}'", path, t.name));
     tensors_.push_back(std::move(t));
   }
 
@@ -356,7 +357,7 @@ GgufFile::GgufFile(const fs::path& path) : map_(path) {
   const uint64_t data_size = data_offset_ <= file_size ? file_size - data_offset_ : 0;
   for (GgufTensorInfo& t : tensors_) {
     if (t.offset > data_size || t.bytes > data_size - t.offset)
-      throw Error(fmt::format("{}: tensor '{}': {} bytes at offset {} of the data section (which starts at {}) run "
+      throw Error(ErrorKind::BadFile, fmt::format("{}: tensor '{}': {} bytes at offset {} of the data section (which starts at {}) run "
                               "past the end of the file ({} bytes)", path, t.name, t.bytes, t.offset, data_offset_,
                               file_size));
     t.data = map_.bytes().data() + data_offset_ + t.offset;
@@ -368,7 +369,7 @@ GgufFile::GgufFile(const fs::path& path) : map_(path) {
   for (size_t i = 1; i < by_offset.size(); ++i) {
     const GgufTensorInfo* prev = by_offset[i - 1];
     if (by_offset[i]->offset < prev->offset + prev->bytes)
-      throw Error(fmt::format("{}: tensors '{}' and '{}' overlap in the data section", path, prev->name,
+      throw Error(ErrorKind::BadFile, fmt::format("{}: tensors '{}' and '{}' overlap in the data section", path, prev->name,
                               by_offset[i]->name));
   }
 }
@@ -387,7 +388,7 @@ std::string stored_type(const GgufValue& v) {
 
 int64_t to_int64(uint64_t u, const fs::path& path, std::string_view key) {
   if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-    throw Error(fmt::format("{}: key '{}': value {} does not fit int64", path, key, u));
+    throw Error(ErrorKind::BadFile, fmt::format("{}: key '{}': value {} does not fit int64", path, key, u));
   return static_cast<int64_t>(u);
 }
 
@@ -395,11 +396,11 @@ int64_t to_int64(uint64_t u, const fs::path& path, std::string_view key) {
 
 const GgufValue& GgufFile::require(std::string_view key) const {
   if (const GgufValue* v = find(key)) return *v;
-  throw Error(fmt::format("{}: missing key '{}'", path(), key));
+  throw Error(ErrorKind::BadFile, fmt::format("{}: missing key '{}'", path(), key));
 }
 
 void GgufFile::wrong_type(std::string_view key, std::string_view wanted, const GgufValue& v) const {
-  throw Error(fmt::format("{}: key '{}': wanted {}, stored {}", path(), key, wanted, stored_type(v)));
+  throw Error(ErrorKind::BadFile, fmt::format("{}: key '{}': wanted {}, stored {}", path(), key, wanted, stored_type(v)));
 }
 
 const std::string& GgufFile::string(std::string_view key) const {
@@ -463,7 +464,7 @@ const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
 
 const GgufTensorInfo& GgufFile::tensor(std::string_view name) const {
   if (const GgufTensorInfo* t = find_tensor(name)) return *t;
-  throw Error(fmt::format("{}: missing tensor '{}'", path(), name));
+  throw Error(ErrorKind::BadFile, fmt::format("{}: missing tensor '{}'", path(), name));
 }
 
 }  // namespace kvinfer

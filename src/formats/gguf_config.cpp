@@ -1,4 +1,5 @@
 // GGUF metadata → ModelConfig, as llama.cpp's llama_model::load_hparams reads "llama" and "qwen2".
+#include "core/file_error.h"
 #include "formats/gguf_config.h"
 
 #include <cmath>
@@ -28,7 +29,7 @@ class Hparams {
   std::string key(std::string_view name) const { return std::string(prefix_).append(name); }
   bool has(std::string_view name) const { return f_.has(key(name)); }
   Error error(std::string_view name, const std::string& why) const {
-    return Error(fmt::format("{}: key '{}' {}", f_.path(), key(name), why));
+    return Error(file_error_kind(why), fmt::format("{}: key '{}' {}", f_.path(), key(name), why));
   }
 
   // A positive integer no larger than kMaxDim; `fallback` when the key is absent.
@@ -62,7 +63,7 @@ Architecture parse_architecture(const GgufFile& f, const std::string& arch) {
   if (arch == "llama") return Architecture::Llama;
   if (arch == "qwen2") return Architecture::Qwen2;
   if (arch == "gpt2") return Architecture::GPT2;
-  throw Error(fmt::format("{}: key 'general.architecture' names unsupported architecture '{}' (supported: llama, "
+  throw Error(ErrorKind::Unsupported, fmt::format("{}: key 'general.architecture' names unsupported architecture '{}' (supported: llama, "
                           "qwen2, gpt2)",
                           f.path(), arch));
 }
@@ -109,7 +110,7 @@ int64_t parse_vocab_size(const Hparams& h) {
     throw h.error("vocab_size", "is missing, and there is neither tokenizer.ggml.tokens nor a 2-D token_embd.weight");
   }
   if (n <= 0 || n > kMaxDim)
-    throw Error(fmt::format("{}: vocabulary size {} (from {}) is not in [1, {}]", f.path(), n, from, kMaxDim));
+    throw Error(ErrorKind::BadFile, fmt::format("{}: vocabulary size {} (from {}) is not in [1, {}]", f.path(), n, from, kMaxDim));
   return n;
 }
 
@@ -117,7 +118,7 @@ std::optional<int32_t> token_id(const GgufFile& f, const char* key, int64_t voca
   if (!f.has(key)) return std::nullopt;
   const int64_t id = f.integer(key);
   if (id < 0 || id >= vocab)
-    throw Error(fmt::format("{}: key '{}' holds {}, outside the vocabulary [0, {})", f.path(), key, id, vocab));
+    throw Error(ErrorKind::BadFile, fmt::format("{}: key '{}' holds {}, outside the vocabulary [0, {})", f.path(), key, id, vocab));
   return static_cast<int32_t>(id);
 }
 

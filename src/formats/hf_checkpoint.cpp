@@ -24,16 +24,16 @@ std::map<std::string, std::vector<std::string>> read_index(const fs::path& index
   try {
     index = nlohmann::json::parse(read_input_file(index_path, kSafetensorsIndexLimit));
   } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: invalid JSON: {}", index_path, e.what()));
+    throw Error(ErrorKind::BadFile, fmt::format("{}: invalid JSON: {}", index_path, e.what()));
   }
   if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
-    throw Error(fmt::format("{}: no 'weight_map' object", index_path));
+    throw Error(ErrorKind::BadFile, fmt::format("{}: no 'weight_map' object", index_path));
   std::map<std::string, std::vector<std::string>> shards;
   for (const auto& [tensor, file] : index["weight_map"].items()) {
-    if (!file.is_string()) throw Error(fmt::format("{}: weight_map['{}'] is not a file name", index_path, tensor));
+    if (!file.is_string()) throw Error(ErrorKind::BadFile, fmt::format("{}: weight_map['{}'] is not a file name", index_path, tensor));
     std::string name = file.get<std::string>();
     if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
-      throw Error(fmt::format("{}: weight_map['{}'] names '{}', not a file in the model directory", index_path,
+      throw Error(ErrorKind::BadFile, fmt::format("{}: weight_map['{}'] names '{}', not a file in the model directory", index_path,
                               tensor, name));
     shards[name].push_back(tensor);
   }
@@ -43,9 +43,9 @@ std::map<std::string, std::vector<std::string>> read_index(const fs::path& index
 }  // namespace
 
 HfCheckpoint::HfCheckpoint(const fs::path& dir) : dir_(dir) {
-  if (model_path_kind(dir) != ModelPathKind::Directory) throw Error(fmt::format("{}: not a model directory", dir));
+  if (model_path_kind(dir) != ModelPathKind::Directory) throw Error(ErrorKind::BadFile, fmt::format("{}: not a model directory", dir));
   fs::path config_path = dir / "config.json";
-  if (!input_exists(config_path)) throw Error(fmt::format("{}: missing config.json", dir));
+  if (!input_exists(config_path)) throw Error(ErrorKind::BadFile, fmt::format("{}: missing config.json", dir));
   config_ = load_config(config_path);
 
   fs::path single = dir / "model.safetensors";
@@ -60,13 +60,13 @@ HfCheckpoint::HfCheckpoint(const fs::path& dir) : dir_(dir) {
       for (const auto& name : names) {
         const TensorView* t = file.find(name);
         if (!t)
-          throw Error(fmt::format("{}: tensor '{}' listed in {} is missing from the shard", file.path(), name,
+          throw Error(ErrorKind::BadFile, fmt::format("{}: tensor '{}' listed in {} is missing from the shard", file.path(), name,
                                   index_path.filename()));
         tensors_.emplace(name, t);
       }
     }
   } else {
-    throw Error(fmt::format("{}: no weights (neither model.safetensors nor model.safetensors.index.json)", dir));
+    throw Error(ErrorKind::BadFile, fmt::format("{}: no weights (neither model.safetensors nor model.safetensors.index.json)", dir));
   }
 }
 
@@ -77,7 +77,7 @@ const TensorView* HfCheckpoint::find(const std::string& name) const {
 
 const TensorView& HfCheckpoint::get(const std::string& name) const {
   if (const TensorView* t = find(name)) return *t;
-  throw Error(fmt::format("{}: missing tensor '{}'", dir_, name));
+  throw Error(ErrorKind::BadFile, fmt::format("{}: missing tensor '{}'", dir_, name));
 }
 
 std::vector<std::string> HfCheckpoint::names() const {

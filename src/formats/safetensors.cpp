@@ -56,28 +56,28 @@ DType TensorView::float_dtype() const {
   if (dtype == "F32") return DType::F32;
   if (dtype == "F16") return DType::F16;
   if (dtype == "BF16") return DType::BF16;
-  throw Error(fmt::format("{}: tensor '{}' has dtype {}; weights must be F32, F16 or BF16", *file, name, dtype));
+  throw Error(ErrorKind::Unsupported, fmt::format("{}: tensor '{}' has dtype {}; weights must be F32, F16 or BF16", *file, name, dtype));
 }
 
 SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : map_(path) {
   auto bytes = map_.bytes();
   if (bytes.size() < 8)
-    throw Error(fmt::format("{}: truncated safetensors file ({} bytes, shorter than the 8-byte header length)", path,
+    throw Error(ErrorKind::BadFile, fmt::format("{}: truncated safetensors file ({} bytes, shorter than the 8-byte header length)", path,
                             bytes.size()));
   uint64_t header_len = header_length(map_);
   if (header_len > bytes.size() - 8)
-    throw Error(fmt::format("{}: header length {} runs beyond the end of the file ({} bytes)", path, header_len,
+    throw Error(ErrorKind::BadFile, fmt::format("{}: header length {} runs beyond the end of the file ({} bytes)", path, header_len,
                             bytes.size()));
   if (header_len > kMaxHeaderBytes)
-    throw Error(fmt::format("{}: header length {} exceeds the {}-byte limit", path, header_len, kMaxHeaderBytes));
+    throw Error(ErrorKind::BadFile, fmt::format("{}: header length {} exceeds the {}-byte limit", path, header_len, kMaxHeaderBytes));
 
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(header_text(map_, header_len));
   } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: invalid header JSON: {}", path, e.what()));
+    throw Error(ErrorKind::BadFile, fmt::format("{}: invalid header JSON: {}", path, e.what()));
   }
-  if (!header.is_object()) throw Error(fmt::format("{}: header JSON is not an object", path));
+  if (!header.is_object()) throw Error(ErrorKind::BadFile, fmt::format("{}: header JSON is not an object", path));
 
   const std::byte* data = bytes.data() + 8 + header_len;
   const uint64_t data_size = bytes.size() - 8 - header_len;
@@ -86,7 +86,7 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : map_(path)
     const auto& entry = item.value();
     if (name == "__metadata__") continue;
     auto bad = [&](const std::string& why) {
-      return Error(fmt::format("{}: tensor '{}': {}", path, name, why));
+      return Error(ErrorKind::BadFile, fmt::format("{}: tensor '{}': {}", path, name, why));
     };
     if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
       throw bad("entry needs dtype, shape and data_offsets");
@@ -136,7 +136,7 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : map_(path)
   for (size_t i = 1; i < by_offset.size(); ++i) {
     const TensorView* prev = by_offset[i - 1];
     if (by_offset[i]->data < prev->data + prev->bytes)
-      throw Error(fmt::format("{}: tensors '{}' and '{}' overlap in the data section", path, prev->name,
+      throw Error(ErrorKind::BadFile, fmt::format("{}: tensors '{}' and '{}' overlap in the data section", path, prev->name,
                               by_offset[i]->name));
   }
 }
@@ -148,7 +148,7 @@ const TensorView* SafetensorsFile::find(const std::string& name) const {
 
 const TensorView& SafetensorsFile::get(const std::string& name) const {
   if (const TensorView* t = find(name)) return *t;
-  throw Error(fmt::format("{}: missing tensor '{}'", map_.path(), name));
+  throw Error(ErrorKind::BadFile, fmt::format("{}: missing tensor '{}'", map_.path(), name));
 }
 
 }  // namespace kvinfer

@@ -14,7 +14,7 @@ namespace {
 ChatTemplate model_template(const Model& model) {
   const Tokenizer& tok = model.tokenizer();
   if (tok.chat_template().empty())
-    throw Error("the model's tokenizer has no chat template (tokenizer_config.json chat_template, "
+    throw Error(ErrorKind::Unsupported, "the model's tokenizer has no chat template (tokenizer_config.json chat_template, "
                 "chat_template.jinja or GGUF tokenizer.chat_template)");
   return ChatTemplate(tok.chat_template(), tok.bos_text(), tok.eos_text());
 }
@@ -45,7 +45,7 @@ void Chat::reset() {
 }
 
 ChatTurn Chat::send(std::string_view user_message, const GenerateOptions& options, const TextCallback& on_text) {
-  if (!options.use_kv_cache) throw Error("a chat keeps its conversation in the KV cache: use_kv_cache must be true");
+  if (!options.use_kv_cache) throw Error(ErrorKind::InvalidArgument, "a chat keeps its conversation in the KV cache: use_kv_cache must be true");
   const Tokenizer& tok = model_->tokenizer();
   const EncodeOptions as_rendered{.add_special = false, .parse_special = true};  // as HF apply_chat_template
 
@@ -65,10 +65,10 @@ ChatTurn Chat::send(std::string_view user_message, const GenerateOptions& option
                                cached_ids_.begin());
     ids.erase(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(keep));
   }
-  if (ids.empty()) throw Error("the chat template rendered nothing new for this message");
+  if (ids.empty()) throw Error(ErrorKind::InvalidArgument, "the chat template rendered nothing new for this message");
   const auto free = kv_.capacity() - static_cast<int64_t>(keep);
   if (static_cast<int64_t>(ids.size()) >= free)  // room for the prompt and at least one reply token
-    throw Error(fmt::format("context full: this turn needs {} tokens but {} of {} are free; reset the chat or use "
+    throw Error(ErrorKind::ContextFull, fmt::format("context full: this turn needs {} tokens but {} of {} are free; reset the chat or use "
                             "a larger context",
                             ids.size() + 1, free, kv_.capacity()));
 
@@ -88,7 +88,7 @@ ChatTurn Chat::send(std::string_view user_message, const GenerateOptions& option
     if (reply[i] < tok.vocab_size()) cached_text_ += tok.token_bytes(reply[i]);
   }
   if (static_cast<int64_t>(cached_ids_.size()) != kv_.size())
-    throw Error(fmt::format("internal: chat bookkeeping holds {} ids but the cache {}", cached_ids_.size(), kv_.size()));
+    throw Error(ErrorKind::InvalidArgument, fmt::format("internal: chat bookkeeping holds {} ids but the cache {}", cached_ids_.size(), kv_.size()));
   next.push_back({"assistant", turn.reply.text});
   messages_ = std::move(next);
   return turn;

@@ -30,8 +30,8 @@ struct Step {
 GenerateResult run(Session& session, KvCache& kv, std::span<const int32_t> prompt, const GenerateOptions& options,
                    Sampler& sampler, const Step& step) {
   if (options.max_new_tokens < 0)
-    throw Error(fmt::format("max_new_tokens must be >= 0, got {}", options.max_new_tokens));
-  if (prompt.empty()) throw Error("generation needs a prompt of at least one token");
+    throw Error(ErrorKind::InvalidArgument, fmt::format("max_new_tokens must be >= 0, got {}", options.max_new_tokens));
+  if (prompt.empty()) throw Error(ErrorKind::InvalidArgument, "generation needs a prompt of at least one token");
   std::vector<int32_t> stop_ids = options.stop_ids;
   if (stop_ids.empty() && !options.ignore_eos) stop_ids = session.model().eos_ids();
 
@@ -52,7 +52,15 @@ GenerateResult run(Session& session, KvCache& kv, std::span<const int32_t> promp
   }
 
   const auto t0 = Clock::now();
-  session.step(kv, prompt);
+  try {
+    session.step(kv, prompt, options.cancel);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Cancelled) throw;
+    r.stop = StopReason::Cancelled;  // the cache is as it was
+    r.stats.prefill_seconds = seconds_since(t0);
+    r.stats.kv_tokens = kv.size();
+    return r;
+  }
   r.stats.prefill_seconds = seconds_since(t0);
   Clock::time_point first_token;
 
@@ -74,12 +82,22 @@ GenerateResult run(Session& session, KvCache& kv, std::span<const int32_t> promp
     else
       last = false;
     if (!step.fn(id, step.wants_logits ? session.logits() : std::span<const float>(), last, r.stop) || last) break;
+    if (options.cancel && options.cancel()) {
+      r.stop = StopReason::Cancelled;
+      break;
+    }
     if (options.use_kv_cache) {
       session.step(kv, id);
     } else {
       sequence.push_back(id);
       kv.clear();
-      session.step(kv, sequence);
+      try {
+        session.step(kv, sequence, options.cancel);
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::Cancelled) throw;
+        r.stop = StopReason::Cancelled;
+        break;
+      }
     }
   }
   r.stats.decode_seconds = seconds_since(first_token);
@@ -111,7 +129,7 @@ double GenerationStats::decode_tokens_per_second() const {
 }
 
 int32_t argmax(std::span<const float> logits) {
-  if (logits.empty()) throw Error("argmax of empty logits");
+  if (logits.empty()) throw Error(ErrorKind::InvalidArgument, "argmax of empty logits");
   // std::max_element keeps the first of equal maxima, as torch.argmax.
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
@@ -123,6 +141,7 @@ std::string_view stop_reason_name(StopReason r) {
     case StopReason::MaxTokens: return "max_tokens";
     case StopReason::ContextFull: return "context_full";
     case StopReason::Callback: return "callback";
+    case StopReason::Cancelled: return "cancelled";
   }
   return "?";
 }

@@ -28,41 +28,34 @@ double uniform_01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11
 
 }  // namespace
 
-SamplingParams SamplingParams::greedy() {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.top_k = 0;
-  p.top_p = 1.0f;
-  p.min_p = 0.0f;
-  return p;
-}
+SamplingParams SamplingParams::greedy() { return {}; }
 
 void SamplingParams::validate(int32_t vocab_size) const {
-  if (vocab_size <= 0) throw Error(fmt::format("sampler: vocab_size must be > 0, got {}", vocab_size));
+  if (vocab_size <= 0) throw Error(ErrorKind::InvalidArgument, fmt::format("sampler: vocab_size must be > 0, got {}", vocab_size));
   if (!(temperature >= 0.0f))
-    throw Error(fmt::format("sampling parameter temperature must be >= 0 (0 = greedy), got {}", temperature));
-  if (top_k < 0) throw Error(fmt::format("sampling parameter top_k must be >= 0 (0 = off), got {}", top_k));
+    throw Error(ErrorKind::InvalidArgument, fmt::format("sampling parameter temperature must be >= 0 (0 = greedy), got {}", temperature));
+  if (top_k < 0) throw Error(ErrorKind::InvalidArgument, fmt::format("sampling parameter top_k must be >= 0 (0 = off), got {}", top_k));
   if (!(top_p > 0.0f && top_p <= 1.0f))
-    throw Error(fmt::format("sampling parameter top_p must be in (0, 1] (1 = off), got {}", top_p));
+    throw Error(ErrorKind::InvalidArgument, fmt::format("sampling parameter top_p must be in (0, 1] (1 = off), got {}", top_p));
   if (!(min_p >= 0.0f && min_p <= 1.0f))
-    throw Error(fmt::format("sampling parameter min_p must be in [0, 1] (0 = off), got {}", min_p));
+    throw Error(ErrorKind::InvalidArgument, fmt::format("sampling parameter min_p must be in [0, 1] (0 = off), got {}", min_p));
   if (!(repetition_penalty > 0.0f && std::isfinite(repetition_penalty)))
-    throw Error(fmt::format("sampling parameter repetition_penalty must be finite and > 0 (1 = off), got {}",
+    throw Error(ErrorKind::InvalidArgument, fmt::format("sampling parameter repetition_penalty must be finite and > 0 (1 = off), got {}",
                             repetition_penalty));
   if (!std::isfinite(presence_penalty))
-    throw Error(fmt::format("sampling parameter presence_penalty must be finite, got {}", presence_penalty));
+    throw Error(ErrorKind::InvalidArgument, fmt::format("sampling parameter presence_penalty must be finite, got {}", presence_penalty));
   if (!std::isfinite(frequency_penalty))
-    throw Error(fmt::format("sampling parameter frequency_penalty must be finite, got {}", frequency_penalty));
+    throw Error(ErrorKind::InvalidArgument, fmt::format("sampling parameter frequency_penalty must be finite, got {}", frequency_penalty));
   if (penalty_last_n < -1)
-    throw Error(fmt::format("sampling parameter penalty_last_n must be >= -1 (-1 = all, 0 = off), got {}",
+    throw Error(ErrorKind::InvalidArgument, fmt::format("sampling parameter penalty_last_n must be >= -1 (-1 = all, 0 = off), got {}",
                             penalty_last_n));
   for (size_t i = 0; i < logit_bias.size(); ++i) {
     const auto [id, bias] = logit_bias[i];
     if (id < 0 || id >= vocab_size)
-      throw Error(fmt::format("sampling parameter logit_bias[{}]: token id {} is outside the vocabulary [0, {})", i,
+      throw Error(ErrorKind::InvalidArgument, fmt::format("sampling parameter logit_bias[{}]: token id {} is outside the vocabulary [0, {})", i,
                               id, vocab_size));
     if (std::isnan(bias) || bias == kInf)
-      throw Error(fmt::format("sampling parameter logit_bias[{}] for token id {} is {}; use -inf to ban a token "
+      throw Error(ErrorKind::InvalidArgument, fmt::format("sampling parameter logit_bias[{}] for token id {} is {}; use -inf to ban a token "
                               "and a large finite value to force one",
                               i, id, bias));
   }
@@ -83,7 +76,7 @@ void Sampler::accept(int32_t id) { accept(std::span<const int32_t>(&id, 1)); }
 void Sampler::accept(std::span<const int32_t> ids) {
   for (int32_t id : ids)
     if (id < 0 || id >= vocab_size_)
-      throw Error(fmt::format("sampler: accepted token id {} is outside the vocabulary [0, {})", id, vocab_size_));
+      throw Error(ErrorKind::InvalidArgument, fmt::format("sampler: accepted token id {} is outside the vocabulary [0, {})", id, vocab_size_));
   history_.insert(history_.end(), ids.begin(), ids.end());
 }
 
@@ -99,7 +92,7 @@ constexpr const char* kAllBanned = "sampler: every token is banned (all logits a
 
 int32_t Sampler::sample(std::span<const float> logits) {
   if (logits.size() != static_cast<size_t>(vocab_size_))
-    throw Error(fmt::format("sampler: got {} logits for a vocabulary of {}", logits.size(), vocab_size_));
+    throw Error(ErrorKind::InvalidArgument, fmt::format("sampler: got {} logits for a vocabulary of {}", logits.size(), vocab_size_));
   adjust_logits(logits);
   if (params_.temperature == 0.0f) {
     // The first maximum: the lowest id on ties, as torch.argmax.
@@ -116,11 +109,11 @@ int32_t Sampler::top_k_size() const {
 
 int32_t Sampler::sample_top_k(std::span<const std::pair<int32_t, float>> top_k) {
   if (top_k.empty() || top_k.size() > static_cast<size_t>(top_k_size()))
-    throw Error(fmt::format("sampler: got a top-k set of {} tokens, expected 1 .. {}", top_k.size(), top_k_size()));
+    throw Error(ErrorKind::InvalidArgument, fmt::format("sampler: got a top-k set of {} tokens, expected 1 .. {}", top_k.size(), top_k_size()));
   for (const auto& [id, logit] : top_k) {
     if (id < 0 || id >= vocab_size_)
-      throw Error(fmt::format("sampler: top-k token id {} is outside the vocabulary [0, {})", id, vocab_size_));
-    if (!(logit < kInf)) throw Error(fmt::format("sampler: top-k logit of token id {} is {}", id, logit));
+      throw Error(ErrorKind::InvalidArgument, fmt::format("sampler: top-k token id {} is outside the vocabulary [0, {})", id, vocab_size_));
+    if (!(logit < kInf)) throw Error(ErrorKind::InvalidArgument, fmt::format("sampler: top-k logit of token id {} is {}", id, logit));
   }
   if (params_.temperature == 0.0f) {
     Candidate best{0.0, top_k[0].second, top_k[0].first};
@@ -138,7 +131,7 @@ int32_t Sampler::sample_top_k(std::span<const std::pair<int32_t, float>> top_k) 
 }
 
 int32_t Sampler::pick_greedy(int32_t id, float logit) {
-  if (logit == -kInf) throw Error(kAllBanned);
+  if (logit == -kInf) throw Error(ErrorKind::InvalidArgument, kAllBanned);
   uniform_01(rng_);  // unused, but every successful call takes exactly one draw
   candidates_out_.assign(1, {id, 1.0f});
   return id;
@@ -146,7 +139,7 @@ int32_t Sampler::pick_greedy(int32_t id, float logit) {
 
 // work_[0, n) is the top-k set in id order.
 int32_t Sampler::sample_from(size_t n) {
-  if (n == 0) throw Error(kAllBanned);
+  if (n == 0) throw Error(ErrorKind::InvalidArgument, kAllBanned);
   // Drawn here, after every check, so the k-th successful call always uses the k-th draw.
   const double u = uniform_01(rng_);
 
@@ -173,12 +166,12 @@ void Sampler::adjust_logits(std::span<const float> logits) {
   }
   if (bad != 0)
     for (int32_t id = 0; id < vocab_size_; ++id)
-      if (!(logits_[id] < kInf)) throw Error(fmt::format("sampler: logit at index {} is {}", id, logits_[id]));
+      if (!(logits_[id] < kInf)) throw Error(ErrorKind::InvalidArgument, fmt::format("sampler: logit at index {} is {}", id, logits_[id]));
   for (const auto& [id, bias] : params_.logit_bias) logits_[id] += bias;
   apply_penalties();
   for (const auto& [id, bias] : params_.logit_bias)
     if (logits_[id] == kInf)
-      throw Error(fmt::format("sampler: logit of token id {} overflows to +inf after its logit bias", id));
+      throw Error(ErrorKind::InvalidArgument, fmt::format("sampler: logit of token id {} overflows to +inf after its logit bias", id));
 }
 
 std::span<const int32_t> Sampler::penalty_window() const {
@@ -219,7 +212,7 @@ void Sampler::apply_penalties() {
     if (l == kInf && overflow < 0) overflow = id;
   }
   if (overflow >= 0)
-    throw Error(fmt::format("sampler: logit of token id {} overflows to +inf after the penalties", overflow));
+    throw Error(ErrorKind::InvalidArgument, fmt::format("sampler: logit of token id {} overflows to +inf after the penalties", overflow));
 }
 
 // Fills work_ with the top_k first tokens in the one order (every token not banned when top-k is

@@ -1,19 +1,33 @@
 #include "kvinfer/session.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "cpu/cpu_ops.h"
+#include "cpu/threads.h"
 #include "cuda/cuda_backend.h"
 #include "kvinfer/error.h"
+#include "kvinfer/kv_plan.h"
 #include "models/forward.h"
+#include "models/model_internal.h"
 
 namespace kvinfer {
 
-Session::Session(std::shared_ptr<const Model> model)
-    : model_(std::move(model)), scratch_(std::make_unique<ForwardScratch>()) {
-  if (!model_) throw Error("Session needs a model (got a null pointer)");
+struct Session::Scratch : ForwardScratch {};
+
+Session::Session(std::shared_ptr<const Model> model, const SessionOptions& options)
+    : model_(std::move(model)), options_(options), scratch_(std::make_unique<Scratch>()) {
+  if (!model_) throw Error(ErrorKind::InvalidArgument, "Session needs a model (got a null pointer)");
+  if (options_.threads < 0)
+    throw Error(ErrorKind::InvalidArgument,
+                fmt::format("SessionOptions::threads is {}; it must be 0 (the model's) or positive", options_.threads));
+  if (options_.prefill_chunk_tokens < 1)
+    throw Error(ErrorKind::InvalidArgument, fmt::format("SessionOptions::prefill_chunk_tokens is {}; it must be at least 1",
+                                                        options_.prefill_chunk_tokens));
+  if (options_.threads == 0) options_.threads = model_->threads();
   scratch_->exec.device = model_->device();
   scratch_->exec.int8_activations = model_->int8_activations();
   scratch_->exec.check_finite = model_->check_finite();
@@ -27,45 +41,88 @@ Session::~Session() = default;
 Session::Session(Session&&) noexcept = default;
 Session& Session::operator=(Session&&) noexcept = default;
 
-std::span<const float> Session::prefill(KvCache& kv, std::span<const int32_t> ids, Logits which) {
-  return forward(kv, ids, which, /*copy=*/true);
+std::span<const float> Session::prefill(KvCache& kv, std::span<const int32_t> ids, Logits which,
+                                        const CancelCallback& cancel) {
+  return chunked(kv, ids, which, /*copy=*/true, cancel);
 }
 
 std::span<const float> Session::decode(KvCache& kv, int32_t id) {
+  const cpu::ThreadScope threads(options_.threads);
   return forward(kv, {&id, 1}, Logits::Last, /*copy=*/true);
 }
 
-void Session::step(KvCache& kv, std::span<const int32_t> ids) { forward(kv, ids, Logits::Last, /*copy=*/false); }
+void Session::step(KvCache& kv, std::span<const int32_t> ids, const CancelCallback& cancel) {
+  chunked(kv, ids, Logits::Last, /*copy=*/false, cancel);
+}
+
+std::span<const float> Session::chunked(KvCache& kv, std::span<const int32_t> ids, Logits which, bool copy,
+                                        const CancelCallback& cancel) {
+  const cpu::ThreadScope threads(options_.threads);
+  const auto n = static_cast<int64_t>(ids.size());
+  const int64_t chunk = options_.prefill_chunk_tokens;
+  if (n <= chunk) return forward(kv, ids, which, copy);
+  // Checked for the whole input first, so that no chunk runs when a later one could not fit.
+  if (n > kv.remaining())
+    throw Error(ErrorKind::ContextFull, fmt::format("{} tokens do not fit in the KV cache: {} of {} positions are free",
+                                                    n, kv.remaining(), kv.capacity()));
+  const int64_t start = kv.size();
+  const int64_t vocab = model_->config().vocab_size;
+  std::vector<float>& all = scratch_->logits_chunks;  // (n, vocab) with Logits::All
+  if (which == Logits::All) all.resize(static_cast<size_t>(n * vocab));
+  try {
+    std::span<const float> logits;
+    for (int64_t at = 0; at < n; at += chunk) {
+      if (at > 0 && cancel && cancel())
+        throw Error(ErrorKind::Cancelled, fmt::format("prefill cancelled after {} of {} tokens; the KV cache holds its "
+                                                      "{} positions as before",
+                                                      format_count(at), format_count(n), format_count(start)));
+      const std::span<const int32_t> part = ids.subspan(static_cast<size_t>(at), static_cast<size_t>(std::min(chunk, n - at)));
+      // Only the last chunk's logits are wanted (all of them with Logits::All): the others stay on the device.
+      const bool last_chunk = at + chunk >= n;
+      logits = forward(kv, part, which, which == Logits::All || (copy && last_chunk));
+      if (which == Logits::All) std::copy(logits.begin(), logits.end(), all.begin() + at * vocab);
+    }
+    if (which == Logits::All) {
+      last_.host = all;
+      return all;
+    }
+    return logits;
+  } catch (...) {
+    kv.truncate(start);
+    last_ = {};
+    throw;
+  }
+}
 
 std::span<const float> Session::forward(KvCache& kv, std::span<const int32_t> ids, Logits which, bool copy) {
   last_ = {};
   const ModelConfig& c = model_->config();
   if (kv.num_layers() != c.num_layers || kv.num_kv_heads() != c.num_kv_heads || kv.head_dim() != c.head_dim)
-    throw Error(fmt::format("KV cache shaped for {} layers × {} KV heads × head_dim {} does not fit this model "
+    throw Error(ErrorKind::InvalidArgument, fmt::format("KV cache shaped for {} layers × {} KV heads × head_dim {} does not fit this model "
                             "({} × {} × {})",
                             kv.num_layers(), kv.num_kv_heads(), kv.head_dim(), c.num_layers, c.num_kv_heads,
                             c.head_dim));
   if (kv.device() != model_->device())
-    throw Error(fmt::format("KV cache on {} but the model runs on {}", device_name(kv.device()),
+    throw Error(ErrorKind::InvalidArgument, fmt::format("KV cache on {} but the model runs on {}", device_name(kv.device()),
                             device_name(model_->device())));
-  if (ids.empty()) throw Error("forward pass over an empty list of token ids");
+  if (ids.empty()) throw Error(ErrorKind::InvalidArgument, "forward pass over an empty list of token ids");
   const auto n = static_cast<int64_t>(ids.size());
   if (n > kv.remaining())
-    throw Error(fmt::format("{} tokens do not fit in the KV cache: {} of {} positions are free", n, kv.remaining(),
+    throw Error(ErrorKind::ContextFull, fmt::format("{} tokens do not fit in the KV cache: {} of {} positions are free", n, kv.remaining(),
                             kv.capacity()));
   for (size_t i = 0; i < ids.size(); ++i)
     if (ids[i] < 0 || ids[i] >= c.vocab_size)
-      throw Error(fmt::format("token id {} at index {} is outside the vocabulary (size {})", ids[i], i,
+      throw Error(ErrorKind::InvalidArgument, fmt::format("token id {} at index {} is outside the vocabulary (size {})", ids[i], i,
                               c.vocab_size));
   if (c.is_gpt2() && kv.size() + n > c.max_position_embeddings)
-    throw Error(fmt::format("positions {} .. {} go beyond the model's {} learned positions (n_positions)", kv.size(),
+    throw Error(ErrorKind::ContextFull, fmt::format("positions {} .. {} go beyond the model's {} learned positions (n_positions)", kv.size(),
                             kv.size() + n - 1, c.max_position_embeddings));
   const int64_t start = kv.size();
   ForwardScratch& s = *scratch_;
   std::span<const float> logits;  // on the model's device
   const auto run = [&] {
-    logits = c.is_gpt2() ? gpt2_forward(c, model_->weights(), s, kv, ids, which)
-                         : llama_forward(c, model_->weights(), s, kv, ids, which);
+    logits = c.is_gpt2() ? gpt2_forward(c, model_weights(*model_), s, kv, ids, which)
+                         : llama_forward(c, model_weights(*model_), s, kv, ids, which);
   };
   if (s.exec.device == Device::CUDA && n == 1 && !s.exec.check_finite) {
     // A decode step: one graph launch once its graph is captured (the body may not run at all).
@@ -105,17 +162,17 @@ std::span<const float> Session::copy_logits(std::span<const float> device) {
 
 std::span<const float> Session::logits() {
   if (last_.device.empty())
-    throw Error("Session::logits: no logits (call prefill, decode or step first; a call that threw leaves none)");
+    throw Error(ErrorKind::InvalidArgument, "Session::logits: no logits (call prefill, decode or step first; a call that threw leaves none)");
   if (last_.host.empty()) last_.host = copy_logits(last_.device);
   return last_.host;
 }
 
 int32_t Session::sample(Sampler& sampler) {
   if (last_.device.empty())
-    throw Error("Session::sample: no logits (call prefill, decode or step first; a call that threw leaves none)");
+    throw Error(ErrorKind::InvalidArgument, "Session::sample: no logits (call prefill, decode or step first; a call that threw leaves none)");
   const int64_t vocab = model_->config().vocab_size;
   if (sampler.vocab_size() != vocab)
-    throw Error(fmt::format("Session::sample: the sampler is for a vocabulary of {}, the model has {}",
+    throw Error(ErrorKind::InvalidArgument, fmt::format("Session::sample: the sampler is for a vocabulary of {}, the model has {}",
                             sampler.vocab_size(), vocab));
   const auto row_of = [&](std::span<const float> all) { return all.last(static_cast<size_t>(vocab)); };
   if (!last_.host.empty()) return sampler.sample(row_of(last_.host));
@@ -145,7 +202,7 @@ void Session::check_logits(KvCache& kv, int64_t start, std::span<const int32_t> 
   const int64_t index = static_cast<int64_t>(ids.size()) - rows + row;  // the token of that row in this call
   int64_t count = 0;
   for (float v : logits) count += std::isfinite(v) ? 0 : 1;
-  throw Error(fmt::format(
+  throw Error(ErrorKind::BadFile, fmt::format(
       "non-finite logits: {} of the {} logits are NaN or Inf; the first, {} for vocabulary id {}, at position {} "
       "(token id {}, index {} of this call). The call was undone: the KV cache holds {} positions as before. {}",
       count, logits.size(), logits[static_cast<size_t>(i)], i % vocab, start + index,

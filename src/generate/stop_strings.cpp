@@ -8,7 +8,7 @@ namespace kvinfer {
 
 StopStringFilter::StopStringFilter(std::vector<std::string> stops) : stops_(std::move(stops)) {
   for (const std::string& s : stops_)
-    if (s.empty()) throw Error("stop strings must not be empty");
+    if (s.empty()) throw Error(ErrorKind::InvalidArgument, "stop strings must not be empty");
 }
 
 std::string StopStringFilter::push(std::string_view text, bool final) {

@@ -57,7 +57,7 @@ std::unique_ptr<ModelWeights> bind_gpt2_weights(const ModelConfig& c, const Gpt2
                                                 const std::filesystem::path& path) {
   const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
   if (c.num_kv_heads != c.num_heads || c.num_heads * c.head_dim != hidden)
-    throw Error(fmt::format("{}: GPT-2 needs heads × head_dim == hidden and no grouped KV heads (got {} heads, {} KV "
+    throw Error(ErrorKind::BadFile, fmt::format("{}: GPT-2 needs heads × head_dim == hidden and no grouped KV heads (got {} heads, {} KV "
                             "heads, head_dim {}, hidden {})",
                             path, c.num_heads, c.num_kv_heads, c.head_dim, hidden));
   auto vector = [&](const std::string& name, int64_t n) {
@@ -69,7 +69,7 @@ std::unique_ptr<ModelWeights> bind_gpt2_weights(const ModelConfig& c, const Gpt2
     if (names.conv1d) {
       const Matrix stored = source.matrix(prefix + ".weight", in, out);
       if (is_quantized(stored.dtype))
-        throw Error(fmt::format("{}: Conv1D tensor '{}.weight' is {}; only f32, f16 and bf16 can be transposed", path,
+        throw Error(ErrorKind::BadFile, fmt::format("{}: Conv1D tensor '{}.weight' is {}; only f32, f16 and bf16 can be transposed", path,
                                 prefix, dtype_name(stored.dtype)));
       // Allocated now (the pointer is bound), filled once finish_load's memory check has passed.
       std::byte* t = storage.allocate(stored.bytes());

@@ -7,15 +7,16 @@
 
 #include "kvinfer/error.h"
 #include "kvinfer/kv_plan.h"
+#include "models/model_internal.h"
 #include "models/weights.h"
 
 namespace kvinfer {
 
 DecodeStepBytes decode_step_bytes(const Model& model, int64_t context, DType kv_dtype) {
   if (context < 1)
-    throw Error(fmt::format("decode_step_bytes: context {} is not a position count >= 1 (the new token counts)",
+    throw Error(ErrorKind::InvalidArgument, fmt::format("decode_step_bytes: context {} is not a position count >= 1 (the new token counts)",
                             context));
-  const ModelWeights& w = model.weights();
+  const ModelWeights& w = model_weights(model);
   DecodeStepBytes b;
   const auto vec = [](const Vector& v) { return v.bytes(); };
   for (const LayerWeights& L : w.layers) {
@@ -35,7 +36,7 @@ DecodeStepBytes decode_step_bytes(const Model& model, int64_t context, DType kv_
   b.kv_read = plan_kv_bytes(c, b.positions_read, kv_dtype);  // throws on overflow
   uint64_t total = 0;
   if (__builtin_add_overflow(b.weights(), b.kv_read, &total) || __builtin_add_overflow(total, b.kv_write, &total))
-    throw Error("decode_step_bytes: the bytes of a step overflow 64 bits");
+    throw Error(ErrorKind::InvalidArgument, "decode_step_bytes: the bytes of a step overflow 64 bits");
   return b;
 }
 

@@ -25,7 +25,7 @@ void check_residual(const ForwardScratch& s, const float* x, std::span<const int
   const int64_t i = ops::first_nonfinite(s.exec, x, static_cast<int64_t>(ids.size()) * hidden, &value);
   if (i < 0) return;
   const int64_t row = i / hidden;
-  throw Error(fmt::format("non-finite value {} in the residual stream after {}, at position {} (token id {}, index {} "
+  throw Error(ErrorKind::BadFile, fmt::format("non-finite value {} in the residual stream after {}, at position {} (token id {}, index {} "
                           "of this call), hidden index {}; everything before it was finite (check_finite)",
                           value, where, start + row, ids[static_cast<size_t>(row)], row, i % hidden));
 }

@@ -40,6 +40,7 @@ struct ForwardScratch {
   Activations logits;                  // (rows, vocab) on the device
   std::vector<int32_t> positions;      // (n) GPT-2: the positions of the call's tokens
   std::vector<float> logits_host;      // (rows, vocab) CUDA: the host copy Session hands out
+  std::vector<float> logits_chunks;    // (n, vocab) a chunked prefill's rows with Logits::All
 };
 
 // Runs ids at positions kv.size().. through every layer, writes their K/V into kv (the caller

@@ -11,12 +11,14 @@
 #include <fmt/format.h>
 #include <fmt/std.h>
 
+#include "core/log.h"
 #include "core/rope.h"
 #include "cpu/cpu_ops.h"
 #include "cuda/cuda_backend.h"
 #include "kvinfer/error.h"
 #include "kvinfer/kv_plan.h"
 #include "kvinfer/tokenizer.h"
+#include "models/model_internal.h"
 
 namespace kvinfer {
 
@@ -37,7 +39,7 @@ constexpr bool kSimulated = false;
 Device resolve_device(const std::filesystem::path& path, Device requested) {
   if (requested == Device::Auto) return !kSimulated && cuda_device_count() > 0 ? Device::CUDA : Device::CPU;
   if (requested == Device::CUDA && cuda_device_count() == 0)
-    throw Error(fmt::format("{}: Device::CUDA requested but no CUDA device is usable here{}", path,
+    throw Error(ErrorKind::Device, fmt::format("{}: Device::CUDA requested but no CUDA device is usable here{}", path,
                             kSimulated   ? " (this is the CUDA simulation build: set KVINFER_SIM_DEVICE=sm_90 or sm_86)"
                             : kWithCuda ? ""
                                         : " (this build has no CUDA backend)"));
@@ -105,7 +107,7 @@ std::unique_ptr<ModelWeights> bind_weights(const ModelConfig& c, const TensorNam
   // The config is input like any other: its dimensions are positive, but their product may not fit.
   int64_t q_dim = 0;
   if (__builtin_mul_overflow(c.num_heads, c.head_dim, &q_dim))
-    throw Error(fmt::format("{}: attention heads ({}) × head_dim ({}) overflows 64 bits", path, c.num_heads,
+    throw Error(ErrorKind::BadFile, fmt::format("{}: attention heads ({}) × head_dim ({}) overflows 64 bits", path, c.num_heads,
                             c.head_dim));
   const int64_t hidden = c.hidden_size, kv_dim = c.num_kv_heads * c.head_dim;  // kv heads <= heads
   auto vector = [&](const std::string& name, int64_t n) {
@@ -161,11 +163,11 @@ namespace {
 // LoadOptions::context_length checked: 0 is the model's; longer only where positions are rotary.
 int64_t context_length(const ModelConfig& c, const LoadOptions& options, const std::filesystem::path& path) {
   if (options.context_length < 0)
-    throw Error(fmt::format("{}: LoadOptions::context_length is {}; it must be 0 (the model's) or positive", path,
+    throw Error(ErrorKind::InvalidArgument, fmt::format("{}: LoadOptions::context_length is {}; it must be 0 (the model's) or positive", path,
                             options.context_length));
   if (options.context_length == 0) return c.max_position_embeddings;
   if (options.context_length > c.max_position_embeddings && c.is_gpt2())
-    throw Error(fmt::format("{}: a context of {} tokens is beyond GPT-2's {} learned positions (n_positions); "
+    throw Error(ErrorKind::InvalidArgument, fmt::format("{}: a context of {} tokens is beyond GPT-2's {} learned positions (n_positions); "
                             "they cannot be extended",
                             path, format_count(options.context_length), format_count(c.max_position_embeddings)));
   return options.context_length;
@@ -189,10 +191,10 @@ std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<M
   std::string kv_text;
   const int64_t context = context_length(c, options, path);
   if (options.kv_tokens < 0)
-    throw Error(fmt::format("{}: LoadOptions::kv_tokens is {}; it must be 0 (no plan) or positive", path,
+    throw Error(ErrorKind::InvalidArgument, fmt::format("{}: LoadOptions::kv_tokens is {}; it must be 0 (no plan) or positive", path,
                             options.kv_tokens));
   if (options.kv_tokens > context)
-    throw Error(fmt::format("{}: a KV cache of {} tokens (LoadOptions::kv_tokens) is beyond the model's context "
+    throw Error(ErrorKind::InvalidArgument, fmt::format("{}: a KV cache of {} tokens (LoadOptions::kv_tokens) is beyond the model's context "
                             "length of {} tokens",
                             path, format_count(options.kv_tokens), format_count(context)));
   if (options.kv_tokens > 0) {
@@ -214,20 +216,32 @@ std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<M
   if (__builtin_add_overflow(weights, kv, &needed) || __builtin_add_overflow(needed, scratch, &needed))
     needed = MemoryBudget::kUnknown;
   if (budget.bytes != MemoryBudget::kUnknown && needed > budget.bytes)
-    throw Error(fmt::format("{}: not enough {} memory for the model: it needs {} ({} of weights{}{}) but only {} is "
+    throw Error(ErrorKind::OutOfMemory, fmt::format("{}: not enough {} memory for the model: it needs {} ({} of weights{}{}) but only {} is "
                             "available ({})",
                             path, device_name(device), bytes_text(needed), bytes_text(weights), kv_text, scratch_text,
                             bytes_text(budget.bytes), budget.source));
 
+  // Asked before each tensor is read or uploaded: throwing from the progress call unwinds the
+  // storage made so far.
+  const auto check_cancel = [&](uint64_t done, uint64_t total) {
+    if (options.cancel && options.cancel())
+      throw Error(ErrorKind::Cancelled, fmt::format("{}: load cancelled after {} of {} of weights", path,
+                                                    format_bytes(done), format_bytes(total)));
+  };
+  const LoadProgress progress = [&](uint64_t done, uint64_t total) {
+    check_cancel(done, total);
+    if (options.on_progress) options.on_progress(done, total);
+  };
+  check_cancel(0, weights);
   for (const auto& fill : storage.fills) fill();
   storage.fills.clear();
   if (device == Device::CUDA) {
-    w = cuda_backend::upload(*w, options.on_progress);  // the mapped checkpoint is released
+    w = cuda_backend::upload(*w, progress);  // the mapped checkpoint is released
   } else {
     try {
-      place_weights(*w, storage, !options.weights_in_place, options.on_progress);
+      place_weights(*w, storage, !options.weights_in_place, progress);
     } catch (const std::bad_alloc&) {
-      throw Error(fmt::format("{}: cannot allocate the CPU copy of the weights ({}); "
+      throw Error(ErrorKind::OutOfMemory, fmt::format("{}: cannot allocate the CPU copy of the weights ({}); "
                               "LoadOptions::weights_in_place (--weights-in-place) uses them from the file mapping",
                               path, bytes_text(weights)));
     }
@@ -236,9 +250,19 @@ std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<M
   for (const MappedFile* f : storage.mapped) f->check_unchanged();
   // Copied, every view into the files is gone: after load nothing reads them, whatever is done to them.
   if (device == Device::CPU && !options.weights_in_place) storage.release_checkpoint(*w);
-  return std::make_shared<const Model>(c, std::move(w), device, std::move(tokenizer), path, options.int8_activations,
-                                       std::make_shared<MemoryAccount>(budget, weights),
-                                       options.check_finite || check_finite_from_env(), context);
+  log::message(LogLevel::Info, "{}: {} of {} weights on {}, context {} tokens, {} CPU threads", path,
+               format_bytes(weights), dtype_name(w->layers.empty() ? w->embed.dtype : w->layers[0].q.weight.dtype),
+               device_name(device), format_count(context), options.threads > 0 ? options.threads : default_cpu_threads());
+  return make_model({.config = c,
+                     .weights = std::move(w),
+                     .device = device,
+                     .tokenizer = std::move(tokenizer),
+                     .source = path,
+                     .int8_activations = options.int8_activations,
+                     .memory = std::make_shared<MemoryAccount>(budget, weights),
+                     .check_finite = options.check_finite || check_finite_from_env(),
+                     .context_length = context,
+                     .threads = options.threads});
 }
 
 }  // namespace kvinfer

@@ -75,10 +75,10 @@ class GgufSource : public TensorSource {
   Matrix bind(const std::string& name, const std::vector<int64_t>& dims, int64_t rows, int64_t cols) const {
     const GgufTensorInfo* t = f_.find_tensor(name);
     if (!t)
-      throw Error(fmt::format("{}: tensor '{}' is missing (wanted dims [{}], ggml order)", f_.path(), name,
+      throw Error(ErrorKind::BadFile, fmt::format("{}: tensor '{}' is missing (wanted dims [{}], ggml order)", f_.path(), name,
                               fmt::join(dims, ", ")));
     if (t->dims != dims)
-      throw Error(fmt::format("{}: tensor '{}' has dims [{}] but the metadata implies [{}] (ggml order: columns "
+      throw Error(ErrorKind::BadFile, fmt::format("{}: tensor '{}' has dims [{}] but the metadata implies [{}] (ggml order: columns "
                               "first)",
                               f_.path(), name, fmt::join(t->dims, ", "), fmt::join(dims, ", ")));
     for (auto [ggml, dtype] : kTypes)
@@ -88,7 +88,7 @@ class GgufSource : public TensorSource {
       }
     std::vector<std::string_view> supported;
     for (auto [ggml, dtype] : kTypes) supported.push_back(ggml_type_info(ggml).name);
-    throw Error(fmt::format("{}: tensor '{}' has type {}, which kvinfer does not support (supported: {})", f_.path(),
+    throw Error(ErrorKind::Unsupported, fmt::format("{}: tensor '{}' has type {}, which kvinfer does not support (supported: {})", f_.path(),
                             name, ggml_type_info(t->type).name, fmt::join(supported, ", ")));
   }
 
@@ -104,7 +104,7 @@ void apply_rope_freqs(const GgufFile& f, const GgufSource& source, const HostSto
   const std::vector<float> factors = storage.read_f32(source.vector(kRopeFreqs, static_cast<int64_t>(inv_freq.size())));
   for (size_t i = 0; i < factors.size(); ++i) {
     if (!(factors[i] > 0) || !std::isfinite(factors[i]))
-      throw Error(fmt::format("{}: tensor '{}' holds {} at [{}]; frequency factors must be positive and finite",
+      throw Error(ErrorKind::BadFile, fmt::format("{}: tensor '{}' holds {} at [{}]; frequency factors must be positive and finite",
                               f.path(), kRopeFreqs, factors[i], i));
     inv_freq[i] /= factors[i];
   }
@@ -118,9 +118,9 @@ void check_all_used(const GgufFile& f, const GgufSource& source, const ModelConf
     if (source.used(t.name)) continue;
     // kGgufGpt2Names.layer is the same "blk.{}.".
     if (const auto l = layer_tensor(t.name, kGgufNames.layer); l && l->layer >= c.num_layers)
-      throw Error(fmt::format("{}: tensor '{}' is for layer {}, but key '{}.block_count' is {}", f.path(), t.name,
+      throw Error(ErrorKind::BadFile, fmt::format("{}: tensor '{}' is for layer {}, but key '{}.block_count' is {}", f.path(), t.name,
                               l->layer, arch, c.num_layers));
-    throw Error(fmt::format("{}: tensor '{}' is not part of a {} model as kvinfer reads it", f.path(), t.name, arch));
+    throw Error(ErrorKind::Unsupported, fmt::format("{}: tensor '{}' is not part of a {} model as kvinfer reads it", f.path(), t.name, arch));
   }
 }
 

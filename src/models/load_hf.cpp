@@ -70,7 +70,7 @@ class HfSource : public TensorSource {
   const TensorView& shaped(const std::string& name, const std::vector<int64_t>& shape) const {
     const TensorView& t = ckpt_.get(name);
     if (t.shape != shape)
-      throw Error(fmt::format("{}: tensor '{}' has shape [{}] but config.json implies [{}]", *t.file, name,
+      throw Error(ErrorKind::BadFile, fmt::format("{}: tensor '{}' has shape [{}] but config.json implies [{}]", *t.file, name,
                               fmt::join(t.shape, ", "), fmt::join(shape, ", ")));
     used_.insert(name);
     return t;
@@ -95,9 +95,9 @@ void check_layer_tensors(const HfCheckpoint& ckpt, const HfSource& source, const
       continue;
     const std::filesystem::path& file = *ckpt.find(name)->file;
     if (t->layer >= c.num_layers)
-      throw Error(fmt::format("{}: tensor '{}' is for layer {}, but config.json has {} {}", file, name, t->layer,
+      throw Error(ErrorKind::BadFile, fmt::format("{}: tensor '{}' is for layer {}, but config.json has {} {}", file, name, t->layer,
                               c.is_gpt2() ? "n_layer" : "num_hidden_layers", c.num_layers));
-    throw Error(fmt::format("{}: tensor '{}' is not part of a {} model as config.json describes it and kvinfer "
+    throw Error(ErrorKind::Unsupported, fmt::format("{}: tensor '{}' is not part of a {} model as config.json describes it and kvinfer "
                             "reads it",
                             file, name, architecture_name(c.arch)));
   }

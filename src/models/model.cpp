@@ -8,9 +8,11 @@
 
 #include "core/input_file.h"
 #include "core/memory.h"
+#include "cpu/threads.h"
 #include "kvinfer/error.h"
 #include "kvinfer/tokenizer.h"
 #include "models/load_common.h"
+#include "models/model_internal.h"
 #include "models/weights.h"
 
 namespace kvinfer {
@@ -40,32 +42,45 @@ uint64_t model_weight_bytes(const ModelWeights& w, bool tied) {
 }
 
 std::shared_ptr<const Model> Model::load(const std::filesystem::path& path, const LoadOptions& options) {
+  if (options.threads < 0)
+    throw Error(ErrorKind::InvalidArgument,
+                fmt::format("{}: LoadOptions::threads is {}; it must be 0 (the default) or positive", path, options.threads));
+  // The load's own parallel work (copies, transposes, packing) runs on the model's threads.
+  const cpu::ThreadScope threads(options.threads > 0 ? options.threads : default_cpu_threads());
   if (model_path_kind(path) == ModelPathKind::Directory) return load_hf(path, options);
   if (is_gguf_file(path)) return load_gguf(path, options);
-  throw Error(fmt::format("{}: not a GGUF file (it does not start with \"GGUF\") and not a model directory", path));
+  throw Error(ErrorKind::BadFile, fmt::format("{}: not a GGUF file (it does not start with \"GGUF\") and not a model directory", path));
 }
 
-Model::Model(ModelConfig config, std::unique_ptr<ModelWeights> weights, Device device,
-             std::shared_ptr<const Tokenizer> tokenizer, std::filesystem::path source, bool int8_activations,
-             std::shared_ptr<MemoryAccount> memory, bool check_finite, int64_t context_length)
-    : config_(std::move(config)),
-      weights_(std::move(weights)),
-      device_(device),
-      tokenizer_(std::move(tokenizer)),
-      source_(std::move(source)),
-      weight_dtype_(weights_->layers.empty() ? weights_->embed.dtype : weights_->layers[0].q.weight.dtype),
-      weight_bytes_(model_weight_bytes(*weights_, config_.tie_word_embeddings)),
-      step_weight_bytes_(step_bytes(*weights_)),
-      int8_activations_(int8_activations),
-      memory_(std::move(memory)),
-      check_finite_(check_finite),
-      context_length_(context_length > 0 ? context_length : config_.max_position_embeddings) {}
+Model::Model(std::unique_ptr<Internal> internal) : internal_(std::move(internal)) {}
+
+std::shared_ptr<const Model> ModelAccess::make(ModelParts p) {
+  if (!p.weights) throw Error(ErrorKind::InvalidArgument, "a model needs weights");
+  if (p.threads < 0)
+    throw Error(ErrorKind::InvalidArgument,
+                fmt::format("LoadOptions::threads is {}; it must be 0 (the default) or positive", p.threads));
+  const ModelWeights& w = *p.weights;
+  auto m = std::shared_ptr<Model>(new Model(std::make_unique<Model::Internal>(
+      Model::Internal{.weights = std::move(p.weights), .memory = std::move(p.memory)})));
+  m->config_ = std::move(p.config);
+  m->device_ = p.device;
+  m->tokenizer_ = std::move(p.tokenizer);
+  m->source_ = std::move(p.source);
+  m->weight_dtype_ = w.layers.empty() ? w.embed.dtype : w.layers[0].q.weight.dtype;
+  m->weight_bytes_ = model_weight_bytes(w, m->config_.tie_word_embeddings);
+  m->step_weight_bytes_ = step_bytes(w);
+  m->int8_activations_ = p.int8_activations;
+  m->check_finite_ = p.check_finite;
+  m->context_length_ = p.context_length > 0 ? p.context_length : m->config_.max_position_embeddings;
+  m->threads_ = p.threads > 0 ? p.threads : default_cpu_threads();
+  return m;
+}
 
 Model::~Model() = default;
 
 const Tokenizer& Model::tokenizer() const {
   if (!tokenizer_)
-    throw Error(fmt::format("{}: the model has no tokenizer (no tokenizer.json or tokenizer.ggml.* metadata)", source_));
+    throw Error(ErrorKind::Unsupported, fmt::format("{}: the model has no tokenizer (no tokenizer.json or tokenizer.ggml.* metadata)", source_));
   return *tokenizer_;
 }
 

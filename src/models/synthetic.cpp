@@ -1,5 +1,5 @@
 // Named model shapes with random weights built in memory (kvinfer/synthetic.h).
-#include "kvinfer/synthetic.h"
+#include "models/synthetic.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,6 +9,7 @@
 
 #include "core/quantize.h"
 #include "cpu/cpu_ops.h"
+#include "cpu/threads.h"
 #include "kvinfer/error.h"
 #include "models/load_common.h"
 #include "models/weights.h"
@@ -92,7 +93,7 @@ uint64_t splitmix64(uint64_t x) {
 // A quantised matrix needs rows of whole blocks.
 void check_whole_blocks(DType dt, std::string_view name, int64_t cols) {
   if (is_quantized(dt) && cols % dtype_block(dt).elements != 0)
-    throw Error(fmt::format("random_model: {}: {} columns, not a whole number of {}-value {} blocks", name, cols,
+    throw Error(ErrorKind::InvalidArgument, fmt::format("random_model: {}: {} columns, not a whole number of {}-value {} blocks", name, cols,
                             dtype_block(dt).elements, dtype_name(dt)));
 }
 
@@ -108,7 +109,7 @@ class RandomWeights {
     const uint64_t most = kOtherMatrices + kMatricesPerLayer * static_cast<uint64_t>(layers);  // matrices
     if (__builtin_mul_overflow(most, kAlign, &arena_bytes_) ||
         __builtin_add_overflow(arena_bytes_, total_bytes, &arena_bytes_))
-      throw Error(fmt::format("random_model: {} layers of {} bytes in all overflow 64 bits", layers, total_bytes));
+      throw Error(ErrorKind::InvalidArgument, fmt::format("random_model: {} layers of {} bytes in all overflow 64 bits", layers, total_bytes));
   }
 
   // A (rows, cols) matrix in the weight dtype. Quantised types take whole blocks per row
@@ -166,7 +167,7 @@ class RandomWeights {
   std::byte* place(uint64_t bytes) {
     if (!arena_) arena_ = storage_.allocate(arena_bytes_);
     if (used_ + bytes > arena_bytes_)  // matrix_bytes and the matrices made disagree: a bug here
-      throw Error(fmt::format("random_model: the matrices need more than the {} bytes planned", arena_bytes_));
+      throw Error(ErrorKind::InvalidArgument, fmt::format("random_model: the matrices need more than the {} bytes planned", arena_bytes_));
     std::byte* at = arena_ + used_;
     used_ += (bytes + kAlign - 1) / kAlign * kAlign;
     return at;
@@ -184,7 +185,7 @@ class RandomWeights {
 // reports), for a shape whose sizes are positive; throws when the sum overflows 64 bits.
 uint64_t matrix_bytes(const ModelConfig& c, DType dt) {
   const auto fail = [&] {
-    return Error(fmt::format("random_model: the weights of this shape (vocab {}, hidden {}, intermediate {}, layers "
+    return Error(ErrorKind::InvalidArgument, fmt::format("random_model: the weights of this shape (vocab {}, hidden {}, intermediate {}, layers "
                              "{}, heads {}, head_dim {}) overflow 64 bits of bytes",
                              c.vocab_size, c.hidden_size, c.intermediate_size, c.num_layers, c.num_heads,
                              c.head_dim));
@@ -229,18 +230,18 @@ ModelConfig synthetic_config(std::string_view name) {
     if (s.name == name) return s.config;
     known += (known.empty() ? "" : ", ") + s.name;
   }
-  throw Error(fmt::format("unknown model shape '{}' (known: {})", name, known));
+  throw Error(ErrorKind::InvalidArgument, fmt::format("unknown model shape '{}' (known: {})", name, known));
 }
 
 std::shared_ptr<const Model> random_model(const ModelConfig& c, const RandomModelOptions& options) {
   const DType dt = options.weight_dtype;
   if (dt != DType::F32 && dt != DType::F16 && dt != DType::BF16 && !can_quantize(dt))
-    throw Error(fmt::format(
+    throw Error(ErrorKind::Unsupported, fmt::format(
         "random_model: weight dtype {} is not supported (f32, f16, bf16, q8_0, q4_0, q4_1, q4_k, q5_k or q6_k)",
         dtype_name(dt)));
   if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.intermediate_size <= 0 || c.num_layers <= 0 ||
       c.num_heads <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 || c.num_heads % c.num_kv_heads != 0)
-    throw Error(fmt::format("random_model: invalid shape (vocab {}, hidden {}, intermediate {}, layers {}, heads {}, "
+    throw Error(ErrorKind::InvalidArgument, fmt::format("random_model: invalid shape (vocab {}, hidden {}, intermediate {}, layers {}, heads {}, "
                             "KV heads {}, head_dim {})",
                             c.vocab_size, c.hidden_size, c.intermediate_size, c.num_layers, c.num_heads,
                             c.num_kv_heads, c.head_dim));
@@ -249,7 +250,7 @@ std::shared_ptr<const Model> random_model(const ModelConfig& c, const RandomMode
   const uint64_t host_bytes = matrix_bytes(c, dt);
   const MemoryBudget host = memory_budget(Device::CPU);
   if (host.bytes != MemoryBudget::kUnknown && host_bytes > host.bytes)
-    throw Error(fmt::format("random_model: not enough cpu memory to make the weights: they need {} but only {} is "
+    throw Error(ErrorKind::OutOfMemory, fmt::format("random_model: not enough cpu memory to make the weights: they need {} but only {} is "
                             "available ({})",
                             bytes_text(host_bytes), bytes_text(host.bytes), host.source));
   const MemoryBudget budget = device == Device::CPU ? host : memory_budget(device);
@@ -263,6 +264,7 @@ std::shared_ptr<const Model> random_model(const ModelConfig& c, const RandomMode
   check_whole_blocks(dt, "the attention output projection (num_heads * head_dim)", q_dim);
   check_whole_blocks(dt, "the MLP down projection (intermediate_size)", inter);
 
+  const cpu::ThreadScope threads(options.threads > 0 ? options.threads : default_cpu_threads());
   auto storage = std::make_shared<HostStorage>();
   RandomWeights rnd(options.seed, dt, host_bytes, c.num_layers, options.on_progress, *storage);
   auto linear = [&](std::string_view name, int64_t out, int64_t in, bool bias) {
@@ -300,6 +302,7 @@ std::shared_ptr<const Model> random_model(const ModelConfig& c, const RandomMode
   LoadOptions load;
   load.device = device;
   load.int8_activations = options.int8_activations;
+  load.threads = options.threads;
   if (device == Device::CUDA) load.on_progress = options.on_progress;  // the upload; host bytes are made already
   return finish_load(c, std::move(w), device, nullptr, "random_model", load, budget, *storage);
 }

@@ -40,7 +40,7 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages, bool add
     }
     for (const auto& [name, value] : variables) vars.emplace_back(name, Value::string(value));
   } catch (const jinja::EvalError& e) {  // an input past the engine's string size limit
-    throw Error(std::string("chat template input: ") + e.what());
+    throw Error(ErrorKind::InvalidArgument, std::string("chat template input: ") + e.what());
   }
   // Added after the extras so that the conversation itself cannot be overridden by them.
   vars.emplace_back("messages", Value::sequence(std::move(list)));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/file_error.h"
 #include "kvinfer/error.h"
 
 namespace kvinfer {
@@ -12,7 +13,7 @@ namespace {
 using json = nlohmann::json;
 
 [[noreturn]] void fail(std::string_view where, const std::string& path, const std::string& why) {
-  throw Error(fmt::format("{}: {}: {}", where, path, why));
+  throw Error(file_error_kind(why), fmt::format("{}: {}: {}", where, path, why));
 }
 
 std::string type_of(const json& j, std::string_view where, const std::string& path) {

@@ -67,14 +67,14 @@ std::unique_ptr<TokenizerData> load_gguf_tokenizer(const GgufFile& f) {
   const std::string where = f.path().string();
   const std::string model = f.string("tokenizer.ggml.model");
   if (model != "gpt2" && model != "llama")
-    throw Error(fmt::format("{}: tokenizer.ggml.model '{}' is not supported (gpt2 and llama are)", where, model));
+    throw Error(ErrorKind::Unsupported, fmt::format("{}: tokenizer.ggml.model '{}' is not supported (gpt2 and llama are)", where, model));
   const std::vector<std::string>& texts = f.strings("tokenizer.ggml.tokens");
   const size_t n = texts.size();
   const std::vector<int64_t> types = f.has("tokenizer.ggml.token_type") ? f.integers("tokenizer.ggml.token_type")
                                                                         : std::vector<int64_t>(n, 1);
   std::vector<double> scores = f.has("tokenizer.ggml.scores") ? f.numbers("tokenizer.ggml.scores") : std::vector<double>(n, 0.0);
   if (types.size() < n || scores.size() < n)
-    throw Error(fmt::format("{}: tokenizer.ggml.token_type has {} and tokenizer.ggml.scores {} entries for {} tokens",
+    throw Error(ErrorKind::BadFile, fmt::format("{}: tokenizer.ggml.token_type has {} and tokenizer.ggml.scores {} entries for {} tokens",
                             where, types.size(), scores.size(), n));
 
   VocabMap vocab;
@@ -84,7 +84,7 @@ std::unique_ptr<TokenizerData> load_gguf_tokenizer(const GgufFile& f) {
     if (spellings[i].empty()) spellings[i] = fmt::format("[EMPTY_{}]", i);  // as llama.cpp names them
     auto [it, fresh] = vocab.emplace(spellings[i], static_cast<int32_t>(i));
     if (!fresh)
-      throw Error(fmt::format("{}: tokenizer.ggml.tokens: '{}' is both token {} and token {}", where, spellings[i],
+      throw Error(ErrorKind::BadFile, fmt::format("{}: tokenizer.ggml.tokens: '{}' is both token {} and token {}", where, spellings[i],
                               it->second, i));
   }
 
@@ -102,14 +102,14 @@ std::unique_ptr<TokenizerData> load_gguf_tokenizer(const GgufFile& f) {
   } else {
     const std::string pre_name = f.has("tokenizer.ggml.pre") ? f.string("tokenizer.ggml.pre") : "default";
     const auto pre = gguf_pre_tokenizer(pre_name);
-    if (!pre) throw Error(fmt::format("{}: tokenizer.ggml.pre '{}' is not a known pre-tokenizer", where, pre_name));
+    if (!pre) throw Error(ErrorKind::Unsupported, fmt::format("{}: tokenizer.ggml.pre '{}' is not a known pre-tokenizer", where, pre_name));
     BpeModel bpe(std::move(vocab), BpeOptions{.ignore_merges = pre->ignore_merges});
     const std::vector<std::string>& merges = f.strings("tokenizer.ggml.merges");
     for (size_t rank = 0; rank < merges.size(); ++rank) {
       // "a b", split at the first space after the first byte (as llama.cpp).
       const size_t space = merges[rank].find(' ', 1);
       if (space == std::string::npos)
-        throw Error(fmt::format("{}: tokenizer.ggml.merges[{}] '{}' has no space", where, rank, merges[rank]));
+        throw Error(ErrorKind::BadFile, fmt::format("{}: tokenizer.ggml.merges[{}] '{}' has no space", where, rank, merges[rank]));
       const std::string a = merges[rank].substr(0, space), b = merges[rank].substr(space + 1);
       const auto ia = lookup(bpe.vocab(), a), ib = lookup(bpe.vocab(), b), im = lookup(bpe.vocab(), a + b);
       // A merge whose parts or result are not tokens can never produce a token: skip it.
@@ -151,9 +151,9 @@ std::unique_ptr<TokenizerData> load_gguf_tokenizer(const GgufFile& f) {
   add_bos = bool_key(f, "tokenizer.ggml.add_bos_token", add_bos);
   const bool add_eos = bool_key(f, "tokenizer.ggml.add_eos_token", false);
   if (add_bos && !bos)
-    throw Error(fmt::format("{}: tokenizer.ggml.add_bos_token is true but there is no tokenizer.ggml.bos_token_id", where));
+    throw Error(ErrorKind::BadFile, fmt::format("{}: tokenizer.ggml.add_bos_token is true but there is no tokenizer.ggml.bos_token_id", where));
   if (add_eos && !eos)
-    throw Error(fmt::format("{}: tokenizer.ggml.add_eos_token is true but there is no tokenizer.ggml.eos_token_id", where));
+    throw Error(ErrorKind::BadFile, fmt::format("{}: tokenizer.ggml.add_eos_token is true but there is no tokenizer.ggml.eos_token_id", where));
   if (add_bos) data->prefix = {*bos};
   if (add_eos) data->suffix = {*eos};
   if (bos) data->bos_text = texts[static_cast<size_t>(*bos)];

@@ -26,7 +26,7 @@ json read_json(const fs::path& path, const InputLimit& limit) {
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
-    throw Error(fmt::format("{}: malformed JSON: {}", path, e.what()));
+    throw Error(ErrorKind::BadFile, fmt::format("{}: malformed JSON: {}", path, e.what()));
   }
 }
 
@@ -36,28 +36,28 @@ std::string config_token(const json& config, const char* key, std::string_view w
   const json& v = config[key];
   if (v.is_string()) return v.get<std::string>();
   if (v.is_object()) return json_string(v, "content", where, key);
-  throw Error(fmt::format("{}: '{}' must be a string or an object with \"content\"", where, key));
+  throw Error(ErrorKind::BadFile, fmt::format("{}: '{}' must be a string or an object with \"content\"", where, key));
 }
 
 BpeModel parse_model(const json& tokenizer, std::string_view where) {
   if (!tokenizer.contains("model") || !tokenizer["model"].is_object())
-    throw Error(fmt::format("{}: 'model' is missing or not an object", where));
+    throw Error(ErrorKind::BadFile, fmt::format("{}: 'model' is missing or not an object", where));
   const json& m = tokenizer["model"];
   const std::string path = "model";
   // Files from before the "type" tag are BPE when they have merges.
   const std::string type = json_string(m, "type", where, path, m.contains("merges") ? "BPE" : "");
   if (type != "BPE")
-    throw Error(fmt::format("{}: model: unsupported model type '{}' (only BPE is implemented)", where, type));
+    throw Error(ErrorKind::Unsupported, fmt::format("{}: model: unsupported model type '{}' (only BPE is implemented)", where, type));
   if (m.contains("dropout") && !m["dropout"].is_null() && !(m["dropout"].is_number() && m["dropout"].get<double>() == 0))
-    throw Error(fmt::format("{}: model: BPE dropout {} is not supported (it makes encoding random)", where,
+    throw Error(ErrorKind::Unsupported, fmt::format("{}: model: BPE dropout {} is not supported (it makes encoding random)", where,
                             m["dropout"].dump()));
-  if (!m.contains("vocab") || !m["vocab"].is_object()) throw Error(fmt::format("{}: model: 'vocab' must be an object", where));
+  if (!m.contains("vocab") || !m["vocab"].is_object()) throw Error(ErrorKind::BadFile, fmt::format("{}: model: 'vocab' must be an object", where));
 
   VocabMap vocab;
   vocab.reserve(m["vocab"].size());
   for (const auto& [token, id] : m["vocab"].items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
-      throw Error(fmt::format("{}: model: vocab entry '{}' has id {}, not a token id", where, token, id.dump()));
+      throw Error(ErrorKind::BadFile, fmt::format("{}: model: vocab entry '{}' has id {}, not a token id", where, token, id.dump()));
     vocab.emplace(token, id.get<int32_t>());
   }
   BpeOptions options;
@@ -70,7 +70,7 @@ BpeModel parse_model(const json& tokenizer, std::string_view where) {
   if (!unk.empty()) options.unk_id = lookup(vocab, unk);
   BpeModel model(std::move(vocab), std::move(options));
 
-  if (!m.contains("merges") || !m["merges"].is_array()) throw Error(fmt::format("{}: model: 'merges' must be an array", where));
+  if (!m.contains("merges") || !m["merges"].is_array()) throw Error(ErrorKind::BadFile, fmt::format("{}: model: 'merges' must be an array", where));
   const json& merges = m["merges"];
   const size_t prefix_len = model.options().continuing_subword_prefix.size();
   for (size_t rank = 0; rank < merges.size(); ++rank) {
@@ -80,18 +80,18 @@ BpeModel parse_model(const json& tokenizer, std::string_view where) {
       const std::string s = item.get<std::string>();
       const size_t space = s.find(' ');
       if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos)
-        throw Error(fmt::format("{}: model: merge {} '{}' is not two tokens separated by one space", where, rank, s));
+        throw Error(ErrorKind::BadFile, fmt::format("{}: model: merge {} '{}' is not two tokens separated by one space", where, rank, s));
       a = s.substr(0, space);
       b = s.substr(space + 1);
     } else if (item.is_array() && item.size() == 2 && item[0].is_string() && item[1].is_string()) {  // ["a", "b"]
       a = item[0].get<std::string>();
       b = item[1].get<std::string>();
     } else {
-      throw Error(fmt::format("{}: model: merge {} must be \"a b\" or [\"a\", \"b\"]", where, rank));
+      throw Error(ErrorKind::BadFile, fmt::format("{}: model: merge {} must be \"a b\" or [\"a\", \"b\"]", where, rank));
     }
     const auto id_of = [&](const std::string& token) {
       auto id = lookup(model.vocab(), token);
-      if (!id) throw Error(fmt::format("{}: model: merge {} uses '{}', which is not in the vocabulary", where, rank, token));
+      if (!id) throw Error(ErrorKind::BadFile, fmt::format("{}: model: merge {} uses '{}', which is not in the vocabulary", where, rank, token));
       return *id;
     };
     // HF drops the continuing-subword prefix of the right part when naming the merged token.
@@ -106,12 +106,12 @@ std::vector<AddedToken> parse_added_tokens(const json& tokenizer, std::string_vi
   std::vector<AddedToken> added;
   if (!tokenizer.contains("added_tokens") || tokenizer["added_tokens"].is_null()) return added;
   const json& list = tokenizer["added_tokens"];
-  if (!list.is_array()) throw Error(fmt::format("{}: 'added_tokens' must be an array", where));
+  if (!list.is_array()) throw Error(ErrorKind::BadFile, fmt::format("{}: 'added_tokens' must be an array", where));
   for (size_t k = 0; k < list.size(); ++k) {
     const json& t = list[k];
     const std::string path = fmt::format("added_tokens[{}]", k);
     if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer())
-      throw Error(fmt::format("{}: {}: needs an integer 'id'", where, path));
+      throw Error(ErrorKind::BadFile, fmt::format("{}: {}: needs an integer 'id'", where, path));
     AddedToken a;
     a.id = static_cast<int32_t>(std::clamp<int64_t>(t["id"].get<int64_t>(), -1, INT32_MAX));
     a.content = json_string(t, "content", where, path);
@@ -130,7 +130,7 @@ std::vector<AddedToken> parse_added_tokens(const json& tokenizer, std::string_vi
 void apply_config(TokenizerData& data, const fs::path& file, Template& templ) {
   const json config = read_json(file, kJsonSettingsLimit);
   const std::string where = file.string();
-  if (!config.is_object()) throw Error(fmt::format("{}: expected a JSON object", where));
+  if (!config.is_object()) throw Error(ErrorKind::BadFile, fmt::format("{}: expected a JSON object", where));
   data.bos_text = config_token(config, "bos_token", where);
   data.eos_text = config_token(config, "eos_token", where);
   if (auto unk = config_token(config, "unk_token", where); !unk.empty()) data.unk_id = data.token_id(unk);
@@ -153,7 +153,7 @@ void apply_config(TokenizerData& data, const fs::path& file, Template& templ) {
         if (named.is_object() && named.value("name", "") == "default")
           data.chat_template = json_string(named, "template", where, "chat_template");
     } else if (!t.is_null()) {
-      throw Error(fmt::format("{}: 'chat_template' must be a string or a list of {{name, template}}", where));
+      throw Error(ErrorKind::BadFile, fmt::format("{}: 'chat_template' must be a string or a list of {{name, template}}", where));
     }
   }
 }
@@ -177,7 +177,7 @@ std::unique_ptr<TokenizerData> load_hf_tokenizer(const fs::path& dir_or_file) {
   const fs::path dir = file.parent_path();
   const std::string where = file.string();
   const json tokenizer = read_json(file, kTokenizerJsonLimit);
-  if (!tokenizer.is_object()) throw Error(fmt::format("{}: expected a JSON object", where));
+  if (!tokenizer.is_object()) throw Error(ErrorKind::BadFile, fmt::format("{}: expected a JSON object", where));
 
   auto data = std::make_unique<TokenizerData>(parse_model(tokenizer, where));
   data->source = where;
@@ -202,7 +202,7 @@ std::unique_ptr<TokenizerData> load_hf_tokenizer(const fs::path& dir_or_file) {
   for (const auto* ids : {&templ.prefix, &templ.suffix})
     for (int32_t id : *ids)
       if (id < 0 || id >= data->vocab_size())
-        throw Error(fmt::format("{}: post_processor: token id {} is out of range (vocabulary size {})", where, id,
+        throw Error(ErrorKind::BadFile, fmt::format("{}: post_processor: token id {} is out of range (vocabulary size {})", where, id,
                                 data->vocab_size()));
   // Without a config, the template's one leading token is the BOS.
   if (!data->bos_id && templ.prefix.size() == 1) data->bos_id = templ.prefix[0];

@@ -44,7 +44,7 @@ void unicode_form(std::string_view s, int options, std::string& out) {
   const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
                                           static_cast<utf8proc_ssize_t>(s.size()), &result,
                                           static_cast<utf8proc_option_t>(UTF8PROC_STABLE | options));
-  if (n < 0) throw Error(std::string("Unicode normalization failed: ") + utf8proc_errmsg(n));
+  if (n < 0) throw Error(ErrorKind::InvalidArgument, std::string("Unicode normalization failed: ") + utf8proc_errmsg(n));
   out.append(reinterpret_cast<const char*>(result), static_cast<size_t>(n));
   std::free(result);
 }

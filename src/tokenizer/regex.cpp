@@ -23,7 +23,7 @@ std::string pcre2_message(int code) {
 struct MatchData {
   pcre2_match_data* data;
   explicit MatchData(const pcre2_code* code) : data(pcre2_match_data_create_from_pattern(code, nullptr)) {
-    if (!data) throw Error("out of memory creating regex match data");
+    if (!data) throw Error(ErrorKind::OutOfMemory, "out of memory creating regex match data");
   }
   ~MatchData() { pcre2_match_data_free(data); }
   MatchData(const MatchData&) = delete;
@@ -42,7 +42,7 @@ struct JitStack {
     if (!context) {
       stack = pcre2_jit_stack_create(64 * 1024, 64 * 1024 * 1024, nullptr);
       context = pcre2_match_context_create(nullptr);
-      if (!stack || !context) throw Error("out of memory creating a regex JIT stack");
+      if (!stack || !context) throw Error(ErrorKind::OutOfMemory, "out of memory creating a regex JIT stack");
       pcre2_jit_stack_assign(context, nullptr, stack);
     }
     return context;
@@ -66,7 +66,7 @@ Pattern Pattern::regex(std::string_view pattern, std::string_view where) {
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
                                    PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error, &offset, nullptr);
   if (!code)
-    throw Error(fmt::format("{}: invalid regex '{}' at offset {}: {}", where, pattern, offset, pcre2_message(error)));
+    throw Error(ErrorKind::BadFile, fmt::format("{}: invalid regex '{}' at offset {}: {}", where, pattern, offset, pcre2_message(error)));
   Pattern p;
   p.source_ = std::string(pattern);
   p.code_ = std::shared_ptr<pcre2_real_code_8>(code, CodeDeleter{});
@@ -96,7 +96,7 @@ void Pattern::find_all(std::string_view text, std::vector<Span>& out) const {
     }
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0)
-      throw Error(fmt::format("regex '{}' failed on a {}-byte text: {}", source_, text.size(), pcre2_message(rc)));
+      throw Error(ErrorKind::InvalidArgument, fmt::format("regex '{}' failed on a {}-byte text: {}", source_, text.size(), pcre2_message(rc)));
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.data);
     if (ov[1] > ov[0]) {
       out.push_back({ov[0], ov[1]});

@@ -39,7 +39,7 @@ bool has_visible(const TokenizerData& d, const std::vector<int32_t>& ids, bool s
 std::string StreamDecoder::push(int32_t id) {
   const TokenizerData& d = tokenizer_->data();
   if (id < 0 || id >= d.vocab_size())  // checked before the window changes
-    throw Error(fmt::format("{}: cannot decode token id {}: the vocabulary has ids 0..{}", d.source, id,
+    throw Error(ErrorKind::InvalidArgument, fmt::format("{}: cannot decode token id {}: the vocabulary has ids 0..{}", d.source, id,
                             d.vocab_size() - 1));
   window_.push_back(id);
   const std::string raw = d.decode(window_, skip_special_, {.at_start = at_start_, .at_end = false, .raw_bytes = true});

@@ -76,7 +76,7 @@ std::optional<int32_t> Tokenizer::token_id(std::string_view token) const { retur
 
 const std::string& Tokenizer::token_text(int32_t id) const {
   if (id < 0 || id >= data_->vocab_size())
-    throw Error(fmt::format("{}: token id {} is out of range (vocabulary size {})", data_->source, id,
+    throw Error(ErrorKind::InvalidArgument, fmt::format("{}: token id {} is out of range (vocabulary size {})", data_->source, id,
                             data_->vocab_size()));
   return data_->tokens[static_cast<size_t>(id)];
 }

@@ -23,7 +23,7 @@ void finish_vocabulary(TokenizerData& data, std::vector<AddedToken> added) {
   int64_t max_id = -1;
   const auto check = [&](int64_t id, std::string_view token) {
     if (id < 0 || id > max_plausible_id(vocab.size() + added.size()))
-      throw Error(fmt::format("{}: token '{}' has id {}, outside 0..{}", data.source, token, id,
+      throw Error(ErrorKind::BadFile, fmt::format("{}: token '{}' has id {}, outside 0..{}", data.source, token, id,
                               max_plausible_id(vocab.size() + added.size())));
     max_id = std::max(max_id, id);
   };
@@ -82,7 +82,7 @@ std::string TokenizerData::decode(std::span<const int32_t> ids, bool skip_specia
   pieces.reserve(ids.size());
   for (int32_t id : ids) {
     if (id < 0 || id >= vocab_size())
-      throw Error(fmt::format("{}: cannot decode token id {}: the vocabulary has ids 0..{}", source, id,
+      throw Error(ErrorKind::InvalidArgument, fmt::format("{}: cannot decode token id {}: the vocabulary has ids 0..{}", source, id,
                               vocab_size() - 1));
     const auto k = static_cast<size_t>(id);
     if (!assigned[k] || (skip_special && special[k])) continue;  // HF skips ids it has no token for

@@ -10,7 +10,7 @@ namespace kvinfer::jinja {
 namespace {
 
 Error located(int line, const std::string& message) {
-  return Error("chat template line " + std::to_string(line) + ": " + message);
+  return Error(message.starts_with("unsupported") ? ErrorKind::Unsupported : ErrorKind::InvalidArgument, "chat template line " + std::to_string(line) + ": " + message);
 }
 
 // What a value weighs in the work budget: the bytes or items an operation produced or read.

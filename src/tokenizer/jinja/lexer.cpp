@@ -57,7 +57,7 @@ class Lexer {
     return 1 + static_cast<int>(std::lower_bound(newlines_.begin(), newlines_.end(), pos) - newlines_.begin());
   }
   [[noreturn]] void fail(size_t pos, const std::string& message) const {
-    throw Error("chat template line " + std::to_string(line_at(pos)) + ": " + message);
+    throw Error(message.starts_with("unsupported") ? ErrorKind::Unsupported : ErrorKind::BadFile, "chat template line " + std::to_string(line_at(pos)) + ": " + message);
   }
   void push(TokenType type, std::string text, size_t pos) {
     Token t;

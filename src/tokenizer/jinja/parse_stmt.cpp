@@ -60,7 +60,7 @@ void Parser::expect_block_end() {
 void Parser::fail(const std::string& message) const { fail_at(cur().line, message); }
 
 void Parser::fail_at(int line, const std::string& message) const {
-  throw Error("chat template line " + std::to_string(line) + ": " + message);
+  throw Error(message.starts_with("unsupported") ? ErrorKind::Unsupported : ErrorKind::BadFile, "chat template line " + std::to_string(line) + ": " + message);
 }
 
 std::string Parser::describe(const Token& t) {

@@ -35,6 +35,7 @@ struct RandomModelOptions {
   Device device = Device::Auto;
   LoadProgress on_progress = {};  // bytes of weights made (or uploaded) of the total
   bool int8_activations = false;  // LoadOptions::int8_activations
+  int threads = 0;                // LoadOptions::threads (and the threads that make the weights)
 };
 
 // A model of shape `config` with random weights: matrices ~ U(-a, a) with std 0.02 (HF's
