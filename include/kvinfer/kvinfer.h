@@ -10,6 +10,7 @@
 #include "kvinfer/kv_cache.h"
 #include "kvinfer/kv_plan.h"
 #include "kvinfer/model.h"
+#include "kvinfer/model_info.h"
 #include "kvinfer/sampler.h"
 #include "kvinfer/session.h"
 #include "kvinfer/synthetic.h"
