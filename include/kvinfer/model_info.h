@@ -64,8 +64,8 @@ struct ModelInfo {
 // bare config.json. Reads no weight data: the files are mapped and only their headers read, so
 // the cost is the headers', whatever the weights' size. Throws kvinfer::Error naming the file and
 // key at fault: BadFile for a missing, truncated (tensor data shorter than the header says) or
-// malformed file, Unsupported for an architecture Model::load refuses or a tensor type kvinfer
-// has no DType for. It does not check that every tensor has the shape the config implies: a
+// malformed file, Unsupported for an architecture Model::load refuses or a tensor it would use
+// whose type kvinfer has no DType for. It does not check that every tensor has the shape the config implies: a
 // model that inspects may still fail to load.
 ModelInfo inspect_model(const std::filesystem::path& path);
 
