@@ -11,8 +11,6 @@
 #include <fmt/std.h>
 
 #include "core/input_file.h"
-#include "formats/gguf.h"
-#include "formats/gguf_config.h"
 
 namespace cli {
 
@@ -130,19 +128,9 @@ std::filesystem::path model_path(const std::string& given) {
   return KVINFER_DEFAULT_MODEL;
 }
 
-namespace {
-// A GGUF file is known by its first four bytes, whatever its name (as Model::load knows it).
-bool is_gguf(const std::filesystem::path& p) { return kvinfer::starts_with_magic(p, "GGUF", kvinfer::kMappedModelLimit); }
-}  // namespace
-
 ModelShape read_model_shape(const std::filesystem::path& path) {
-  if (kvinfer::model_path_kind(path) == kvinfer::ModelPathKind::Directory) {
-    if (!kvinfer::input_exists(path / "config.json"))
-      throw kvinfer::Error(kvinfer::ErrorKind::BadFile, fmt::format("{}: a model directory needs a config.json", path));
-    return {"hf_directory", kvinfer::load_config(path / "config.json")};
-  }
-  if (is_gguf(path)) return {"gguf", kvinfer::gguf_config(kvinfer::GgufFile(path))};
-  return {"config_json", kvinfer::load_config(path)};
+  kvinfer::ModelInfo info = kvinfer::inspect_model(path);
+  return {std::string(kvinfer::model_format_name(info.format)), std::move(info.config)};
 }
 
 std::shared_ptr<const kvinfer::Model> load_model(const ModelOptions& o) {

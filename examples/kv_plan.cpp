@@ -1,7 +1,8 @@
 // kvinfer-kv-plan: the memory a model's KV cache needs (per token, per sequence, for a batch)
 // and its weights as stored, read from a GGUF file, a HF model directory or a bare config.json
-// without loading any weights. The cache figures come from kvinfer::plan_kv_bytes, the function
-// that sizes real caches (KvCache::bytes() equals it), so the plan is what a run will allocate.
+// without loading any weights (kvinfer::inspect_model: the public API only). The cache figures
+// come from kvinfer::plan_kv_bytes, the function that sizes real caches (KvCache::bytes() equals
+// it), so the plan is what a run will allocate.
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -10,31 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
-#include "core/input_file.h"
-#include "formats/gguf.h"
-#include "formats/hf_checkpoint.h"
+#include "kvinfer/model_info.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-
-// The weights of a HF directory: model.safetensors, or every shard the index names; none when it
-// has neither. Only the headers are read (the files are mapped, not paged in).
-std::optional<uint64_t> directory_weight_bytes(const fs::path& dir) {
-  if (!kvinfer::input_exists(dir / "model.safetensors") && !kvinfer::input_exists(dir / "model.safetensors.index.json"))
-    return std::nullopt;
-  return kvinfer::HfCheckpoint(dir).tensor_bytes();
-}
-
-// The weights as stored: a GGUF file's tensors, a directory's safetensors; none for a bare config.
-std::optional<uint64_t> weight_bytes(const fs::path& path, const std::string& format) {
-  if (format == "hf_directory") return directory_weight_bytes(path);
-  if (format != "gguf") return std::nullopt;
-  const kvinfer::GgufFile file(path);
-  uint64_t sum = 0;
-  for (const kvinfer::GgufTensorInfo& t : file.tensors()) sum += t.bytes;
-  return sum;
-}
 
 uint64_t checked_product(uint64_t a, int64_t b, const char* what) {
   uint64_t r = 0;
@@ -82,9 +63,12 @@ int main(int argc, char** argv) {
       }
     }();
     const fs::path path = cli::model_path(model);
-    const cli::ModelShape shape = cli::read_model_shape(path);
-    const std::optional<uint64_t> weights = weight_bytes(path, shape.format);
-    const kvinfer::ModelConfig& c = shape.config;
+    // The headers only: no weight is read (kvinfer::inspect_model).
+    const kvinfer::ModelInfo info = kvinfer::inspect_model(path);
+    const std::string format(kvinfer::model_format_name(info.format));
+    // The weights as stored: a GGUF file's tensors, a directory's safetensors; none for a bare config.
+    const uint64_t weights = info.stored_bytes;
+    const kvinfer::ModelConfig& c = info.config;
     const int64_t n = tokens.value_or(c.max_position_embeddings);
     const bool beyond = n > c.max_position_embeddings;
     const uint64_t per_token = kvinfer::kv_bytes_per_token(c, dtype);
@@ -93,18 +77,18 @@ int main(int argc, char** argv) {
 
     if (json) {
       nlohmann::json j = {
-          {"model", path.string()}, {"format", shape.format}, {"architecture", kvinfer::architecture_name(c.arch)},
+          {"model", path.string()}, {"format", format}, {"architecture", kvinfer::architecture_name(c.arch)},
           {"layers", c.num_layers}, {"heads", c.num_heads}, {"kv_heads", c.num_kv_heads}, {"head_dim", c.head_dim},
           {"context_length", c.max_position_embeddings}, {"kv_dtype", kvinfer::dtype_name(dtype)}, {"tokens", n},
           {"beyond_context", beyond}, {"batch", batch}, {"bytes_per_token", per_token},
           {"bytes_per_sequence", per_sequence}, {"bytes_total", total}, {"weight_bytes", nullptr}};
-      if (weights) j["weight_bytes"] = *weights;
+      if (info.has_weights) j["weight_bytes"] = weights;
       // Names from a stranger's file may hold invalid UTF-8: replaced, not thrown on.
       tool::write_stdout(j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
       return tool::kExitOk;
     }
     std::string out;
-    out.append(fmt::format("model           {} ({})\n", tool::printable(path.string()), shape.format));
+    out.append(fmt::format("model           {} ({})\n", tool::printable(path.string()), format));
     out.append(fmt::format("architecture    {}: {} layers, {} heads, {} KV heads ({}), head_dim {}\n",
                            kvinfer::architecture_name(c.arch), c.num_layers, c.num_heads, c.num_kv_heads,
                            attention_kind(c), c.head_dim));
@@ -115,11 +99,12 @@ int main(int argc, char** argv) {
                            beyond ? " (beyond the model's context length: a run needs --extend-context)" : ""));
     out.append(fmt::format("total           {} for {} sequence{}\n", bytes_text(total), kvinfer::format_count(batch),
                            batch == 1 ? "" : "s"));
-    if (weights)
-      out.append(fmt::format("weights         {} as stored\n", bytes_text(*weights)));
+    if (info.has_weights)
+      out.append(fmt::format("weights         {} as stored\n", bytes_text(weights)));
     else
-      out.append(shape.format == "config_json" ? "weights         - (a bare config.json names no weights)\n"
-                                               : "weights         - (no model.safetensors or index in the directory)\n");
+      out.append(info.format == kvinfer::ModelFormat::ConfigJson
+                     ? "weights         - (a bare config.json names no weights)\n"
+                     : "weights         - (no model.safetensors or index in the directory)\n");
     tool::write_stdout(out);
     return tool::kExitOk;
   });

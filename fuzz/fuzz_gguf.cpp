@@ -8,6 +8,7 @@
 #include "fuzz_input_file.h"
 #include "kvinfer/error.h"
 #include "kvinfer/tokenizer.h"
+#include "tokenizer/load.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static kvinfer::fuzz::InputFile file("model.gguf");
@@ -20,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)kvinfer::gguf_config(gguf);
     } catch (const kvinfer::Error&) {
     }
-    const auto tokenizer = kvinfer::Tokenizer::from_gguf(gguf);
+    const auto tokenizer = kvinfer::gguf_tokenizer(gguf);
     const auto ids = tokenizer.encode("Hello world! 123 héllo");
     (void)tokenizer.decode(ids);
   } catch (const kvinfer::Error&) {

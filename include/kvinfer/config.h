@@ -1,6 +1,7 @@
 #pragma once
 // ModelConfig: the architecture hyper-parameters of a checkpoint, read from HF config.json or
-// from GGUF metadata (src/formats/gguf_config.h).
+// from GGUF metadata. inspect_model (kvinfer/model_info.h) reads it from any model path, GGUF
+// file, HF directory or config.json, without loading the weights; Model::config() after a load.
 #include <cstdint>
 #include <filesystem>
 #include <optional>

@@ -17,9 +17,6 @@
 
 namespace kvinfer {
 
-class GgufFile;  // src/formats/gguf.h
-struct TokenizerData;  // src/tokenizer/tokenizer_data.h
-
 struct EncodeOptions {
   // Add the tokenizer's own special tokens (BOS, and EOS where the tokenizer says so), as
   // HF's add_special_tokens=True. Chat templates are encoded without (they write BOS themselves).
@@ -34,8 +31,7 @@ class Tokenizer {
   // From a model directory (tokenizer.json + optional tokenizer_config.json and
   // chat_template.jinja) or a tokenizer.json path. Throws kvinfer::Error naming the file/field.
   static Tokenizer from_hf(const std::filesystem::path& dir_or_file);
-  // From GGUF metadata (tokenizer.ggml.*, models "gpt2" and "llama").
-  static Tokenizer from_gguf(const GgufFile& file);
+  // From a GGUF file's metadata (tokenizer.ggml.*, models "gpt2" and "llama").
   static Tokenizer from_gguf(const std::filesystem::path& path);
 
   Tokenizer(Tokenizer&&) noexcept;
@@ -72,11 +68,11 @@ class Tokenizer {
   // tokenizer.chat_template); "" when the model has none.
   const std::string& chat_template() const;
 
-  const TokenizerData& data() const { return *data_; }
-
  private:
-  explicit Tokenizer(std::unique_ptr<TokenizerData> data);
-  std::unique_ptr<TokenizerData> data_;
+  struct Impl;  // the vocabulary, models and special tokens: the library's own
+  friend struct TokenizerAccess;  // the library's own loaders
+  explicit Tokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 // Turns a stream of ids into text without ever emitting a broken UTF-8 sequence: bytes of an

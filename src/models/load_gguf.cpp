@@ -14,6 +14,7 @@
 #include "kvinfer/error.h"
 #include "kvinfer/tokenizer.h"
 #include "models/load_common.h"
+#include "tokenizer/load.h"
 
 namespace kvinfer {
 
@@ -147,8 +148,7 @@ std::shared_ptr<const Model> load_gguf(const std::filesystem::path& path, const 
   w->storage = storage;
   check_all_used(*file, source, c);
   std::shared_ptr<const Tokenizer> tokenizer;
-  if (file->has("tokenizer.ggml.model") || file->has("tokenizer.ggml.tokens"))
-    tokenizer = std::make_shared<const Tokenizer>(Tokenizer::from_gguf(*file));
+  if (gguf_has_tokenizer(*file)) tokenizer = std::make_shared<const Tokenizer>(gguf_tokenizer(*file));
   return finish_load(c, std::move(w), device, std::move(tokenizer), path, options, budget, *storage);
 }
 

@@ -13,6 +13,7 @@
 #include "kvinfer/error.h"
 #include "kvinfer/tokenizer.h"
 #include "models/load_common.h"
+#include "tokenizer/load.h"
 
 namespace kvinfer {
 
@@ -126,7 +127,7 @@ std::shared_ptr<const Model> load_hf(const std::filesystem::path& path, const Lo
   }
   w->storage = storage;
   std::shared_ptr<const Tokenizer> tokenizer;
-  if (std::filesystem::exists(path / "tokenizer.json"))
+  if (hf_has_tokenizer(path))
     tokenizer = std::make_shared<const Tokenizer>(Tokenizer::from_hf(path));
   return finish_load(c, std::move(w), device, std::move(tokenizer), path, options, budget, *storage);
 }

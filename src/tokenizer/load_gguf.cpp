@@ -158,7 +158,7 @@ std::unique_ptr<TokenizerData> load_gguf_tokenizer(const GgufFile& f) {
   if (add_eos) data->suffix = {*eos};
   if (bos) data->bos_text = texts[static_cast<size_t>(*bos)];
   if (eos) data->eos_text = texts[static_cast<size_t>(*eos)];
-  if (f.has("tokenizer.chat_template")) data->chat_template = f.string("tokenizer.chat_template");
+  data->chat_template = gguf_chat_template(f);
 
   std::vector<int32_t> given;
   for (const auto& id : {eos, id_key(f, "tokenizer.ggml.eot_token_id", n, std::nullopt),
@@ -166,6 +166,16 @@ std::unique_ptr<TokenizerData> load_gguf_tokenizer(const GgufFile& f) {
     if (id) given.push_back(*id);
   data->eos_ids = end_of_generation_ids(*data, std::move(given));
   return data;
+}
+
+Tokenizer gguf_tokenizer(const GgufFile& file) { return TokenizerAccess::make(load_gguf_tokenizer(file)); }
+
+bool gguf_has_tokenizer(const GgufFile& file) {
+  return file.has("tokenizer.ggml.model") || file.has("tokenizer.ggml.tokens");
+}
+
+std::string gguf_chat_template(const GgufFile& file) {
+  return file.has("tokenizer.chat_template") ? file.string("tokenizer.chat_template") : std::string();
 }
 
 }  // namespace kvinfer

@@ -126,6 +126,29 @@ std::vector<AddedToken> parse_added_tokens(const json& tokenizer, std::string_vi
   return added;
 }
 
+// tokenizer_config.json's "chat_template": a string, or the "default" of a list; "" when none.
+std::string config_chat_template(const json& config, const std::string& where) {
+  std::string chat_template;
+  if (config.contains("chat_template")) {
+    const json& t = config["chat_template"];
+    if (t.is_string()) {
+      chat_template = t.get<std::string>();
+    } else if (t.is_array()) {  // [{"name": "default", "template": "..."}, {"name": "tool_use", ...}]
+      for (const json& named : t)
+        if (named.is_object() && named.value("name", "") == "default")
+          chat_template = json_string(named, "template", where, "chat_template");
+    } else if (!t.is_null()) {
+      throw Error(ErrorKind::BadFile, fmt::format("{}: 'chat_template' must be a string or a list of {{name, template}}", where));
+    }
+  }
+  return chat_template;
+}
+
+// chat_template.jinja, which wins over tokenizer_config.json's (transformers 5 writes it).
+std::string read_jinja_template(const fs::path& dir) {
+  return read_input_file(dir / "chat_template.jinja", kChatTemplateLimit);
+}
+
 // tokenizer_config.json: special tokens, add_bos_token / add_eos_token, chat_template.
 void apply_config(TokenizerData& data, const fs::path& file, Template& templ) {
   const json config = read_json(file, kJsonSettingsLimit);
@@ -144,18 +167,7 @@ void apply_config(TokenizerData& data, const fs::path& file, Template& templ) {
     if (json_bool(config, "add_bos_token", where, "add_bos_token", false) && data.bos_id) templ.prefix = {*data.bos_id};
     if (json_bool(config, "add_eos_token", where, "add_eos_token", false) && data.eos_id) templ.suffix = {*data.eos_id};
   }
-  if (config.contains("chat_template")) {
-    const json& t = config["chat_template"];
-    if (t.is_string()) {
-      data.chat_template = t.get<std::string>();
-    } else if (t.is_array()) {  // [{"name": "default", "template": "..."}, {"name": "tool_use", ...}]
-      for (const json& named : t)
-        if (named.is_object() && named.value("name", "") == "default")
-          data.chat_template = json_string(named, "template", where, "chat_template");
-    } else if (!t.is_null()) {
-      throw Error(ErrorKind::BadFile, fmt::format("{}: 'chat_template' must be a string or a list of {{name, template}}", where));
-    }
-  }
+  data.chat_template = config_chat_template(config, where);
 }
 
 // generation_config.json: eos_token_id, an id or a list of ids.
@@ -193,8 +205,7 @@ std::unique_ptr<TokenizerData> load_hf_tokenizer(const fs::path& dir_or_file) {
   std::vector<int32_t> given_eos;
   // The optional files: absent is fine, present but unreadable (a FIFO, too large) is an error.
   if (input_exists(dir / "tokenizer_config.json")) apply_config(*data, dir / "tokenizer_config.json", templ);
-  if (input_exists(dir / "chat_template.jinja"))
-    data->chat_template = read_input_file(dir / "chat_template.jinja", kChatTemplateLimit);
+  if (input_exists(dir / "chat_template.jinja")) data->chat_template = read_jinja_template(dir);
   if (data->eos_id) given_eos.push_back(*data->eos_id);
   if (input_exists(dir / "generation_config.json")) {
     for (int32_t id : generation_eos_ids(dir / "generation_config.json")) given_eos.push_back(id);
@@ -211,6 +222,17 @@ std::unique_ptr<TokenizerData> load_hf_tokenizer(const fs::path& dir_or_file) {
   data->suffix = std::move(templ.suffix);
   data->eos_ids = end_of_generation_ids(*data, std::move(given_eos));
   return data;
+}
+
+bool hf_has_tokenizer(const fs::path& dir) { return fs::exists(dir / "tokenizer.json"); }
+
+std::string hf_chat_template(const fs::path& dir) {
+  if (input_exists(dir / "chat_template.jinja")) return read_jinja_template(dir);
+  const fs::path config = dir / "tokenizer_config.json";
+  if (!input_exists(config)) return {};
+  const json j = read_json(config, kJsonSettingsLimit);
+  if (!j.is_object()) throw Error(ErrorKind::BadFile, fmt::format("{}: expected a JSON object", config));
+  return config_chat_template(j, config.string());
 }
 
 }  // namespace kvinfer

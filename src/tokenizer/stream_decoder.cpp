@@ -37,7 +37,7 @@ bool has_visible(const TokenizerData& d, const std::vector<int32_t>& ids, bool s
 }  // namespace
 
 std::string StreamDecoder::push(int32_t id) {
-  const TokenizerData& d = tokenizer_->data();
+  const TokenizerData& d = TokenizerAccess::data(*tokenizer_);
   if (id < 0 || id >= d.vocab_size())  // checked before the window changes
     throw Error(ErrorKind::InvalidArgument, fmt::format("{}: cannot decode token id {}: the vocabulary has ids 0..{}", d.source, id,
                             d.vocab_size() - 1));
@@ -67,7 +67,7 @@ std::string StreamDecoder::push(int32_t id) {
 
 std::string StreamDecoder::flush() {
   if (window_.empty()) return {};
-  const TokenizerData& d = tokenizer_->data();
+  const TokenizerData& d = TokenizerAccess::data(*tokenizer_);
   const std::string raw = d.decode(window_, skip_special_, {.at_start = at_start_, .at_end = false, .raw_bytes = true});
   std::string out;
   utf8::append_lossy(out, std::string_view(raw).substr(std::min(consumed_, raw.size())));

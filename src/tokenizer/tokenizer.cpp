@@ -8,17 +8,22 @@
 
 namespace kvinfer {
 
-Tokenizer::Tokenizer(std::unique_ptr<TokenizerData> data) : data_(std::move(data)) {}
+Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Tokenizer TokenizerAccess::make(std::unique_ptr<Data> data) { return Tokenizer(std::move(data)); }
+const TokenizerData& TokenizerAccess::data(const Tokenizer& tokenizer) { return *tokenizer.impl_; }
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
-Tokenizer Tokenizer::from_hf(const std::filesystem::path& dir_or_file) { return Tokenizer(load_hf_tokenizer(dir_or_file)); }
-Tokenizer Tokenizer::from_gguf(const GgufFile& file) { return Tokenizer(load_gguf_tokenizer(file)); }
-Tokenizer Tokenizer::from_gguf(const std::filesystem::path& path) { return Tokenizer(load_gguf_tokenizer(path)); }
+Tokenizer Tokenizer::from_hf(const std::filesystem::path& dir_or_file) {
+  return TokenizerAccess::make(load_hf_tokenizer(dir_or_file));
+}
+Tokenizer Tokenizer::from_gguf(const std::filesystem::path& path) {
+  return TokenizerAccess::make(load_gguf_tokenizer(path));
+}
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOptions& options) const {
-  const TokenizerData& d = *data_;
+  const TokenizerData& d = *impl_;
   std::vector<int32_t> ids;
   if (options.add_special) ids = d.prefix;
   BpeWork bpe_work;
@@ -62,35 +67,35 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOption
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
-  return data_->decode(ids, skip_special, DecodeContext{});
+  return impl_->decode(ids, skip_special, DecodeContext{});
 }
 
 std::string Tokenizer::token_bytes(int32_t id) const {
   const int32_t one[] = {id};
-  return data_->decode(one, false, DecodeContext{.at_start = false, .at_end = false, .raw_bytes = true});
+  return impl_->decode(one, false, DecodeContext{.at_start = false, .at_end = false, .raw_bytes = true});
 }
 
-int32_t Tokenizer::vocab_size() const { return data_->vocab_size(); }
+int32_t Tokenizer::vocab_size() const { return impl_->vocab_size(); }
 
-std::optional<int32_t> Tokenizer::token_id(std::string_view token) const { return data_->token_id(token); }
+std::optional<int32_t> Tokenizer::token_id(std::string_view token) const { return impl_->token_id(token); }
 
 const std::string& Tokenizer::token_text(int32_t id) const {
-  if (id < 0 || id >= data_->vocab_size())
-    throw Error(ErrorKind::InvalidArgument, fmt::format("{}: token id {} is out of range (vocabulary size {})", data_->source, id,
-                            data_->vocab_size()));
-  return data_->tokens[static_cast<size_t>(id)];
+  if (id < 0 || id >= impl_->vocab_size())
+    throw Error(ErrorKind::InvalidArgument, fmt::format("{}: token id {} is out of range (vocabulary size {})", impl_->source, id,
+                            impl_->vocab_size()));
+  return impl_->tokens[static_cast<size_t>(id)];
 }
 
 bool Tokenizer::is_special(int32_t id) const {
-  return id >= 0 && id < data_->vocab_size() && data_->special[static_cast<size_t>(id)];
+  return id >= 0 && id < impl_->vocab_size() && impl_->special[static_cast<size_t>(id)];
 }
 
-std::optional<int32_t> Tokenizer::bos_id() const { return data_->bos_id; }
-std::vector<int32_t> Tokenizer::eos_ids() const { return data_->eos_ids; }
-std::optional<int32_t> Tokenizer::unk_id() const { return data_->unk_id; }
-std::optional<int32_t> Tokenizer::pad_id() const { return data_->pad_id; }
-const std::string& Tokenizer::bos_text() const { return data_->bos_text; }
-const std::string& Tokenizer::eos_text() const { return data_->eos_text; }
-const std::string& Tokenizer::chat_template() const { return data_->chat_template; }
+std::optional<int32_t> Tokenizer::bos_id() const { return impl_->bos_id; }
+std::vector<int32_t> Tokenizer::eos_ids() const { return impl_->eos_ids; }
+std::optional<int32_t> Tokenizer::unk_id() const { return impl_->unk_id; }
+std::optional<int32_t> Tokenizer::pad_id() const { return impl_->pad_id; }
+const std::string& Tokenizer::bos_text() const { return impl_->bos_text; }
+const std::string& Tokenizer::eos_text() const { return impl_->eos_text; }
+const std::string& Tokenizer::chat_template() const { return impl_->chat_template; }
 
 }  // namespace kvinfer

@@ -10,6 +10,8 @@
 #include <variant>
 #include <vector>
 
+#include "kvinfer/tokenizer.h"
+#include "tokenizer/access.h"
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/decoder.h"
@@ -20,7 +22,8 @@
 
 namespace kvinfer {
 
-struct TokenizerData {
+// Tokenizer's private state; TokenizerData below names it for the library's own code.
+struct Tokenizer::Impl {
   std::string source;  // the file it came from, for messages
 
   // id → vocabulary string ("" for an id nothing is assigned to), and what decode feeds the
@@ -43,7 +46,7 @@ struct TokenizerData {
   std::vector<int32_t> eos_ids;  // every end-of-generation id (see end_of_generation_ids)
   std::string bos_text, eos_text, chat_template;
 
-  explicit TokenizerData(std::variant<BpeModel, SpmModel> m) : model(std::move(m)) {}
+  explicit Impl(std::variant<BpeModel, SpmModel> m) : model(std::move(m)) {}
 
   int32_t vocab_size() const { return static_cast<int32_t>(tokens.size()); }
   const VocabMap& model_vocab() const {
