@@ -122,7 +122,7 @@ typedef struct kvinfer_sampler kvinfer_sampler;
 /* ---- model configuration (shared by loaded and inspected models) ---- */
 
 typedef struct kvinfer_config {
-  const char* architecture; /* "llama", "mistral", "qwen2", "gpt2" (static string) */
+  const char* architecture; /* "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "GPT2LMHeadModel" (static) */
   int64_t vocab_size;
   int64_t hidden_size;
   int64_t intermediate_size;

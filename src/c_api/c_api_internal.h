@@ -2,6 +2,7 @@
 // What the C API's translation units share: the handles behind the opaque pointers of
 // kvinfer/kvinfer_c.h, the conversions of its enums and structs, and guard(), which runs a call's
 // body and turns every exception into a status and a thread-local message.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <new>
@@ -93,14 +94,16 @@ std::span<const T> array_arg(const T* p, size_t n, const char* name) {
 }
 
 // Copies src into dst[0 .. capacity) and sets *n_out = src.size(); BUFFER_TOO_SMALL (nothing
-// copied) when it does not fit.
+// copied) when it does not fit; dst may be NULL only with capacity 0.
 template <class T>
 void fill_buffer(std::span<const T> src, T* dst, size_t capacity, size_t* n_out, const char* what) {
   need(n_out, "n_out") = src.size();
+  if (dst == nullptr && capacity != 0)
+    throw StatusError(KVINFER_ERR_INVALID_ARGUMENT, fmt::format("the {} buffer is NULL with a capacity of {}", what, capacity));
   if (src.size() > capacity)
     throw StatusError(KVINFER_ERR_BUFFER_TOO_SMALL,
                       fmt::format("{} {} needed, the buffer holds {}", src.size(), what, capacity));
-  if (!src.empty()) std::copy(src.begin(), src.end(), &need(dst, "buffer"));
+  std::copy(src.begin(), src.end(), dst);
 }
 
 // Copies text and a NUL into buf[0 .. capacity) and sets *len_out = text.size(); BUFFER_TOO_SMALL

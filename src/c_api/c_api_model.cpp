@@ -49,6 +49,8 @@ void clear_error() noexcept {
 
 void fill_text(std::string_view text, char* buf, size_t capacity, size_t* len_out) {
   need(len_out, "len_out") = text.size();
+  if (buf == nullptr && capacity != 0)
+    throw StatusError(KVINFER_ERR_INVALID_ARGUMENT, fmt::format("buf is NULL with a capacity of {}", capacity));
   if (text.size() >= capacity)
     throw StatusError(KVINFER_ERR_BUFFER_TOO_SMALL,
                       fmt::format("{} bytes and a NUL needed, the buffer holds {}", text.size(), capacity));
@@ -69,10 +71,11 @@ kvinfer_dtype to_c(DType dtype) noexcept { return static_cast<kvinfer_dtype>(sta
 void fill_config(const ModelConfig& c, kvinfer_config& out) noexcept {
   out = {};
   switch (c.arch) {
-    case Architecture::Llama: out.architecture = "llama"; break;
-    case Architecture::Mistral: out.architecture = "mistral"; break;
-    case Architecture::Qwen2: out.architecture = "qwen2"; break;
-    case Architecture::GPT2: out.architecture = "gpt2"; break;
+    // architecture_name()'s, spelled out here: a string_view promises no NUL.
+    case Architecture::Llama: out.architecture = "LlamaForCausalLM"; break;
+    case Architecture::Mistral: out.architecture = "MistralForCausalLM"; break;
+    case Architecture::Qwen2: out.architecture = "Qwen2ForCausalLM"; break;
+    case Architecture::GPT2: out.architecture = "GPT2LMHeadModel"; break;
   }
   if (out.architecture == nullptr) out.architecture = "?";
   out.vocab_size = c.vocab_size;
