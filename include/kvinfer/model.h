@@ -136,6 +136,8 @@ class Model {
   bool check_finite_;
   int64_t context_length_;
   friend class KvCache;  // reserves its bytes in memory_
+  friend struct ModelAccess;  // src/models/model_access.h: fingerprint_
+  uint64_t fingerprint_ = 0;  // the identity saved KV caches carry (ModelAccess); 0: not computed
 };
 
 }  // namespace kvinfer

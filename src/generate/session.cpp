@@ -7,6 +7,7 @@
 #include "cpu/cpu_ops.h"
 #include "cuda/cuda_backend.h"
 #include "kvinfer/error.h"
+#include "core/kv_cache_access.h"
 #include "models/forward.h"
 
 namespace kvinfer {
@@ -74,7 +75,7 @@ std::span<const float> Session::forward(KvCache& kv, std::span<const int32_t> id
   } else {
     run();
   }
-  kv.commit(n);
+  KvCacheAccess::commit(kv, ids);
   LastLogits last;
   last.device = logits;
   if (model_->device() != Device::CUDA) {

@@ -11,6 +11,7 @@
 #include "kvinfer/error.h"
 #include "kvinfer/tokenizer.h"
 #include "models/load_common.h"
+#include "models/model_access.h"
 #include "models/weights.h"
 
 namespace kvinfer {
@@ -62,6 +63,10 @@ Model::Model(ModelConfig config, std::unique_ptr<ModelWeights> weights, Device d
       context_length_(context_length > 0 ? context_length : config_.max_position_embeddings) {}
 
 Model::~Model() = default;
+
+uint64_t ModelAccess::fingerprint(const Model& model) {
+  return model.fingerprint_ != 0 ? model.fingerprint_ : model_fingerprint(model.config(), model.weights(), nullptr);
+}
 
 const Tokenizer& Model::tokenizer() const {
   if (!tokenizer_)
