@@ -27,6 +27,7 @@
 #include "cpu/aligned.h"
 #include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
+#include "core/kv_cache_access.h"
 #include "kvinfer/kv_cache.h"
 
 #if defined(KVINFER_BENCH_OPENBLAS)
@@ -514,7 +515,7 @@ kvinfer::KvCache filled_cache(int64_t positions) {
   kvinfer::KvCache kv(kv_config(), positions, DType::F16);
   const int64_t values = positions * kKvHeads * kHeadDim;
   cpu::store_kv(kv, 0, 0, positions, random_floats(values, 19).data(), random_floats(values, 20).data());
-  kv.commit(positions);
+  kvinfer::KvCacheAccess::commit(kv, std::vector<int32_t>(static_cast<size_t>(positions), 0));
   return kv;
 }
 

@@ -165,7 +165,8 @@ TEST(CApiState, InspectMatchesInspectModel) {
       kvinfer_tensor_desc d{};
       ASSERT_OK(kvinfer_model_info_tensor(info, i, &d));
       EXPECT_EQ(d.name, want.tensors[i].name);
-      EXPECT_EQ(static_cast<int>(d.dtype), static_cast<int>(want.tensors[i].dtype));
+      EXPECT_EQ(d.type, want.tensors[i].type);
+      EXPECT_EQ(static_cast<int>(d.dtype), want.tensors[i].dtype ? static_cast<int>(*want.tensors[i].dtype) : -1);
       EXPECT_EQ(std::vector<int64_t>(d.shape, d.shape + d.ndim), want.tensors[i].shape);
       EXPECT_EQ(d.bytes, want.tensors[i].bytes);
     }

@@ -25,6 +25,7 @@
 #include "cpu/cpu_ops.h"
 #include "cpu/elementwise_avx2.h"
 #include "cpu_test_util.h"
+#include "core/kv_cache_access.h"
 #include "kvinfer/error.h"
 
 namespace kvinfer {
@@ -462,7 +463,7 @@ TEST(CpuOps, AttentionIsDotsThenAWeightedSumOfWidenedRows) {
           std::vector<float> s;
           float mx = -INFINITY;
           for (int64_t j = 0; j <= pos; ++j) {
-            s.push_back(cpu::dot(qh, widened(kv.k(0, g), j).data(), hd) * scale);
+            s.push_back(cpu::dot(qh, widened(kv_k(kv, 0, g), j).data(), hd) * scale);
             mx = std::max(mx, s.back());
           }
           core::OnlineSoftmax softmax;
@@ -482,7 +483,7 @@ TEST(CpuOps, AttentionIsDotsThenAWeightedSumOfWidenedRows) {
           std::vector<float> want(static_cast<size_t>(hd), 0.0f);
           for (int64_t j = 0; j <= pos; ++j) {
             const float p = s[static_cast<size_t>(j)] * softmax.inv_sum();
-            const auto vr = widened(kv.v(0, g), j);
+            const auto vr = widened(kv_v(kv, 0, g), j);
             for (int64_t d = 0; d < hd; ++d) {
               const float term = p * vr[static_cast<size_t>(d)];
               want[static_cast<size_t>(d)] += term;

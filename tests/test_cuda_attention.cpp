@@ -36,6 +36,7 @@
 #include "cpu/cpu_ops.h"
 #include "cuda_check.h"
 #include "cuda_ops.h"
+#include "core/kv_cache_access.h"
 #include "kvinfer/kvinfer.h"
 
 namespace kvinfer {
@@ -119,7 +120,7 @@ std::vector<double> reference_row(const KvCache& kv, const Shape& s, const std::
   const float* qh = q.data() + (t * s.heads() + h) * hd;
   double mx = -INFINITY;
   for (int64_t j = first; j <= pos; ++j) {
-    cpu::to_f32(s.dtype, kv.k(0, g) + static_cast<size_t>(j) * row_bytes, k.data(), hd);
+    cpu::to_f32(s.dtype, kv_k(kv, 0, g) + static_cast<size_t>(j) * row_bytes, k.data(), hd);
     double d = 0;
     for (int64_t i = 0; i < hd; ++i) d += static_cast<double>(qh[i]) * k[static_cast<size_t>(i)];
     score[static_cast<size_t>(j - first)] = d / std::sqrt(static_cast<double>(hd));
@@ -128,7 +129,7 @@ std::vector<double> reference_row(const KvCache& kv, const Shape& s, const std::
   double sum = 0;
   for (auto& e : score) sum += (e = std::exp(e - mx));
   for (int64_t j = first; j <= pos; ++j) {
-    cpu::to_f32(s.dtype, kv.v(0, g) + static_cast<size_t>(j) * row_bytes, v.data(), hd);
+    cpu::to_f32(s.dtype, kv_v(kv, 0, g) + static_cast<size_t>(j) * row_bytes, v.data(), hd);
     const double p = score[static_cast<size_t>(j - first)] / sum;
     for (int64_t i = 0; i < hd; ++i) out[static_cast<size_t>(i)] += p * v[static_cast<size_t>(i)];
   }
@@ -157,7 +158,7 @@ std::vector<double> naive16_row(const KvCache& kv, const Shape& s, const std::ve
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   float mx = -INFINITY;
   for (int64_t j = first; j <= pos; ++j) {
-    cpu::to_f32(s.dtype, kv.k(0, g) + static_cast<size_t>(j) * row_bytes, k.data(), hd);
+    cpu::to_f32(s.dtype, kv_k(kv, 0, g) + static_cast<size_t>(j) * row_bytes, k.data(), hd);
     float d = 0;
     for (int64_t i = 0; i < hd; ++i) d += qr[static_cast<size_t>(i)] * k[static_cast<size_t>(i)];
     score[static_cast<size_t>(j - first)] = d * scale;
@@ -166,7 +167,7 @@ std::vector<double> naive16_row(const KvCache& kv, const Shape& s, const std::ve
   float sum = 0;
   for (auto& e : score) sum += (e = std::exp(e - mx));
   for (int64_t j = first; j <= pos; ++j) {
-    cpu::to_f32(s.dtype, kv.v(0, g) + static_cast<size_t>(j) * row_bytes, v.data(), hd);
+    cpu::to_f32(s.dtype, kv_v(kv, 0, g) + static_cast<size_t>(j) * row_bytes, v.data(), hd);
     const float p = round_to(s.dtype, score[static_cast<size_t>(j - first)] / sum);
     for (int64_t i = 0; i < hd; ++i) out[static_cast<size_t>(i)] += p * v[static_cast<size_t>(i)];
   }
@@ -200,8 +201,8 @@ Outcome run(Kernel kernel, const Shape& s, int64_t ref_stride = 0) {
 
   const size_t block_bytes = static_cast<size_t>(kvh * capacity * hd) * dtype_size(s.dtype);
   DeviceArray<std::byte> k_d(block_bytes), v_d(block_bytes);
-  CUDA_CHECK(cudaMemcpy(k_d.get(), kv.k(0, 0), block_bytes, cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(v_d.get(), kv.v(0, 0), block_bytes, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(k_d.get(), kv_k(kv, 0, 0), block_bytes, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(v_d.get(), kv_v(kv, 0, 0), block_bytes, cudaMemcpyHostToDevice));
   DeviceArray<float> q_d(q.size()), out_d(q.size());
   CUDA_CHECK(cudaMemcpy(q_d.get(), q.data(), q.size() * sizeof(float), cudaMemcpyHostToDevice));
   cuda::AttentionParams p;

@@ -345,8 +345,8 @@ TEST_F(CudaOps, StoreKvMatchesCpuCacheAndWritesNothingElse) {
           continue;
         }
         const auto name = kvinfer::dtype_name(t);
-        ASSERT_EQ(std::memcmp(kl.data() + off, kv.k(layer, g) + p * row, row), 0) << name << " K " << g << "," << p;
-        ASSERT_EQ(std::memcmp(vl.data() + off, kv.v(layer, g) + p * row, row), 0) << name << " V " << g << "," << p;
+        ASSERT_EQ(std::memcmp(kl.data() + off, kv_k(kv, layer, g) + p * row, row), 0) << name << " K " << g << "," << p;
+        ASSERT_EQ(std::memcmp(vl.data() + off, kv_v(kv, layer, g) + p * row, row), 0) << name << " V " << g << "," << p;
       }
   }
 }

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kvinfer/error.h"
+#include "core/kv_cache_access.h"
 #include "kvinfer/kv_cache.h"
 
 namespace kvinfer::test {
@@ -168,7 +169,7 @@ inline std::vector<std::byte> filled_kv(const KvCache& kv) {
   const size_t n = static_cast<size_t>(kv.size() * kv.head_dim()) * dtype_size(kv.dtype());
   for (int64_t l = 0; l < kv.num_layers(); ++l)
     for (int64_t h = 0; h < kv.num_kv_heads(); ++h)
-      for (const std::byte* p : {kv.k(l, h), kv.v(l, h)}) out.insert(out.end(), p, p + n);
+      for (const std::byte* p : {kv_k(kv, l, h), kv_v(kv, l, h)}) out.insert(out.end(), p, p + n);
   return out;
 }
 

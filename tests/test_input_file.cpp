@@ -108,11 +108,11 @@ TEST(ContextLength, NoKvCacheIsLongerThanTheModelsContext) {
   const auto model = Model::load(test::fixture_dir("chatml_tiny"), {.device = Device::CPU});  // 256 positions
   ASSERT_EQ(model->context_length(), 256);
   EXPECT_NO_THROW(KvCache(*model, 256));
-  EXPECT_THAT(error_of([&] { KvCache(*model, 257); }),
+  EXPECT_THAT(error_of(ErrorKind::ContextFull, [&] { KvCache(*model, 257); }),
               HasSubstr("a KV cache of 257 tokens is beyond the model's context length of 256 tokens"));
   LoadOptions o{.device = Device::CPU};
   o.kv_tokens = 300;
-  EXPECT_THAT(error_of([&] { Model::load(test::fixture_dir("chatml_tiny"), o); }),
+  EXPECT_THAT(error_of(ErrorKind::ContextFull, [&] { Model::load(test::fixture_dir("chatml_tiny"), o); }),
               HasSubstr("a KV cache of 300 tokens (LoadOptions::kv_tokens) is beyond the model's context length of "
                         "256 tokens"));
 }

@@ -11,12 +11,14 @@
 #include <limits>
 #include <string>
 
+#include "core/kv_cache_access.h"
 #include "kvinfer/kvinfer.h"
 
 namespace {
 
 using kvinfer::DType;
 using kvinfer::KvCache;
+using kvinfer::KvCacheAccess;
 using kvinfer::ModelConfig;
 using kvinfer::kv_bytes_per_token;
 using kvinfer::format_bytes;
@@ -213,37 +215,42 @@ TEST(KvPlan, KvCacheLayoutIsOneContiguousBlock) {
   KvCache cache(t, C, DType::F16);
   const std::ptrdiff_t head = C * D * 2;  // bytes of one (capacity, head_dim) block
 
-  const std::byte* base = cache.k(0, 0);
+  const std::byte* base = kv_k(cache, 0, 0);
   for (int64_t l = 0; l < L; ++l) {
     for (int64_t h = 0; h < H; ++h) {
       SCOPED_TRACE("layer " + std::to_string(l) + " kv_head " + std::to_string(h));
-      EXPECT_EQ(cache.k(l, h) - base, ((l * 2 + 0) * H + h) * head);
-      EXPECT_EQ(cache.v(l, h) - base, ((l * 2 + 1) * H + h) * head);
+      EXPECT_EQ(kv_k(cache, l, h) - base, ((l * 2 + 0) * H + h) * head);
+      EXPECT_EQ(kv_v(cache, l, h) - base, ((l * 2 + 1) * H + h) * head);
     }
   }
   // The last block ends exactly at bytes().
-  EXPECT_EQ(static_cast<uint64_t>(cache.v(L - 1, H - 1) + head - base), cache.bytes());
+  EXPECT_EQ(static_cast<uint64_t>(kv_v(cache, L - 1, H - 1) + head - base), cache.bytes());
 
   // The const accessors see the same memory.
   const KvCache& ccache = cache;
-  EXPECT_EQ(ccache.k(1, 1), cache.k(1, 1));
-  EXPECT_EQ(ccache.v(2, 0), cache.v(2, 0));
+  EXPECT_EQ(kv_k(ccache, 1, 1), kv_k(cache, 1, 1));
+  EXPECT_EQ(kv_v(ccache, 2, 0), kv_v(cache, 2, 0));
 }
 
 TEST(KvPlan, KvCacheCommitTruncateClear) {
   const ModelConfig t = tiny(2, 4, 2, 8);
   KvCache cache(t, 10, DType::F32);
   const uint64_t bytes = cache.bytes();
+  const auto commit = [&](int64_t n) {
+    const std::vector<int32_t> ids(static_cast<size_t>(n), 7);
+    KvCacheAccess::commit(cache, ids);
+  };
 
-  cache.commit(4);
+  commit(4);
   EXPECT_EQ(cache.size(), 4);
   EXPECT_EQ(cache.remaining(), 6);
-  cache.commit(6);
+  commit(6);
   EXPECT_EQ(cache.size(), 10);
   EXPECT_EQ(cache.remaining(), 0);
 
   cache.truncate(3);  // rewind
   EXPECT_EQ(cache.size(), 3);
+  EXPECT_EQ(cache.tokens().size(), 3u);
   cache.truncate(3);  // no-op
   EXPECT_EQ(cache.size(), 3);
   EXPECT_THROW(cache.truncate(4), kvinfer::Error);   // beyond size()
@@ -256,8 +263,8 @@ TEST(KvPlan, KvCacheCommitTruncateClear) {
   EXPECT_EQ(cache.capacity(), 10);
   EXPECT_EQ(cache.bytes(), bytes);
 
-  cache.commit(10);
-  EXPECT_THROW(cache.commit(1), kvinfer::Error);  // past capacity
+  commit(10);
+  EXPECT_THROW(commit(1), kvinfer::Error);  // past capacity
   EXPECT_EQ(cache.size(), 10);
 }
 

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
+#include <vector>
 
 #include "kvinfer/config.h"
 #include "kvinfer/device.h"
@@ -16,7 +18,7 @@
 namespace kvinfer {
 
 class Model;
-class MemoryAccount;  // src/core/memory.h
+struct KvCacheAccess;  // src/core/kv_cache_access.h: the backends' access
 
 class KvCache {
  public:
@@ -42,23 +44,42 @@ class KvCache {
   int64_t num_kv_heads() const { return num_kv_heads_; }
   int64_t head_dim() const { return head_dim_; }
 
-  // Forgets every position from n on (rewind); 0 <= n <= size().
-  void truncate(int64_t n);
-  void clear() { size_ = 0; }
+  // The token ids the filled positions were computed from (size() of them), in order.
+  std::span<const int32_t> tokens() const { return tokens_; }
 
-  // Backend access, pointers on device(). K (or V) of one layer and KV head: (capacity,
-  // head_dim) elements of dtype(); the heads of one layer follow each other.
+  // Forgets every position from n on (rewind), and their token ids; 0 <= n <= size().
+  void truncate(int64_t n);
+  void clear() { truncate(0); }
+
+  // A new cache (a fork) on the same device, of the same shape and dtype, holding this one's
+  // positions [0, size()) and their token ids; the two then grow independently. capacity_tokens:
+  // at least size(), default capacity(). Checked like any new cache: for a model's cache,
+  // against what is left of its memory figure and its context length; otherwise against the
+  // memory available now.
+  KvCache copy(std::optional<int64_t> capacity_tokens = std::nullopt) const;
+
+  KvCache(KvCache&&) noexcept = default;
+  KvCache& operator=(KvCache&&) noexcept = default;
+  KvCache(const KvCache&) = delete;  // copy() says what a copy costs
+  KvCache& operator=(const KvCache&) = delete;
+  ~KvCache() = default;
+
+ private:
+  friend struct KvCacheAccess;
+  // account: the model's MemoryAccount (src/core/memory.h), or null; max_capacity: the model's
+  // context length (what a copy may grow to).
+  KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype, Device device,
+          std::shared_ptr<void> account, int64_t max_capacity);
+  size_t head_offset(int64_t layer, int which, int64_t kv_head) const;
+  // Backend access (KvCacheAccess), pointers on device(). K (or V) of one layer and KV head:
+  // (capacity, head_dim) elements of dtype(); the heads of one layer follow each other.
   std::byte* k(int64_t layer, int64_t kv_head);
   std::byte* v(int64_t layer, int64_t kv_head);
   const std::byte* k(int64_t layer, int64_t kv_head) const;
   const std::byte* v(int64_t layer, int64_t kv_head) const;
-  // Marks n more positions as filled; called by the forward pass after it wrote their K/V.
-  void commit(int64_t n);
-
- private:
-  KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype, Device device,
-          const std::shared_ptr<MemoryAccount>& memory);
-  size_t head_offset(int64_t layer, int which, int64_t kv_head) const;
+  // Marks ids.size() more positions as filled, computed from these ids; called by the forward
+  // pass after it wrote their K/V.
+  void commit(std::span<const int32_t> ids);
 
   int64_t num_layers_, num_kv_heads_, head_dim_, capacity_;
   DType dtype_;
@@ -68,6 +89,9 @@ class KvCache {
   // (layer, {K,V}, kv_head, capacity, head_dim); host pages are touched only on use.
   std::unique_ptr<std::byte, void (*)(std::byte*)> data_{nullptr, nullptr};
   std::shared_ptr<void> reservation_;  // gives the bytes back to the model's MemoryAccount
+  std::shared_ptr<void> account_;      // that MemoryAccount (null for a config's cache), for copy()
+  int64_t max_capacity_;               // the model's context length (INT64_MAX for a config's cache)
+  std::vector<int32_t> tokens_;        // size_ ids
 };
 
 }  // namespace kvinfer

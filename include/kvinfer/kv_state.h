@@ -12,16 +12,20 @@
 namespace kvinfer {
 
 // Writes kv's filled positions (kv.size() of them), their token ids and model's identity to
-// `file` (replaced atomically: written beside it, then renamed). Throws kvinfer::Error (BadFile)
-// when the file cannot be written, InvalidArgument when kv was not made for this model's shape.
+// `file` (replaced atomically: written beside it, then renamed; a CUDA cache is copied to the
+// host). Throws kvinfer::Error (BadFile) when the file cannot be written, InvalidArgument when kv
+// was not made for this model's shape.
 void save_kv_state(const KvCache& kv, const Model& model, const std::filesystem::path& file);
 
 // A fresh cache for `model` on its device holding what `file` saved: the same positions, K/V
-// bits and token ids. capacity_tokens: at least the saved positions; default: the saved cache's
-// capacity. The file is validated like every other input: a bad magic, version, truncation, a
-// size that disagrees with the header, or a token id outside the vocabulary is BadFile naming
-// the file and field; a file saved by another model (config, weights) or in another cache dtype
-// is InvalidArgument naming what differs.
+// bits (in the saved cache's dtype) and token ids, whichever device saved it. capacity_tokens: at
+// least the saved positions; default: the saved cache's capacity; checked like any new cache
+// (context length, memory). The file is validated like every other input, before anything is
+// allocated for it: a bad magic, version or header checksum, a field out of range, a size that
+// disagrees with the header (truncated, trailing bytes), a token id outside the vocabulary or a
+// payload checksum that does not match is BadFile naming the file and field; a file saved by
+// another model (its fingerprint: config, tensor shapes, a sample of the weights; see
+// docs/kv-cache.md for what it does not cover) is InvalidArgument naming what differs.
 KvCache load_kv_state(const Model& model, const std::filesystem::path& file,
                       std::optional<int64_t> capacity_tokens = std::nullopt);
 

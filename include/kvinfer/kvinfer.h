@@ -8,6 +8,7 @@
 #include "kvinfer/error.h"
 #include "kvinfer/generate.h"
 #include "kvinfer/kv_cache.h"
+#include "kvinfer/kv_state.h"
 #include "kvinfer/kv_plan.h"
 #include "kvinfer/kv_state.h"
 #include "kvinfer/log.h"

@@ -191,7 +191,8 @@ typedef enum kvinfer_model_format {
 
 typedef struct kvinfer_tensor_desc {
   const char* name;      /* owned by the info */
-  kvinfer_dtype dtype;
+  const char* type;      /* as the file spells it ("BF16", "q4_K"); owned by the info */
+  kvinfer_dtype dtype;   /* DEFAULT when kvinfer has no dtype for it (a buffer Model::load skips) */
   size_t ndim;
   const int64_t* shape;  /* ndim values, outermost first; owned by the info */
   uint64_t bytes;

@@ -8,31 +8,6 @@
 using namespace kvinfer;
 using namespace kvinfer::capi;
 
-namespace {
-
-// KvCache::copy and KvCache::tokens (issue #29) are called when this tree declares them; until
-// then the C functions report UNSUPPORTED. K is a template parameter so that the branch not
-// taken is never instantiated.
-template <class K>
-KvCache fork_cache(const K& kv, std::optional<int64_t> capacity) {
-  if constexpr (requires { kv.copy(capacity); })
-    return kv.copy(capacity);
-  else
-    throw StatusError(KVINFER_ERR_UNSUPPORTED, "this build of kvinfer has no KvCache::copy");
-}
-
-template <class K>
-std::vector<int32_t> cache_tokens(const K& kv) {
-  if constexpr (requires { kv.tokens(); }) {
-    const auto& t = kv.tokens();
-    return std::vector<int32_t>(t.begin(), t.end());
-  } else {
-    throw StatusError(KVINFER_ERR_UNSUPPORTED, "this build of kvinfer has no KvCache::tokens");
-  }
-}
-
-}  // namespace
-
 extern "C" {
 
 // ---- inspect ----
@@ -98,7 +73,8 @@ kvinfer_status kvinfer_model_info_tensor(const kvinfer_model_info* info, size_t 
                         fmt::format("tensor index {} is out of range: the model has {} tensors", index, tensors.size()));
     const TensorInfo& t = tensors[index];
     d.name = t.name.c_str();
-    d.dtype = to_c(t.dtype);
+    d.type = t.type.c_str();
+    d.dtype = t.dtype ? to_c(*t.dtype) : KVINFER_DTYPE_DEFAULT;
     d.ndim = t.shape.size();
     d.shape = t.shape.data();
     d.bytes = t.bytes;
@@ -122,14 +98,14 @@ kvinfer_status kvinfer_kv_copy(const kvinfer_kv* kv, int64_t capacity, kvinfer_k
     const kvinfer_kv& src = need(kv, "kv");
     if (capacity < 0)
       throw StatusError(KVINFER_ERR_INVALID_ARGUMENT, fmt::format("capacity {} is negative", capacity));
-    *out = new kvinfer_kv{src.model, fork_cache(src.kv, capacity == 0 ? std::nullopt : std::optional<int64_t>(capacity))};
+    *out = new kvinfer_kv{src.model, src.kv.copy(capacity == 0 ? std::nullopt : std::optional<int64_t>(capacity))};
   });
 }
 
 kvinfer_status kvinfer_kv_tokens(const kvinfer_kv* kv, int32_t* ids, size_t capacity, size_t* n_out) {
   return guard(__func__, [&] {
     need(n_out, "n_out") = 0;
-    const std::vector<int32_t> t = cache_tokens(need(kv, "kv").kv);
+    const std::span<const int32_t> t = need(kv, "kv").kv.tokens();
     fill_buffer<int32_t>(t, ids, capacity, n_out, "ids");
   });
 }

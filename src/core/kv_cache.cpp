@@ -1,5 +1,7 @@
 #include "kvinfer/kv_cache.h"
 
+#include <cstring>
+#include <limits>
 #include <new>
 
 #include <fmt/format.h>
@@ -27,7 +29,7 @@ namespace {
 // or at all (learned positions): refused before anything is allocated.
 int64_t within_context(int64_t capacity_tokens, int64_t context_length) {
   if (capacity_tokens > context_length)
-    throw Error(ErrorKind::InvalidArgument, fmt::format("a KV cache of {} tokens is beyond the model's context length of {} tokens "
+    throw Error(ErrorKind::ContextFull, fmt::format("a KV cache of {} tokens is beyond the model's context length of {} tokens "
                             "(LoadOptions::context_length allows a longer one for rotary models)",
                             format_count(capacity_tokens), format_count(context_length)));
   return capacity_tokens;
@@ -36,19 +38,23 @@ int64_t within_context(int64_t capacity_tokens, int64_t context_length) {
 
 KvCache::KvCache(const Model& model, int64_t capacity_tokens, std::optional<DType> dtype)
     : KvCache(model.config(), within_context(capacity_tokens, model.context_length()),
-              dtype.value_or(default_kv_dtype(model.weight_dtype())), model.device(), ModelAccess::memory(model)) {}
+              dtype.value_or(default_kv_dtype(model.weight_dtype())), model.device(), ModelAccess::memory(model),
+              model.context_length()) {}
 
 KvCache::KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype, Device device)
-    : KvCache(config, capacity_tokens, dtype, device, nullptr) {}
+    : KvCache(config, capacity_tokens, dtype, device, nullptr, std::numeric_limits<int64_t>::max()) {}
 
 KvCache::KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype, Device device,
-                 const std::shared_ptr<MemoryAccount>& memory)
+                 std::shared_ptr<void> account, int64_t max_capacity)
     : num_layers_(config.num_layers),
       num_kv_heads_(config.num_kv_heads),
       head_dim_(config.head_dim),
       capacity_(capacity_tokens),
       dtype_(dtype),
-      device_(device) {
+      device_(device),
+      account_(std::move(account)),
+      max_capacity_(max_capacity) {
+  const auto memory = std::static_pointer_cast<MemoryAccount>(account_);
   if (capacity_tokens <= 0) throw Error(ErrorKind::InvalidArgument, fmt::format("KV cache capacity must be positive, got {}", capacity_tokens));
   if (is_quantized(dtype))
     throw Error(ErrorKind::InvalidArgument, fmt::format("KV cache dtype {} is a quantised weight format; a cache holds f32, f16 or bf16",
@@ -78,14 +84,49 @@ KvCache::KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype
 }
 
 void KvCache::truncate(int64_t n) {
-  if (n < 0 || n > size_) throw Error(ErrorKind::InvalidArgument, fmt::format("KV cache truncate({}) outside 0..{}", n, size_));
+  if (n < 0 || n > size_)
+    throw Error(ErrorKind::InvalidArgument, fmt::format("KV cache truncate({}) outside 0..{}", n, size_));
   size_ = n;
+  tokens_.resize(static_cast<size_t>(n));
 }
 
-void KvCache::commit(int64_t n) {
-  if (n < 0 || n > remaining())
-    throw Error(ErrorKind::InvalidArgument, fmt::format("KV cache commit of {} positions with {} remaining", n, remaining()));
+void KvCache::commit(std::span<const int32_t> ids) {
+  const auto n = static_cast<int64_t>(ids.size());
+  if (n > remaining())
+    throw Error(ErrorKind::ContextFull,
+                fmt::format("KV cache commit of {} positions with {} remaining", n, remaining()));
+  tokens_.insert(tokens_.end(), ids.begin(), ids.end());
   size_ += n;
+}
+
+KvCache KvCache::copy(std::optional<int64_t> capacity_tokens) const {
+  const int64_t capacity = capacity_tokens.value_or(capacity_);
+  if (capacity < size_)
+    throw Error(ErrorKind::InvalidArgument,
+                fmt::format("a copy of a KV cache holding {} positions cannot have a capacity of {}", size_, capacity));
+  if (capacity > max_capacity_)
+    throw Error(ErrorKind::ContextFull,
+                fmt::format("a KV cache of {} tokens is beyond the model's context length of {} tokens",
+                            format_count(capacity), format_count(max_capacity_)));
+  ModelConfig shape;
+  shape.num_layers = num_layers_;
+  shape.num_kv_heads = num_kv_heads_;
+  shape.head_dim = head_dim_;
+  KvCache out(shape, capacity, dtype_, device_, account_, max_capacity_);
+  const size_t rows = static_cast<size_t>(size_ * head_dim_) * dtype_size(dtype_);
+  for (int64_t l = 0; l < num_layers_; ++l)
+    for (int which = 0; which < 2; ++which)
+      for (int64_t h = 0; h < num_kv_heads_; ++h) {
+        std::byte* dst = out.data_.get() + out.head_offset(l, which, h);
+        const std::byte* src = data_.get() + head_offset(l, which, h);
+        if (device_ == Device::CUDA)
+          cuda_backend::copy_on_device(dst, src, rows);
+        else if (rows > 0)
+          std::memcpy(dst, src, rows);
+      }
+  out.tokens_ = tokens_;
+  out.size_ = size_;
+  return out;
 }
 
 size_t KvCache::head_offset(int64_t layer, int which, int64_t kv_head) const {

@@ -6,6 +6,7 @@
 #include <omp.h>
 #endif
 
+#include "core/kv_cache_access.h"
 #include "core/online_softmax.h"
 #include "cpu/aligned.h"
 #include "cpu/attention_avx2.h"
@@ -105,8 +106,8 @@ void attention_units(const KvCache& kv, int64_t layer, const float* q, int64_t n
         o[static_cast<size_t>(i)] = out + row * hd;
       }
       if (wide) avx512::interleave_rows(x.data(), nq, hd, xi.data());
-      const std::byte* kh = kv.k(layer, g);
-      const std::byte* vh = kv.v(layer, g);
+      const std::byte* kh = kv_k(kv, layer, g);
+      const std::byte* vh = kv_v(kv, layer, g);
       const int64_t shared = pos(0) + 1;       // positions every query attends to
       const int64_t tiled = shared / 16 * 16;  // those the score tiles take
       for (int64_t j0 = 0; j0 < tiled; j0 += kChunk) {
@@ -188,12 +189,12 @@ void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t 
   // Score unit u; it fetches its V rows and the next unit's K rows.
   auto scores = [&](int64_t u) {
     const int64_t g = u / chunks, j0 = u % chunks * kChunk, j1 = std::min(count, j0 + kChunk);
-    prefetch_lines(rows_at(kv.v(layer, g), j0), chunk_bytes(j0));
+    prefetch_lines(rows_at(kv_v(kv, layer, g), j0), chunk_bytes(j0));
     if (u + 1 < units) {
       const int64_t k0 = (u + 1) % chunks * kChunk;
-      prefetch_lines(rows_at(kv.k(layer, (u + 1) / chunks), k0), chunk_bytes(k0));
+      prefetch_lines(rows_at(kv_k(kv, layer, (u + 1) / chunks), k0), chunk_bytes(k0));
     }
-    const std::byte* kh = kv.k(layer, g) + skip;
+    const std::byte* kh = kv_k(kv, layer, g) + skip;
     const float* qg = q + g * group * hd;  // (group, hd) the KV head's queries
     float* sg = s.data() + g * group * count;
     avx512::decode_scores(dtype, qg, group, hd, kh + static_cast<size_t>(j0) * row_bytes, j1 - j0, scale, sg + j0,
@@ -204,7 +205,7 @@ void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t 
   };
   auto weights = [&](int64_t h) { probabilities(s.data() + h * count, 0, count - 1, true); };
   auto sums = [&](int64_t g, int64_t d0, int64_t d1) {  // KV head g's query heads, columns [d0, d1)
-    avx512::decode_values(dtype, p.data() + g * group, o.data() + g * group, group, kv.v(layer, g) + skip, count, hd,
+    avx512::decode_values(dtype, p.data() + g * group, o.data() + g * group, group, kv_v(kv, layer, g) + skip, count, hd,
                           d0, d1);
   };
 #pragma omp parallel if (parallel)
@@ -216,8 +217,8 @@ void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t 
     // Whole KV heads, an equal number each: thread t takes heads [t · per, (t + 1) · per).
     const int64_t per = kvh / threads, whole = per * threads;
     const size_t head_bytes = static_cast<size_t>(count) * row_bytes;  // a head's K (or V) rows
-    auto k_of = [&](int64_t g) { return kv.k(layer, g) + skip; };
-    auto v_of = [&](int64_t g) { return kv.v(layer, g) + skip; };
+    auto k_of = [&](int64_t g) { return kv_k(kv, layer, g) + skip; };
+    auto v_of = [&](int64_t g) { return kv_v(kv, layer, g) + skip; };
 #pragma omp for schedule(static) nowait
     for (int64_t g = 0; g < whole; ++g) {
       const bool more = (g + 1) % per != 0;  // the thread's next head
@@ -258,16 +259,16 @@ void store_kv(KvCache& kv, int64_t layer, int64_t start, int64_t n, const float*
   if (n == 1)
     for (int64_t g = 0; g < kvh; ++g) {
       const size_t dst = static_cast<size_t>(start * hd) * esz, row_bytes = static_cast<size_t>(hd) * esz;
-      prefetch_lines_for_write(kv.k(layer, g) + dst, row_bytes);
-      prefetch_lines_for_write(kv.v(layer, g) + dst, row_bytes);
+      prefetch_lines_for_write(kv_k(kv, layer, g) + dst, row_bytes);
+      prefetch_lines_for_write(kv_v(kv, layer, g) + dst, row_bytes);
     }
   // A prefill's rows are narrowed on the team (each value on its own either way).
 #pragma omp parallel for schedule(static) if (n > 1 && n * kvh * hd >= (1 << 15))
   for (int64_t t = 0; t < n; ++t)
     for (int64_t g = 0; g < kvh; ++g) {
       const size_t dst = static_cast<size_t>((start + t) * hd) * esz;
-      from_f32(kv.dtype(), k + (t * kvh + g) * hd, kv.k(layer, g) + dst, hd);
-      from_f32(kv.dtype(), v + (t * kvh + g) * hd, kv.v(layer, g) + dst, hd);
+      from_f32(kv.dtype(), k + (t * kvh + g) * hd, kv_k(kv, layer, g) + dst, hd);
+      from_f32(kv.dtype(), v + (t * kvh + g) * hd, kv_v(kv, layer, g) + dst, hd);
     }
 }
 
@@ -316,8 +317,8 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
       const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
       const float* qh = q + (t * heads + h) * hd;
       float* oh = out + (t * heads + h) * hd;
-      const std::byte* kh = kv.k(layer, g);
-      const std::byte* vh = kv.v(layer, g);
+      const std::byte* kh = kv_k(kv, layer, g);
+      const std::byte* vh = kv_v(kv, layer, g);
       // One block of all positions, in position order: scores and their max, the weights and
       // their sum, then the weighted sum of V rows. Nothing depends on n.
       if (simd)  // K rows widened in registers: the same bits as dot() on the widened row

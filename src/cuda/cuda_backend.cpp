@@ -22,6 +22,7 @@
 #include "cuda_gemv.h"
 #include "cuda_ops.h"
 #include "cuda_sample.h"
+#include "core/kv_cache_access.h"
 #include "kvinfer/error.h"
 
 namespace kvinfer::cuda_backend {
@@ -235,16 +236,16 @@ void gelu_tanh(Context& c, const float* x, float* out, int64_t n) { cuda::gelu_t
 void add(Context& c, float* x, const float* y, int64_t n) { cuda::add(x, y, n, c.stream); }
 
 void store_kv(Context& c, KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v) {
-  cuda::store_kv(kv.dtype(), k, v, n, kv.num_kv_heads(), kv.head_dim(), start, kv.capacity(), kv.k(layer, 0),
-                 kv.v(layer, 0), c.stream, c.device_start());
+  cuda::store_kv(kv.dtype(), k, v, n, kv.num_kv_heads(), kv.head_dim(), start, kv.capacity(), kv_k(kv, layer, 0),
+                 kv_v(kv, layer, 0), c.stream, c.device_start());
 }
 
 void attention(Context& c, const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start, int64_t heads,
                int64_t window, float* out) {
   cuda::AttentionParams p;
   p.q = q;
-  p.k = kv.k(layer, 0);
-  p.v = kv.v(layer, 0);
+  p.k = kv_k(kv, layer, 0);
+  p.v = kv_v(kv, layer, 0);
   p.out = out;
   p.kv_dtype = kv.dtype();
   p.n = n;

@@ -50,6 +50,13 @@ void copy_to_host(void* dst, const void* src, size_t bytes) {
   CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 
+void copy_on_device(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 CopyBandwidth measure_copy_bandwidth(size_t bytes, int reps) {
   if (bytes == 0 || reps < 1) throw Error(ErrorKind::InvalidArgument, fmt::format("measure_copy_bandwidth: {} bytes, {} repetitions", bytes, reps));
   DeviceBuffer a(bytes, "copy bandwidth probe (source)"), b(bytes, "copy bandwidth probe (destination)");

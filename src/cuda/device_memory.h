@@ -18,6 +18,9 @@ size_t device_free_bytes();
 // (copy_to_device), or every stream's earlier work is done before they are read (copy_to_host).
 void copy_to_device(void* dst, const void* src, size_t bytes);
 void copy_to_host(void* dst, const void* src, size_t bytes);
+// Device to device, ordered the same way: every stream's earlier work is done before the bytes are
+// read, and they are in place for any stream's later work.
+void copy_on_device(void* dst, const void* src, size_t bytes);
 
 // The device's copy bandwidth, the ceiling of memory-bound kernels (the benchmarks' reference):
 // a device-to-device cudaMemcpyAsync of `bytes` on the legacy stream, one warm-up copy, then

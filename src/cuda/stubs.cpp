@@ -25,6 +25,7 @@ void device_free(void* p) noexcept { (void)p; }
 size_t device_free_bytes() { unavailable(); }
 void copy_to_device(void*, const void*, size_t) { unavailable(); }
 void copy_to_host(void*, const void*, size_t) { unavailable(); }
+void copy_on_device(void*, const void*, size_t) { unavailable(); }
 CopyBandwidth measure_copy_bandwidth(size_t, int) { unavailable(); }
 std::string device_description() { unavailable(); }
 void embed(Context&, const Matrix&, std::span<const int32_t>, float*, EmbedIds) { unavailable(); }

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "core/kv_cache_access.h"
 #include "cpu/cpu_ops.h"
 #include "cpu/threads.h"
 #include "cuda/cuda_backend.h"
@@ -131,7 +132,7 @@ std::span<const float> Session::forward(KvCache& kv, std::span<const int32_t> id
   } else {
     run();
   }
-  kv.commit(n);
+  KvCacheAccess::commit(kv, ids);
   LastLogits last;
   last.device = logits;
   if (model_->device() != Device::CUDA) {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "kvinfer/error.h"
+#include "core/kv_cache_access.h"
 #include "models/forward.h"
 
 namespace kvinfer {
@@ -54,7 +55,7 @@ std::vector<const void*> step_key(const ForwardScratch& s, const KvCache& kv) {
   for (const Activations* a : {&s.x, &s.h, &s.q, &s.k, &s.v, &s.att, &s.gate, &s.up, &s.logits})
     key.push_back(a->device_data());
   // The cache is one allocation: its base, capacity and dtype fix every layer's address.
-  key.push_back(kv.k(0, 0));
+  key.push_back(kv_k(kv, 0, 0));
   key.push_back(reinterpret_cast<const void*>(static_cast<uintptr_t>(kv.capacity())));
   key.push_back(reinterpret_cast<const void*>(static_cast<uintptr_t>(kv.dtype())));
   return key;

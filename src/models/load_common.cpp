@@ -7,10 +7,12 @@
 #include <cstring>
 #include <new>
 #include <string_view>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <fmt/std.h>
 
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/rope.h"
 #include "cpu/cpu_ops.h"
@@ -180,6 +182,43 @@ bool check_finite_from_env() {
 }
 }  // namespace
 
+uint64_t model_fingerprint(const ModelConfig& c, const ModelWeights& w, const HostStorage* storage) {
+  uint64_t h = kHash64Seed;
+  const auto mix = [&h](const auto& value) { h = hash64(&value, sizeof value, h); };
+  const auto mix_int = [&mix](int64_t v) { mix(v); };
+  mix_int(static_cast<int64_t>(c.arch));
+  for (int64_t v : {c.vocab_size, c.hidden_size, c.intermediate_size, c.num_layers, c.num_heads, c.num_kv_heads,
+                    c.head_dim, c.max_position_embeddings, c.sliding_window.value_or(-1)})
+    mix_int(v);
+  for (double v : {c.norm_eps, c.rope_theta, c.rope_scaling.factor, c.rope_scaling.low_freq_factor,
+                   c.rope_scaling.high_freq_factor})
+    mix(v);
+  mix_int(static_cast<int64_t>(c.rope_scaling.type));
+  mix_int(c.rope_scaling.original_max_position_embeddings);
+  mix_int(static_cast<int64_t>(c.rope_layout));
+  for (bool b : {c.tie_word_embeddings, c.attention_bias, c.attention_out_bias, c.mlp_bias}) mix_int(b ? 1 : 0);
+
+  constexpr uint64_t kSample = 4096;  // bytes at each end of a matrix
+  std::vector<std::byte> sample(kSample);
+  int64_t role = 0;  // the tensor's place in for_each_tensor's order: its name, in effect
+  for_each_tensor(w, [&](const auto& t) {
+    mix_int(role++);
+    if constexpr (std::is_same_v<std::decay_t<decltype(t)>, Matrix>) {
+      for (int64_t v : {static_cast<int64_t>(t.dtype), t.rows, t.cols}) mix_int(v);
+      if (!storage || t.data == nullptr || t.bytes() == 0) return;
+      const uint64_t n = std::min(kSample, t.bytes());
+      storage->read(t.data, n, sample.data());
+      h = hash64(sample.data(), n, h);
+      storage->read(t.data + (t.bytes() - n), n, sample.data());
+      h = hash64(sample.data(), n, h);
+    } else {
+      mix_int(t.n);
+      if (storage && t.data != nullptr) h = hash64(t.data, t.bytes(), h);  // f32 on the host until uploaded
+    }
+  });
+  return h == 0 ? 1 : h;  // 0 means "not computed"
+}
+
 std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<ModelWeights> w, Device device,
                                          std::shared_ptr<const Tokenizer> tokenizer,
                                          const std::filesystem::path& path, const LoadOptions& options,
@@ -194,7 +233,7 @@ std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<M
     throw Error(ErrorKind::InvalidArgument, fmt::format("{}: LoadOptions::kv_tokens is {}; it must be 0 (no plan) or positive", path,
                             options.kv_tokens));
   if (options.kv_tokens > context)
-    throw Error(ErrorKind::InvalidArgument, fmt::format("{}: a KV cache of {} tokens (LoadOptions::kv_tokens) is beyond the model's context "
+    throw Error(ErrorKind::ContextFull, fmt::format("{}: a KV cache of {} tokens (LoadOptions::kv_tokens) is beyond the model's context "
                             "length of {} tokens",
                             path, format_count(options.kv_tokens), format_count(context)));
   if (options.kv_tokens > 0) {
@@ -235,6 +274,8 @@ std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<M
   check_cancel(0, weights);
   for (const auto& fill : storage.fills) fill();
   storage.fills.clear();
+  // Of the stored bytes, before they are packed (CPU) or uploaded (CUDA): the same on every device.
+  const uint64_t fingerprint = model_fingerprint(c, *w, &storage);
   if (device == Device::CUDA) {
     w = cuda_backend::upload(*w, progress);  // the mapped checkpoint is released
   } else {
@@ -262,7 +303,8 @@ std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<M
                      .memory = std::make_shared<MemoryAccount>(budget, weights),
                      .check_finite = options.check_finite || check_finite_from_env(),
                      .context_length = context,
-                     .threads = options.threads});
+                     .threads = options.threads,
+                     .fingerprint = fingerprint});
 }
 
 }  // namespace kvinfer

@@ -61,7 +61,7 @@ std::shared_ptr<const Model> ModelAccess::make(ModelParts p) {
                 fmt::format("LoadOptions::threads is {}; it must be 0 (the default) or positive", p.threads));
   const ModelWeights& w = *p.weights;
   auto m = std::shared_ptr<Model>(new Model(std::make_unique<Model::Internal>(
-      Model::Internal{.weights = std::move(p.weights), .memory = std::move(p.memory)})));
+      Model::Internal{.weights = std::move(p.weights), .memory = std::move(p.memory), .fingerprint = p.fingerprint})));
   m->config_ = std::move(p.config);
   m->device_ = p.device;
   m->tokenizer_ = std::move(p.tokenizer);
@@ -77,6 +77,11 @@ std::shared_ptr<const Model> ModelAccess::make(ModelParts p) {
 }
 
 Model::~Model() = default;
+
+uint64_t ModelAccess::fingerprint(const Model& model) {
+  const uint64_t f = model.internal_->fingerprint;
+  return f != 0 ? f : model_fingerprint(model.config(), *model.internal_->weights, nullptr);
+}
 
 const Tokenizer& Model::tokenizer() const {
   if (!tokenizer_)

@@ -159,20 +159,15 @@ uint64_t ModelInfo::load_bytes(int64_t kv_tokens, std::optional<DType> kv_dtype)
 ModelInfo inspect_model(const std::filesystem::path& path) {
   ModelInfo info;
   info.path = path;
-  try {
-    if (model_path_kind(path) == ModelPathKind::Directory) {
-      info.format = ModelFormat::HfDirectory;
-      inspect_hf_directory(info);
-    } else if (starts_with_magic(path, "GGUF", kMappedModelLimit)) {
-      info.format = ModelFormat::Gguf;
-      inspect_gguf(info);
-    } else {
-      info.format = ModelFormat::ConfigJson;
-      info.config = read_hf_config(path);
-    }
-  } catch (const Error& e) {
-    if (!transitional(e)) throw;
-    throw Error(ErrorKind::BadFile, e.what());
+  if (model_path_kind(path) == ModelPathKind::Directory) {
+    info.format = ModelFormat::HfDirectory;
+    inspect_hf_directory(info);
+  } else if (starts_with_magic(path, "GGUF", kMappedModelLimit)) {
+    info.format = ModelFormat::Gguf;
+    inspect_gguf(info);
+  } else {
+    info.format = ModelFormat::ConfigJson;
+    info.config = load_config(path);
   }
   return info;
 }

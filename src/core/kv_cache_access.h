@@ -1,0 +1,34 @@
+#pragma once
+// What the backends (and tests) reach inside a KvCache that its users must not: the raw K/V
+// storage on the cache's device, and commit, which marks positions filled once the forward pass
+// has written them. Not installed: internal code only.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "kvinfer/kv_cache.h"
+
+namespace kvinfer {
+
+struct KvCacheAccess {
+  // K (or V) of one layer and KV head: (capacity, head_dim) elements of kv.dtype() on
+  // kv.device(); the heads of one layer follow each other.
+  static std::byte* k(KvCache& kv, int64_t layer, int64_t kv_head) { return kv.k(layer, kv_head); }
+  static std::byte* v(KvCache& kv, int64_t layer, int64_t kv_head) { return kv.v(layer, kv_head); }
+  static const std::byte* k(const KvCache& kv, int64_t layer, int64_t kv_head) { return kv.k(layer, kv_head); }
+  static const std::byte* v(const KvCache& kv, int64_t layer, int64_t kv_head) { return kv.v(layer, kv_head); }
+  // Marks ids.size() more positions filled, computed from `ids`; throws past the capacity.
+  static void commit(KvCache& kv, std::span<const int32_t> ids) { kv.commit(ids); }
+};
+
+// Shorthands for the kernels' call sites.
+inline std::byte* kv_k(KvCache& kv, int64_t layer, int64_t kv_head) { return KvCacheAccess::k(kv, layer, kv_head); }
+inline std::byte* kv_v(KvCache& kv, int64_t layer, int64_t kv_head) { return KvCacheAccess::v(kv, layer, kv_head); }
+inline const std::byte* kv_k(const KvCache& kv, int64_t layer, int64_t kv_head) {
+  return KvCacheAccess::k(kv, layer, kv_head);
+}
+inline const std::byte* kv_v(const KvCache& kv, int64_t layer, int64_t kv_head) {
+  return KvCacheAccess::v(kv, layer, kv_head);
+}
+
+}  // namespace kvinfer

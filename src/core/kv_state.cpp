@@ -1,0 +1,262 @@
+// KV state files (kvinfer/kv_state.h); the format is docs/kv-cache.md's "Saving and restoring".
+#include "kvinfer/kv_state.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/std.h>
+
+#include "core/hash.h"
+#include "core/input_file.h"
+#include "core/kv_cache_access.h"
+#include "core/kv_state_format.h"
+#include "core/mapped_file.h"
+#include "cuda/device_memory.h"
+#include "kvinfer/error.h"
+#include "models/model_internal.h"
+
+namespace kvinfer {
+
+namespace {
+
+using kv_state::Header;
+using kv_state::kHeaderBytes;
+
+// What a KV state file may weigh before anything of it is read: far above any real cache.
+constexpr InputLimit kKvStateLimit{"a KV state file", uint64_t{1} << 40};
+
+std::optional<DType> dtype_of_code(uint32_t code) {
+  switch (code) {
+    case kv_state::kF32: return DType::F32;
+    case kv_state::kF16: return DType::F16;
+    case kv_state::kBF16: return DType::BF16;
+    default: return std::nullopt;
+  }
+}
+
+uint32_t code_of_dtype(DType d) {
+  switch (d) {
+    case DType::F32: return kv_state::kF32;
+    case DType::F16: return kv_state::kF16;
+    case DType::BF16: return kv_state::kBF16;
+    default: throw Error(ErrorKind::Unsupported, fmt::format("a KV cache of dtype {} cannot be saved", dtype_name(d)));
+  }
+}
+
+// An fd closed (and its temporary file removed unless kept) on every path out.
+class TempFile {
+ public:
+  explicit TempFile(const std::filesystem::path& target) {
+    std::string pattern = target.string() + ".tmp-XXXXXX";
+    fd_ = ::mkstemp(pattern.data());
+    if (fd_ < 0)
+      throw Error(ErrorKind::BadFile,
+                  fmt::format("{}: cannot create a temporary file beside it: {}", target, errno_text(errno)));
+    path_ = pattern;
+  }
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!kept_) ::unlink(path_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  void write_at(uint64_t offset, const void* p, size_t n, const std::filesystem::path& target) {
+    const auto* b = static_cast<const char*>(p);
+    while (n > 0) {
+      const ssize_t w = ::pwrite(fd_, b, std::min<size_t>(n, size_t{1} << 30), static_cast<off_t>(offset));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) throw Error(ErrorKind::BadFile, fmt::format("{}: cannot write: {}", target, errno_text(errno)));
+      b += w;
+      n -= static_cast<size_t>(w);
+      offset += static_cast<uint64_t>(w);
+    }
+  }
+  // fsync, close, rename over target.
+  void commit(const std::filesystem::path& target) {
+    if (::fsync(fd_) != 0 || ::close(std::exchange(fd_, -1)) != 0)
+      throw Error(ErrorKind::BadFile, fmt::format("{}: cannot write: {}", target, errno_text(errno)));
+    if (::rename(path_.c_str(), target.c_str()) != 0)
+      throw Error(ErrorKind::BadFile, fmt::format("{}: cannot rename {} over it: {}", target, path_, errno_text(errno)));
+    kept_ = true;
+  }
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+  bool kept_ = false;
+};
+
+void check_shape(const KvCache& kv, const ModelConfig& c) {
+  if (kv.num_layers() != c.num_layers || kv.num_kv_heads() != c.num_kv_heads || kv.head_dim() != c.head_dim)
+    throw Error(ErrorKind::InvalidArgument,
+                fmt::format("save_kv_state: the KV cache is shaped for {} layers × {} KV heads × head_dim {}, the "
+                            "model is {} × {} × {}",
+                            kv.num_layers(), kv.num_kv_heads(), kv.head_dim(), c.num_layers, c.num_kv_heads,
+                            c.head_dim));
+}
+
+[[noreturn]] void bad(const std::filesystem::path& file, std::string_view field, const std::string& what) {
+  throw Error(ErrorKind::BadFile, fmt::format("{}: KV state file field '{}': {}", file, field, what));
+}
+
+}  // namespace
+
+void save_kv_state(const KvCache& kv, const Model& model, const std::filesystem::path& file) {
+  check_shape(kv, model.config());
+  const size_t n = static_cast<size_t>(kv.size());
+  const size_t row_block = n * static_cast<size_t>(kv.head_dim()) * dtype_size(kv.dtype());
+
+  Header h;
+  h.fingerprint = ModelAccess::fingerprint(model);
+  h.layers = static_cast<uint32_t>(kv.num_layers());
+  h.kv_heads = static_cast<uint32_t>(kv.num_kv_heads());
+  h.head_dim = static_cast<uint32_t>(kv.head_dim());
+  h.dtype = code_of_dtype(kv.dtype());
+  h.capacity = static_cast<uint64_t>(kv.capacity());
+  h.tokens = n;
+
+  TempFile out(file);
+  uint64_t offset = kHeaderBytes;
+  const std::span<const int32_t> ids = kv.tokens();
+  uint64_t sum = hash64(ids.data(), ids.size_bytes());
+  out.write_at(offset, ids.data(), ids.size_bytes(), file);
+  offset += ids.size_bytes();
+  std::vector<std::byte> staging(kv.device() == Device::CUDA ? row_block : 0);
+  for (int64_t l = 0; l < kv.num_layers(); ++l)
+    for (int which = 0; which < 2; ++which)
+      for (int64_t g = 0; g < kv.num_kv_heads(); ++g) {
+        const std::byte* rows = which == 0 ? kv_k(kv, l, g) : kv_v(kv, l, g);
+        if (kv.device() == Device::CUDA) {
+          cuda_backend::copy_to_host(staging.data(), rows, row_block);
+          rows = staging.data();
+        }
+        sum = hash64(rows, row_block, sum);
+        out.write_at(offset, rows, row_block, file);
+        offset += row_block;
+      }
+  h.payload_checksum = sum;
+  const std::array<std::byte, kHeaderBytes> head = kv_state::encode(h);
+  out.write_at(0, head.data(), head.size(), file);
+  out.commit(file);
+}
+
+KvCache load_kv_state(const Model& model, const std::filesystem::path& file, std::optional<int64_t> capacity_tokens) {
+  // The file's kind and size first (a FIFO, a directory, a device are refused unopened); its
+  // errors become BadFile.
+  std::unique_ptr<MappedFile> f;
+  try {
+    check_input_file(file, kKvStateLimit);
+    f = std::make_unique<MappedFile>(file);
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::BadFile) throw;
+    throw Error(ErrorKind::BadFile, e.what());
+  }
+  const uint64_t size = f->size();
+  if (size < kHeaderBytes)
+    bad(file, "header", fmt::format("the file has {} bytes, fewer than the {}-byte header", size, kHeaderBytes));
+  std::array<std::byte, kHeaderBytes> head{};
+  f->read_at(0, kHeaderBytes, head.data());
+  const Header h = kv_state::decode(head);
+
+  // The header on its own: magic, version, its checksum, then every field's range.
+  if (std::memcmp(h.magic.data(), kv_state::kMagic.data(), h.magic.size()) != 0)
+    bad(file, "magic", "not a kvinfer KV state file (it does not start with \"KVISTATE\")");
+  if (h.version != kv_state::kVersion)
+    bad(file, "version", fmt::format("format version {}; this build reads version {}", h.version, kv_state::kVersion));
+  if (h.header_bytes != kHeaderBytes)
+    bad(file, "header_bytes", fmt::format("{}; version {} headers are {} bytes", h.header_bytes, kv_state::kVersion,
+                                          kHeaderBytes));
+  if (h.header_checksum != kv_state::header_checksum(head))
+    bad(file, "header_checksum", "does not match the header: the header is corrupt");
+  const std::optional<DType> dtype = dtype_of_code(h.dtype);
+  if (!dtype) bad(file, "dtype", fmt::format("unknown cache dtype code {} (0 f32, 1 f16, 2 bf16)", h.dtype));
+  constexpr uint32_t kMaxDim = 1u << 20;
+  for (const auto& [name, v] : {std::pair<const char*, uint32_t>{"layers", h.layers}, {"kv_heads", h.kv_heads},
+                                {"head_dim", h.head_dim}})
+    if (v == 0 || v > kMaxDim) bad(file, name, fmt::format("{} is outside 1 .. {}", v, kMaxDim));
+  constexpr uint64_t kMaxPositions = uint64_t{1} << 40;
+  if (h.capacity == 0 || h.capacity > kMaxPositions)
+    bad(file, "capacity", fmt::format("{} is outside 1 .. {}", h.capacity, kMaxPositions));
+  if (h.tokens > h.capacity)
+    bad(file, "tokens", fmt::format("{} positions in a cache of capacity {}", h.tokens, h.capacity));
+  // The sizes the header promises, against the file's, before anything is allocated. No product
+  // overflows: every factor is bounded above (2^20 · 2 · 2^20 · 2^20 · 4 · 2^40 would, so check).
+  const uint64_t row = uint64_t{h.head_dim} * dtype_size(*dtype);
+  const uint64_t blocks = uint64_t{h.layers} * 2 * h.kv_heads;
+  uint64_t rows_bytes = 0, expected = 0;
+  if (__builtin_mul_overflow(blocks * row, h.tokens, &rows_bytes) ||
+      __builtin_add_overflow(rows_bytes, h.tokens * sizeof(int32_t) + kHeaderBytes, &expected) || expected != size)
+    bad(file, "tokens",
+        fmt::format("{} positions of {} layers × 2 × {} KV heads × head_dim {} ({}) need {} bytes with the header and "
+                    "token ids, but the file has {}: {}",
+                    h.tokens, h.layers, h.kv_heads, h.head_dim, dtype_name(*dtype),
+                    expected == 0 ? std::string("more than 2^64") : std::to_string(expected), size,
+                    size < expected || expected == 0 ? "it is truncated" : "it has trailing bytes"));
+
+  // Whose cache: the fingerprint says which model computed it; its shape must then be this model's.
+  const ModelConfig& c = model.config();
+  const uint64_t mine = ModelAccess::fingerprint(model);
+  const bool same_shape = h.layers == c.num_layers && h.kv_heads == c.num_kv_heads && h.head_dim == c.head_dim;
+  if (h.fingerprint != mine)
+    throw Error(ErrorKind::InvalidArgument,
+                fmt::format("{}: KV state saved by another model: fingerprint {:016x}, this model's {:016x}{}", file,
+                            h.fingerprint, mine,
+                            same_shape ? std::string(" (same shape: other weights or config)")
+                                       : fmt::format(" (its cache: {} layers × {} KV heads × head_dim {}; this "
+                                                     "model: {} × {} × {})",
+                                                     h.layers, h.kv_heads, h.head_dim, c.num_layers, c.num_kv_heads,
+                                                     c.head_dim)));
+  if (h.layers != c.num_layers) bad(file, "layers", fmt::format("{}, but the model that saved it has {}", h.layers, c.num_layers));
+  if (h.kv_heads != c.num_kv_heads)
+    bad(file, "kv_heads", fmt::format("{}, but the model that saved it has {}", h.kv_heads, c.num_kv_heads));
+  if (h.head_dim != c.head_dim)
+    bad(file, "head_dim", fmt::format("{}, but the model that saved it has {}", h.head_dim, c.head_dim));
+
+  const auto n = static_cast<int64_t>(h.tokens);
+  const int64_t capacity = capacity_tokens.value_or(static_cast<int64_t>(h.capacity));
+  if (capacity < n)
+    throw Error(ErrorKind::InvalidArgument,
+                fmt::format("{}: a KV cache of capacity {} cannot hold the file's {} positions", file, capacity, n));
+
+  // The token ids, checked against the vocabulary.
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  f->read_at(kHeaderBytes, ids.size() * sizeof(int32_t), reinterpret_cast<std::byte*>(ids.data()));
+  uint64_t sum = hash64(ids.data(), ids.size() * sizeof(int32_t));
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= c.vocab_size)
+      bad(file, "token ids", fmt::format("id {} at position {} is outside the vocabulary (size {})", ids[i], i,
+                                         c.vocab_size));
+
+  // The rows, straight into the new cache (through a host block on CUDA).
+  KvCache kv(model, capacity, *dtype);
+  const size_t row_block = static_cast<size_t>(n) * static_cast<size_t>(row);
+  std::vector<std::byte> staging(kv.device() == Device::CUDA ? row_block : 0);
+  uint64_t offset = kHeaderBytes + ids.size() * sizeof(int32_t);
+  for (int64_t l = 0; l < kv.num_layers(); ++l)
+    for (int which = 0; which < 2; ++which)
+      for (int64_t g = 0; g < kv.num_kv_heads(); ++g) {
+        std::byte* dst = which == 0 ? kv_k(kv, l, g) : kv_v(kv, l, g);
+        std::byte* host = kv.device() == Device::CUDA ? staging.data() : dst;
+        f->read_at(offset, row_block, host);
+        sum = hash64(host, row_block, sum);
+        if (kv.device() == Device::CUDA) cuda_backend::copy_to_device(dst, host, row_block);
+        offset += row_block;
+      }
+  if (sum != h.payload_checksum)
+    bad(file, "payload_checksum", "does not match the token ids and rows: the file is corrupt");
+  KvCacheAccess::commit(kv, ids);
+  return kv;
+}
+
+}  // namespace kvinfer

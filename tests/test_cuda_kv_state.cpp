@@ -1,0 +1,126 @@
+// KV cache state on CUDA (a real device, or the simulation's with $KVINFER_SIM_DEVICE): save and
+// restore, fork and truncate of device caches continue bit for bit; a state saved on one device
+// restores on the other (the fingerprint is of the stored weights, the rows' layout the same).
+// Skips without a device.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "kv_state_util.h"
+#include "kvinfer/kvinfer.h"
+#include "models/model_internal.h"
+#include "reference.h"
+#include "test_files.h"
+
+namespace kvinfer {
+namespace {
+
+namespace fs = std::filesystem;
+using test::fresh_run;
+using test::prefill;
+using test::run_steps;
+using test::same_bits;
+using test::Trace;
+
+#define SKIP_WITHOUT_DEVICE()                                             \
+  do {                                                                    \
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";       \
+  } while (0)
+
+constexpr int kSteps = 6, kSplit = 2;
+constexpr int64_t kCapacity = 24;
+
+std::string bytes_of(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+TEST(CudaKvState, SaveRestoreForkTruncateOnTheDevice) {
+  SKIP_WITHOUT_DEVICE();
+  const auto model = Model::load(test::model_dir("llama_gqa4"), {.device = Device::CUDA});
+  ASSERT_EQ(model->device(), Device::CUDA);
+  const std::vector<int32_t> prompt = test::Reference("llama_gqa4").prompt_ids;
+  const Trace full = fresh_run(model, prompt, kSteps, {}, kCapacity);
+  const int32_t other = (full.fed[kSplit] + 1) % static_cast<int32_t>(model->config().vocab_size);
+  const Trace forked = fresh_run(model, prompt, kSteps, {{kSplit, other}}, kCapacity);
+
+  test::TempDir dir;
+  const fs::path file = dir.path() / "gpu.kvs";
+  Session s(model);
+  KvCache kv(*model, kCapacity);
+  ASSERT_EQ(kv.device(), Device::CUDA);
+  Trace a;
+  auto last = prefill(s, kv, prompt, a);
+  run_steps(s, kv, last, 0, kSplit, {}, a);
+  save_kv_state(kv, *model, file);
+
+  // Restored (the same and a larger capacity): the uninterrupted run.
+  for (int64_t capacity : {kCapacity, kCapacity + 8}) {
+    KvCache r = load_kv_state(*model, file, capacity);
+    EXPECT_EQ(r.device(), Device::CUDA);
+    EXPECT_TRUE(std::ranges::equal(r.tokens(), kv.tokens()));
+    Session s2(model);
+    Trace b = a;
+    auto l = last;
+    run_steps(s2, r, l, kSplit, kSteps, {}, b);
+    EXPECT_EQ(b.fed, full.fed);
+    EXPECT_TRUE(same_bits(b.logits, full.logits)) << capacity;
+  }
+  // Forked on the device, the fork from another token.
+  {
+    KvCache fork = kv.copy(kCapacity + 4);
+    EXPECT_EQ(fork.device(), Device::CUDA);
+    Session s2(model);
+    Trace b = a;
+    auto l = last;
+    run_steps(s2, fork, l, kSplit, kSteps, {{kSplit, other}}, b);
+    EXPECT_EQ(b.fed, forked.fed);
+    EXPECT_TRUE(same_bits(b.logits, forked.logits));
+  }
+  // The original after its fork, then cut back to the split and continued the forked way.
+  run_steps(s, kv, last, kSplit, kSteps, {}, a);
+  EXPECT_TRUE(same_bits(a.logits, full.logits));
+  kv.truncate(static_cast<int64_t>(prompt.size()) + kSplit);
+  Trace c;
+  c.fed.assign(a.fed.begin(), a.fed.begin() + kSplit);
+  c.logits.assign(a.logits.begin(), a.logits.begin() + (kSplit + 1) * model->config().vocab_size);
+  run_steps(s, kv, last, kSplit, kSteps, {{kSplit, other}}, c);
+  EXPECT_EQ(c.fed, forked.fed);
+  EXPECT_TRUE(same_bits(c.logits, forked.logits));
+}
+
+TEST(CudaKvState, StatesMoveBetweenDevices) {
+  SKIP_WITHOUT_DEVICE();
+  const fs::path dir_model = test::model_dir("llama_gqa4");
+  const auto gpu = Model::load(dir_model, {.device = Device::CUDA});
+  const auto cpu = Model::load(dir_model, {.device = Device::CPU});
+  EXPECT_EQ(ModelAccess::fingerprint(*gpu), ModelAccess::fingerprint(*cpu));
+  const std::vector<int32_t> prompt = test::Reference("llama_gqa4").prompt_ids;
+
+  test::TempDir dir;
+  for (const auto& [from, to] : {std::pair{gpu, cpu}, std::pair{cpu, gpu}}) {
+    Session s(from);
+    KvCache kv(*from, kCapacity);
+    s.prefill(kv, prompt);
+    s.decode(kv, 5);
+    const fs::path saved = dir.path() / "a.kvs", again = dir.path() / "b.kvs";
+    save_kv_state(kv, *from, saved);
+    KvCache moved = load_kv_state(*to, saved);
+    EXPECT_EQ(moved.device(), to->device());
+    EXPECT_TRUE(std::ranges::equal(moved.tokens(), kv.tokens()));
+    save_kv_state(moved, *to, again);  // the same rows, bit for bit
+    EXPECT_EQ(bytes_of(saved), bytes_of(again));
+    // And it runs on: the next step's logits within the devices' usual distance.
+    Session s2(to);
+    const auto l = s2.decode(moved, 7);
+    const auto ref = s.decode(kv, 7);
+    EXPECT_LT(test::max_abs_diff(l, ref), 1e-3f);
+  }
+}
+
+}  // namespace
+}  // namespace kvinfer
