@@ -173,7 +173,7 @@ struct Case {
 std::vector<Case> cases(int32_t vocab) {
   std::vector<Case> out;
   auto add = [&](std::string name, auto&& edit) {
-    SamplingParams p = test::llama_cpp_sampling();  // llama.cpp's defaults
+    SamplingParams p = kvinfer::test::llama_cpp_sampling();  // llama.cpp's defaults
     edit(p);
     out.push_back({std::move(name), std::move(p)});
   };
@@ -347,7 +347,7 @@ TEST(CudaSamplePipeline, OverflowsAndBansAreTheCpuSamplersErrors) {
   auto v = random_logits(vocab, 5);
   v[3] = 3e38f;
   DeviceBuffer d(v);
-  SamplingParams p = test::llama_cpp_sampling();
+  SamplingParams p = kvinfer::test::llama_cpp_sampling();
   p.logit_bias = {{3, 3e38f}};
   Sampler s(p, vocab);
   EXPECT_THROW(device_sample(*ctx, s, d.as<float>(), v), kvinfer::Error);
