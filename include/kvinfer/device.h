@@ -1,6 +1,9 @@
 #pragma once
 #include <string_view>
 
+#include "kvinfer/export.h"
+
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 // Where a model's weights live and its forward pass runs. Auto: the first CUDA device when one
@@ -21,3 +24,4 @@ void set_cpu_threads(int n);
 int cpu_threads();
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END

@@ -4,6 +4,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "kvinfer/export.h"
+
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 class Error : public std::runtime_error {
@@ -12,3 +15,4 @@ class Error : public std::runtime_error {
 };
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END

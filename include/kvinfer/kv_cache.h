@@ -12,7 +12,9 @@
 #include "kvinfer/config.h"
 #include "kvinfer/device.h"
 #include "kvinfer/dtype.h"
+#include "kvinfer/export.h"
 
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 class Model;
@@ -71,3 +73,4 @@ class KvCache {
 };
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END

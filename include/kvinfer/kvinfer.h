@@ -14,3 +14,4 @@
 #include "kvinfer/session.h"
 #include "kvinfer/synthetic.h"
 #include "kvinfer/tokenizer.h"
+#include "kvinfer/version.h"

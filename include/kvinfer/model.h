@@ -11,7 +11,9 @@
 #include "kvinfer/config.h"
 #include "kvinfer/device.h"
 #include "kvinfer/dtype.h"
+#include "kvinfer/export.h"
 
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 struct ModelWeights;   // src/models/weights.h
@@ -139,3 +141,4 @@ class Model {
 };
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END

@@ -21,6 +21,9 @@
 #include <utility>
 #include <vector>
 
+#include "kvinfer/export.h"
+
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 struct SamplingParams {
@@ -118,3 +121,4 @@ class Sampler {
 };
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END

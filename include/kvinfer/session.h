@@ -9,7 +9,9 @@
 #include "kvinfer/kv_cache.h"
 #include "kvinfer/model.h"
 #include "kvinfer/sampler.h"
+#include "kvinfer/export.h"
 
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 struct ForwardScratch;  // src/models/scratch.h
@@ -86,3 +88,4 @@ class Session {
 };
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END

@@ -11,7 +11,9 @@
 #include "kvinfer/config.h"
 #include "kvinfer/dtype.h"
 #include "kvinfer/model.h"
+#include "kvinfer/export.h"
 
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 struct SyntheticShape {
@@ -46,3 +48,4 @@ struct RandomModelOptions {
 std::shared_ptr<const Model> random_model(const ModelConfig& config, const RandomModelOptions& options = {});
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END

@@ -15,6 +15,9 @@
 #include <string_view>
 #include <vector>
 
+#include "kvinfer/export.h"
+
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 class GgufFile;  // src/formats/gguf.h
@@ -106,3 +109,4 @@ class StreamDecoder {
 };
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END
