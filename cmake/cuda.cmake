@@ -42,10 +42,13 @@ endif()
 
 # Compile options for CUDA sources.
 set(KVINFER_CUDA_FLAGS --expt-relaxed-constexpr)
-# What a target that calls the CUDA runtime or cuBLAS itself (tests, benchmarks) links: nothing
-# extra in the simulation, whose objects are in libkvinfer.
+# What a target that calls cuBLAS itself (tests, benchmarks) links besides kvinfer_internal: the
+# CUDA runtime comes with kvinfer_internal (cudart_static, the one instance the library's code
+# uses: never add CUDA::cudart, a second, shared one). libcublas, which kvinfer itself dlopens
+# (src/cuda/cublas_loader.h), is then the same loaded library. Nothing extra in the simulation,
+# whose objects are in kvinfer_internal.
 if(KVINFER_WITH_CUDA AND NOT KVINFER_CUDA_SIM)
-  set(KVINFER_CUDA_LIBS CUDA::cudart CUDA::cublas)
+  set(KVINFER_CUDA_LIBS CUDA::cublas)
 else()
   set(KVINFER_CUDA_LIBS "")
 endif()

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <system_error>
 
 #include <fmt/format.h>
 #include <fmt/std.h>
@@ -14,9 +15,30 @@
 
 namespace cli {
 
+namespace {
+// The compiled-in default model is the build tree's (models/ of the source checkout): only the
+// binaries that run from the build directory use it; an installed copy has none.
+const char* default_model() {
+  static const bool in_build_tree = [] {
+    std::error_code ec;
+    const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) return false;
+    const auto exe_dir = std::filesystem::weakly_canonical(exe.parent_path(), ec);
+    if (ec) return false;
+    const auto build_dir = std::filesystem::weakly_canonical(KVINFER_BUILD_BIN_DIR, ec);
+    return !ec && exe_dir == build_dir;
+  }();
+  return in_build_tree ? KVINFER_DEFAULT_MODEL : nullptr;
+}
+}  // namespace
+
 void add_model_option(CLI::App& app, std::string& model) {
   std::string help = "model: a HF directory (config.json, *.safetensors, tokenizer.json) or a .gguf file; default: ";
-  help.append("$KVINFER_MODEL if set, else " KVINFER_DEFAULT_MODEL " (tools/fetch_model.sh downloads it)");
+  if (const char* dflt = default_model()) {
+    help.append(fmt::format("$KVINFER_MODEL if set, else {} (tools/fetch_model.sh downloads it)", dflt));
+  } else {
+    help.append("$KVINFER_MODEL if set");
+  }
   app.add_option("-m,--model", model, help)->check(tool::not_empty());
 }
 
@@ -122,10 +144,12 @@ std::filesystem::path model_path(const std::string& given) {
     }
     return env;
   }
-  if (!std::filesystem::exists(KVINFER_DEFAULT_MODEL))
-    throw kvinfer::Error(kvinfer::ErrorKind::BadFile, fmt::format("no model: pass -m PATH, or run tools/fetch_model.sh to download the default ({})",
-                                     KVINFER_DEFAULT_MODEL));
-  return KVINFER_DEFAULT_MODEL;
+  const char* dflt = default_model();
+  if (dflt == nullptr) throw kvinfer::Error(kvinfer::ErrorKind::BadFile, "no model: pass -m PATH or set $KVINFER_MODEL");
+  if (!std::filesystem::exists(dflt))
+    throw kvinfer::Error(
+        kvinfer::ErrorKind::BadFile, fmt::format("no model: pass -m PATH, or run tools/fetch_model.sh to download the default ({})", dflt));
+  return dflt;
 }
 
 ModelShape read_model_shape(const std::filesystem::path& path) {

@@ -49,8 +49,8 @@ void add_model_option(CLI::App& app, std::string& model);
 void add_sampling_options(CLI::App& app, SamplingOptions& o);
 
 // The model to use: the -m path when given, else $KVINFER_MODEL when set, else the default model
-// (models/SmolLM2-135M-Instruct.Q4_1.gguf in the source tree). Throws a one-line error saying how
-// to get one when the default is absent.
+// (models/SmolLM2-135M-Instruct.Q4_1.gguf in the source tree; build-tree binaries only, not
+// installed ones). Throws a one-line error saying how to get one when there is none.
 std::filesystem::path model_path(const std::string& given);
 
 // What the model at `path` is and its shape, read without its weights: a GGUF file's metadata, a

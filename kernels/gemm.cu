@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 
+#include "cuda/cublas_loader.h"
 #include "cuda_check.h"
 #include "cuda_gemm.h"
 #include "cuda_ops.h"
@@ -16,7 +17,7 @@
 namespace kvinfer::cuda {
 [[noreturn]] inline void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
   throw Error(ErrorKind::Device, std::string(file) + ":" + std::to_string(line) + ": " + call + " failed: " +
-              cublasGetStatusName(status) + " (" + cublasGetStatusString(status) + ")");
+              cublas().get_status_name(status) + " (" + cublas().get_status_string(status) + ")");
 }
 }  // namespace kvinfer::cuda
 #define CUBLAS_CHECK(call)                                                                            \
@@ -77,8 +78,8 @@ void gemm_into(cublasHandle_t handle, DType w_dtype, const void* w, int64_t out,
   // f32 accumulation. f32 weights use the pedantic mode: true fp32, never TF32, whatever the
   // handle's math mode or NVIDIA_TF32_OVERRIDE say (the f32 fixtures are held to 1e-4 of HF).
   const cublasComputeType_t compute = w_dtype == DType::F32 ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
-  CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, m_out, n_rows, k_in, &alpha, w, ab_type, k_in, x_w,
-                            ab_type, k_in, &beta, y, CUDA_R_32F, ld_y, compute, CUBLAS_GEMM_DEFAULT));
+  CUBLAS_CHECK(cublas().gemm_ex(handle, CUBLAS_OP_T, CUBLAS_OP_N, m_out, n_rows, k_in, &alpha, w, ab_type, k_in,
+                                x_w, ab_type, k_in, &beta, y, CUDA_R_32F, ld_y, compute, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace kvinfer::cuda

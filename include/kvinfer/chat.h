@@ -14,7 +14,9 @@
 #include "kvinfer/kv_cache.h"
 #include "kvinfer/model.h"
 #include "kvinfer/session.h"
+#include "kvinfer/export.h"
 
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 struct ChatTurn {
@@ -54,3 +56,4 @@ class Chat {
 };
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END

@@ -10,6 +10,9 @@
 #include <span>
 #include <string>
 
+#include "kvinfer/export.h"
+
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 struct ChatMessage {
@@ -43,3 +46,4 @@ class ChatTemplate {
 };
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END

@@ -9,6 +9,9 @@
 #include <string_view>
 #include <vector>
 
+#include "kvinfer/export.h"
+
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 // Llama, Mistral and Qwen2: RMSNorm, rotary positions, SwiGLU MLP. GPT2: learned absolute
@@ -67,3 +70,4 @@ ModelConfig parse_config(std::string_view json_text, const std::string& source =
 ModelConfig load_config(const std::filesystem::path& config_json);
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END

@@ -1,6 +1,9 @@
 #pragma once
 #include <string_view>
 
+#include "kvinfer/export.h"
+
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 // Where a model's weights live and its forward pass runs. Auto: the first CUDA device when one
@@ -20,3 +23,4 @@ int cuda_device_count() noexcept;
 int default_cpu_threads();
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END

@@ -6,6 +6,9 @@
 #include <cstdint>
 #include <string_view>
 
+#include "kvinfer/export.h"
+
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K };
@@ -66,3 +69,4 @@ constexpr std::string_view dtype_name(DType t) {
 DType parse_dtype(std::string_view name);
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END

@@ -7,6 +7,9 @@
 #include <string>
 #include <string_view>
 
+#include "kvinfer/export.h"
+
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 enum class ErrorKind {
@@ -37,3 +40,4 @@ class Error : public std::runtime_error {
 };
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END

@@ -11,7 +11,9 @@
 #include "kvinfer/kv_cache.h"
 #include "kvinfer/sampler.h"
 #include "kvinfer/session.h"
+#include "kvinfer/export.h"
 
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 class Tokenizer;
@@ -92,3 +94,4 @@ GenerateResult generate(Session& session, KvCache& kv, const Tokenizer& tokenize
 std::string_view stop_reason_name(StopReason r);
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END

@@ -14,7 +14,9 @@
 #include "kvinfer/config.h"
 #include "kvinfer/device.h"
 #include "kvinfer/dtype.h"
+#include "kvinfer/export.h"
 
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 class Model;
@@ -95,3 +97,4 @@ class KvCache {
 };
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END

@@ -6,7 +6,9 @@
 
 #include "kvinfer/config.h"
 #include "kvinfer/dtype.h"
+#include "kvinfer/export.h"
 
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 // Bytes one token occupies in the cache across all layers (K and V).
@@ -25,3 +27,4 @@ std::string format_bytes(uint64_t bytes);
 std::string format_count(int64_t n);
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END

@@ -8,7 +8,9 @@
 
 #include "kvinfer/kv_cache.h"
 #include "kvinfer/model.h"
+#include "kvinfer/export.h"
 
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 // Writes kv's filled positions (kv.size() of them), their token ids and model's identity to
@@ -30,3 +32,4 @@ KvCache load_kv_state(const Model& model, const std::filesystem::path& file,
                       std::optional<int64_t> capacity_tokens = std::nullopt);
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END

@@ -8,7 +8,6 @@
 #include "kvinfer/error.h"
 #include "kvinfer/generate.h"
 #include "kvinfer/kv_cache.h"
-#include "kvinfer/kv_state.h"
 #include "kvinfer/kv_plan.h"
 #include "kvinfer/kv_state.h"
 #include "kvinfer/log.h"
@@ -17,3 +16,4 @@
 #include "kvinfer/sampler.h"
 #include "kvinfer/session.h"
 #include "kvinfer/tokenizer.h"
+#include "kvinfer/version.h"

@@ -1,10 +1,12 @@
 #pragma once
-// Logging: the library is silent unless the application installs a callback. What it reports:
-// the file and device a load chose, the memory checks, fallbacks (a CUDA library missing, a
-// sampler step done on the host), at Info and Debug; nothing on the hot path above Debug.
+// Logging: the library is silent unless the application installs a callback. Today it reports
+// each load (file, weights, device, context, threads) at Info; nothing on the hot path.
 #include <functional>
 #include <string_view>
 
+#include "kvinfer/export.h"
+
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 enum class LogLevel { Debug, Info, Warning, Error };
@@ -20,3 +22,4 @@ void set_log_callback(LogCallback callback, LogLevel min_level = LogLevel::Info)
 std::string_view log_level_name(LogLevel level);
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END

@@ -12,7 +12,9 @@
 #include "kvinfer/device.h"
 #include "kvinfer/dtype.h"
 #include "kvinfer/error.h"
+#include "kvinfer/export.h"
 
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 class Tokenizer;  // kvinfer/tokenizer.h
@@ -142,3 +144,4 @@ class Model {
 };
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END

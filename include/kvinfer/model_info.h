@@ -12,7 +12,9 @@
 
 #include "kvinfer/config.h"
 #include "kvinfer/dtype.h"
+#include "kvinfer/export.h"
 
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 enum class ModelFormat { HfDirectory, Gguf, ConfigJson };  // ConfigJson: a bare config.json, no weights
@@ -70,3 +72,4 @@ struct ModelInfo {
 ModelInfo inspect_model(const std::filesystem::path& path);
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END

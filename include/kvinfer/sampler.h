@@ -21,6 +21,9 @@
 #include <utility>
 #include <vector>
 
+#include "kvinfer/export.h"
+
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 // The defaults are the only ones: greedy, with every filter and penalty off, so that what a
@@ -121,3 +124,4 @@ class Sampler {
 };
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END

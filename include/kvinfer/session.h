@@ -9,7 +9,9 @@
 #include "kvinfer/kv_cache.h"
 #include "kvinfer/model.h"
 #include "kvinfer/sampler.h"
+#include "kvinfer/export.h"
 
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 enum class Logits { Last, All };
@@ -103,3 +105,4 @@ class Session {
 };
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END

@@ -15,6 +15,9 @@
 #include <string_view>
 #include <vector>
 
+#include "kvinfer/export.h"
+
+KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 struct EncodeOptions {
@@ -102,3 +105,4 @@ class StreamDecoder {
 };
 
 }  // namespace kvinfer
+KVINFER_PUBLIC_END

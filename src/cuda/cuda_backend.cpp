@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "cpu/cpu_ops.h"
+#include "cuda/cublas_loader.h"
 #include "cuda/device_memory.h"
 #include "cuda_check.h"
 #include "cuda_gemm.h"
@@ -47,24 +48,25 @@ class Context {
   Context()
       : blas_workspace(kCublasWorkspaceBytes, "cuBLAS workspace"),
         step(2 * sizeof(int32_t), "decode step (token id, position)") {
+    const cuda::CublasApi& api = cuda::cublas();  // loads cuBLAS the first time; throws when missing
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) {
+    if (api.create(&blas) != CUBLAS_STATUS_SUCCESS) {
       cudaStreamDestroy(stream);
       throw Error(ErrorKind::Device, "cuBLAS: cublasCreate failed");
     }
     // Once for the handle's life (cuda::gemm sets neither): the stream first, since
     // cublasSetStream resets the workspace; alpha and beta are host values.
-    if (cublasSetStream(blas, stream) != CUBLAS_STATUS_SUCCESS ||
-        cublasSetWorkspace(blas, blas_workspace.get(), blas_workspace.bytes()) != CUBLAS_STATUS_SUCCESS ||
-        cublasSetPointerMode(blas, CUBLAS_POINTER_MODE_HOST) != CUBLAS_STATUS_SUCCESS) {
-      cublasDestroy(blas);
+    if (api.set_stream(blas, stream) != CUBLAS_STATUS_SUCCESS ||
+        api.set_workspace(blas, blas_workspace.get(), blas_workspace.bytes()) != CUBLAS_STATUS_SUCCESS ||
+        api.set_pointer_mode(blas, CUBLAS_POINTER_MODE_HOST) != CUBLAS_STATUS_SUCCESS) {
+      api.destroy(blas);
       cudaStreamDestroy(stream);
       throw Error(ErrorKind::Device, "cuBLAS: cannot bind the session's stream, workspace and pointer mode to its handle");
     }
   }
   ~Context() {
     for (StepGraph& g : graphs) cudaGraphExecDestroy(g.exec);
-    cublasDestroy(blas);
+    cuda::cublas().destroy(blas);  // loaded: the constructor succeeded
     cudaStreamDestroy(stream);
   }
   Context(const Context&) = delete;

@@ -1,5 +1,6 @@
-// Uses kvinfer only through its public API, as an outside project would: plans a KV cache
-// without weights, then loads a model directory and runs one prefill and one decode step.
+// Uses kvinfer only through its public API, as an outside project would: checks that the library
+// is the headers' version, plans a KV cache without weights, then loads a model directory and
+// runs one prefill and one decode step.
 // Exits non-zero on any mismatch or error.
 #include <cinttypes>
 #include <cstdio>
@@ -38,6 +39,13 @@ int main(int argc, char** argv) {
   }
   bool ok = true;
   try {
+    // The headers compiled in against the library that runs.
+    std::printf("kvinfer headers %s (%d), library %s (%d)\n", KVINFER_VERSION_STRING, KVINFER_VERSION,
+                kvinfer::version_string(), kvinfer::version());
+    ok &= check(kvinfer::version() == KVINFER_VERSION &&
+                    std::string(kvinfer::version_string()) == KVINFER_VERSION_STRING,
+                "library version == header version");
+
     // The worked example of docs/kv-cache.md: 32 layers × 8 KV heads × head_dim 128 × 8192 tokens × 2 bytes.
     kvinfer::ModelConfig planned;
     planned.num_layers = 32;
