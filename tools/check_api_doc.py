@@ -6,7 +6,7 @@ every class, struct, enum, enumerator, type alias, free function, constant, publ
 public data member declared in include/kvinfer/. A name counts as covered when it appears in
 docs/api.md as a whole word. Exits 1 listing what is missing, 0 when nothing is.
 
-    tools/check_api_doc.py [--clang clang++-14] [--root REPO]
+    tools/check_api_doc.py [--clang clang++-14] [--root REPO] [--generated BUILD/include]
 """
 import argparse
 import json
@@ -19,8 +19,8 @@ KINDS = {"CXXRecordDecl", "EnumDecl", "EnumConstantDecl", "FunctionDecl", "CXXMe
          "TypeAliasDecl", "TypedefDecl", "VarDecl"}
 
 
-def ast_objects(clang, root, header, language):
-    cmd = [clang, "-fsyntax-only", "-I", os.path.join(root, "include"), "-Xclang", "-ast-dump=json",
+def ast_objects(clang, root, generated, header, language):
+    cmd = [clang, "-fsyntax-only", "-I", os.path.join(root, "include"), "-I", generated, "-Xclang", "-ast-dump=json",
            "-Xclang", "-ast-dump-filter=kvinfer", "-x", language, header]
     cmd[1:1] = ["-std=c++20"] if language == "c++" else ["-std=c11"]
     text = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=root).stdout
@@ -62,14 +62,16 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--clang", default="clang++-14")
     parser.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    parser.add_argument("--generated", help="the build's include/ (kvinfer/version.h); default ROOT/build/include")
     args = parser.parse_args()
     root = os.path.abspath(args.root)
+    generated = args.generated or os.path.join(root, "build", "include")
     names = set()
     headers = [("include/kvinfer/kvinfer.h", "c++")]
     if os.path.exists(os.path.join(root, "include/kvinfer/kvinfer_c.h")):
         headers.append(("include/kvinfer/kvinfer_c.h", "c"))
     for header, language in headers:
-        for obj in ast_objects(args.clang, root, header, language):
+        for obj in ast_objects(args.clang, root, generated, header, language):
             public_names(obj, names, {"file": ""})
     doc = ""
     for name in ("docs/api.md", "docs/c-api.md"):  # the C API's reference is its own page

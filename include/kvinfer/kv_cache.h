@@ -20,7 +20,6 @@ KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
 class Model;
-struct KvCacheAccess;  // src/core/kv_cache_access.h: the backends' access
 
 class KvCache {
  public:
