@@ -31,6 +31,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using kvinfer::Error;
+using kvinfer::ErrorKind;
 
 constexpr int kExitModesDisagree = 3;  // cache on and off chose different tokens (printed, and in the JSON)
 

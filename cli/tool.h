@@ -25,7 +25,7 @@ inline constexpr const char* kExitStatusHelp =
 // An option's value is wrong; the message starts with the option as the user spelled it.
 class UsageError : public kvinfer::Error {
  public:
-  using kvinfer::Error::Error;
+  explicit UsageError(const std::string& message) : kvinfer::Error(kvinfer::ErrorKind::InvalidArgument, message) {}
 };
 
 // stdout could not be written (a full disk, a closed descriptor). Not a kvinfer::Error, so that a

@@ -74,7 +74,7 @@ Loaded load() {
 
 const CublasApi& cublas() {
   static const Loaded loaded = load();
-  if (!loaded.error.empty()) throw Error(loaded.error);
+  if (!loaded.error.empty()) throw Error(ErrorKind::Device, loaded.error);
   return loaded.api;
 }
 
