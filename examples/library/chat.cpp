@@ -2,7 +2,7 @@
 // Reads one user message per line from stdin; when the conversation outgrows the cache it starts
 // over (the error's kind says so, not its text).
 //
-//   kvinfer-example-chat MODEL [CONTEXT_TOKENS] < questions.txt
+//   kvinfer-example-chat MODEL [CONTEXT_TOKENS [MAX_NEW_TOKENS]] < questions.txt
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -11,16 +11,16 @@
 #include <kvinfer/kvinfer.h>
 
 int main(int argc, char** argv) {
-  if (argc < 2 || argc > 3) {
-    std::fprintf(stderr, "usage: %s MODEL [CONTEXT_TOKENS] < messages\n", argv[0]);
+  if (argc < 2 || argc > 4) {
+    std::fprintf(stderr, "usage: %s MODEL [CONTEXT_TOKENS [MAX_NEW_TOKENS]] < messages\n", argv[0]);
     return 2;
   }
   try {
     const auto model = kvinfer::Model::load(argv[1]);
-    const int64_t context = argc == 3 ? std::atoll(argv[2]) : 2048;
+    const int64_t context = argc >= 3 ? std::atoll(argv[2]) : 2048;
     kvinfer::Chat chat(model, std::min(context, model->context_length()), "You are a concise assistant.");
     kvinfer::GenerateOptions options;
-    options.max_new_tokens = 128;
+    options.max_new_tokens = argc == 4 ? std::atoi(argv[3]) : 128;
 
     std::string line;
     while (std::getline(std::cin, line)) {
