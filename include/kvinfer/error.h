@@ -20,9 +20,10 @@ enum class ErrorKind {
   ContextFull,      // the tokens do not fit in the KV cache or the model's context length
   Cancelled,        // a cancel callback asked to stop (load, prefill)
   Device,           // the CUDA device or its libraries failed, or are missing
+  Busy,             // the work cannot be taken now (a scheduler's full queue): try again later
 };
 
-// "invalid argument", "bad file", "unsupported", "out of memory", "context full", "cancelled", "device".
+// "invalid argument", "bad file", "unsupported", "out of memory", "context full", "cancelled", "device", "busy".
 std::string_view error_kind_name(ErrorKind kind);
 
 // Asked between units of work: tensors of a load, chunks of a prefill, decode steps. Returning

@@ -26,12 +26,12 @@ struct GenerateOptions {
   bool use_kv_cache = true;
   // Ids that end generation (kept in `tokens`, never printed). Empty: the model's eos ids
   // (config.json's and the tokenizer's, Model::eos_ids()).
-  std::vector<int32_t> stop_ids;
+  std::vector<int32_t> stop_ids = {};
   bool ignore_eos = false;
   SamplingParams sampling = {};  // greedy (SamplingParams' defaults)
   // Text that ends generation (text generation only). The text is cut before the first
   // occurrence; no part of a stop string is ever passed to the callback.
-  std::vector<std::string> stop_strings;
+  std::vector<std::string> stop_strings = {};
   // Asked between prefill chunks and before every decode step; true ends generation with
   // StopReason::Cancelled (a prefill cut short leaves the cache as it was before the call).
   CancelCallback cancel = {};

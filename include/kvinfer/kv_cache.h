@@ -58,6 +58,11 @@ class KvCache {
   // against what is left of its memory figure and its context length; otherwise against the
   // memory available now.
   KvCache copy(std::optional<int64_t> capacity_tokens = std::nullopt) const;
+  // Replaces this cache's contents with the first n positions of `src` and their token ids (same
+  // layers, KV heads, head_dim, dtype and device; n <= src.size() and n <= capacity()): reusing a
+  // shared prompt prefix costs a copy of n rows per layer and head instead of their forward pass,
+  // and gives the same bits (a position's K/V depend only on the tokens up to it).
+  void assign_prefix(const KvCache& src, int64_t n);
 
   KvCache(KvCache&&) noexcept = default;
   KvCache& operator=(KvCache&&) noexcept = default;

@@ -14,6 +14,7 @@
 #include "kvinfer/model.h"
 #include "kvinfer/model_info.h"
 #include "kvinfer/sampler.h"
+#include "kvinfer/scheduler.h"
 #include "kvinfer/session.h"
 #include "kvinfer/tokenizer.h"
 #include "kvinfer/version.h"

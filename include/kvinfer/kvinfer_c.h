@@ -48,7 +48,8 @@ typedef enum kvinfer_status {
   KVINFER_ERR_CANCELLED = 6,        /* a cancel callback asked to stop */
   KVINFER_ERR_DEVICE = 7,           /* the CUDA device or its libraries failed */
   KVINFER_ERR_BUFFER_TOO_SMALL = 8, /* the caller's buffer is too small: *n_out says what is needed */
-  KVINFER_ERR_INTERNAL = 9          /* anything else (a bug: please report it with the message) */
+  KVINFER_ERR_INTERNAL = 9,         /* anything else (a bug: please report it with the message) */
+  KVINFER_ERR_BUSY = 10             /* the work cannot be taken now: try again later */
 } kvinfer_status;
 
 /* "ok", "invalid argument", "bad file", ...; "unknown status" for other values. Static strings. */

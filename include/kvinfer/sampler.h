@@ -38,7 +38,7 @@ struct SamplingParams {
   float presence_penalty = 0.0f;    // subtracted once if the token is in the window
   float frequency_penalty = 0.0f;   // subtracted × its count in the window
   int32_t penalty_last_n = 64;      // window of recent accepted ids; -1 = all, 0 = penalties off
-  std::vector<std::pair<int32_t, float>> logit_bias;  // (id, added to the logit); -inf bans
+  std::vector<std::pair<int32_t, float>> logit_bias = {};  // (id, added to the logit); -inf bans
   uint64_t seed = 0;
 
   // temperature 0 and every filter and penalty off: plain argmax (the defaults).

@@ -16,6 +16,13 @@ namespace kvinfer {
 
 enum class Logits { Last, All };
 
+// One sequence's part of Session::batch(): its ids, appended to its own cache.
+struct BatchItem {
+  KvCache* kv = nullptr;
+  std::span<const int32_t> ids;  // at least one
+  Logits logits = Logits::Last;  // the logits of its last position, or of all its positions
+};
+
 struct SessionOptions {
   // CPU threads of this session's forward passes; 0: the model's (Model::threads()).
   int threads = 0;
@@ -48,6 +55,18 @@ class Session {
   // Either call throws, leaving the cache as it was, when its logits hold a NaN or Inf (they are
   // always scanned); with LoadOptions::check_finite the residual stream is checked after every
   // block too, and the error names the first layer and block where a NaN or Inf appeared.
+
+  // ---- many sequences in one pass (continuous batching: kvinfer/scheduler.h) ----
+  //
+  // Runs every item's ids in one forward pass, each at positions kv->size() .. of its own cache
+  // (prefill chunks and decode tokens mixed): the products read each weight once for all the
+  // items' tokens, attention reads each item's own cache. Returns the host logits, item after
+  // item: one row (vocab) per item, or its n rows with Logits::All. Batch invariance: every
+  // item's logits and K/V are bit-identical to what prefill/decode of that item alone give, in
+  // any batch (docs/batching.md). The items are checked first (distinct caches, as prefill
+  // checks one); any failure, a NaN or Inf in any item's logits included, leaves every cache as
+  // it was. No chunking and no cancel: the caller sizes the batch (Scheduler does).
+  std::span<const float> batch(std::span<const BatchItem> items);
 
   // ---- without copying the logits (what a decode loop wants on a GPU) ----
   //
@@ -85,7 +104,8 @@ class Session {
                                  const CancelCallback& cancel);
   // copy: the logits come to the host (prefill, decode); otherwise only a device scan (step).
   std::span<const float> forward(KvCache& kv, std::span<const int32_t> ids, Logits which, bool copy);
-  void check_logits(KvCache& kv, int64_t start, std::span<const int32_t> ids, std::span<const float> logits) const;
+  // The forward pass over items already checked, with their commit, logits checks and undo.
+  std::span<const float> run(std::span<const BatchItem> items, bool copy);
   std::span<const float> copy_logits(std::span<const float> device);  // to scratch_->logits_host
 
   // What the last successful call produced; reset when a call starts.

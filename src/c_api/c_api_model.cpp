@@ -25,6 +25,7 @@ kvinfer_status status_of(ErrorKind kind) noexcept {
     case ErrorKind::ContextFull: return KVINFER_ERR_CONTEXT_FULL;
     case ErrorKind::Cancelled: return KVINFER_ERR_CANCELLED;
     case ErrorKind::Device: return KVINFER_ERR_DEVICE;
+    case ErrorKind::Busy: return KVINFER_ERR_BUSY;
   }
   return KVINFER_ERR_INTERNAL;
 }
@@ -120,6 +121,7 @@ const char* kvinfer_status_name(kvinfer_status status) {
     case KVINFER_ERR_DEVICE: return "device";
     case KVINFER_ERR_BUFFER_TOO_SMALL: return "buffer too small";
     case KVINFER_ERR_INTERNAL: return "internal error";
+    case KVINFER_ERR_BUSY: return "busy";
   }
   return "unknown status";
 }

@@ -11,6 +11,7 @@ std::string_view error_kind_name(ErrorKind kind) {
     case ErrorKind::ContextFull: return "context full";
     case ErrorKind::Cancelled: return "cancelled";
     case ErrorKind::Device: return "device";
+    case ErrorKind::Busy: return "busy";
   }
   return "?";
 }

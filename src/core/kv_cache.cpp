@@ -113,20 +113,39 @@ KvCache KvCache::copy(std::optional<int64_t> capacity_tokens) const {
   shape.num_kv_heads = num_kv_heads_;
   shape.head_dim = head_dim_;
   KvCache out(shape, capacity, dtype_, device_, account_, max_capacity_);
-  const size_t rows = static_cast<size_t>(size_ * head_dim_) * dtype_size(dtype_);
+  out.assign_prefix(*this, size_);
+  return out;
+}
+
+void KvCache::assign_prefix(const KvCache& src, int64_t n) {
+  if (src.num_layers_ != num_layers_ || src.num_kv_heads_ != num_kv_heads_ || src.head_dim_ != head_dim_ ||
+      src.dtype_ != dtype_ || src.device_ != device_)
+    throw Error(ErrorKind::InvalidArgument,
+                fmt::format("assign_prefix: a {} × {} × {} {} cache on {} cannot take rows of a {} × {} × {} {} cache on {}",
+                            num_layers_, num_kv_heads_, head_dim_, dtype_name(dtype_), device_name(device_),
+                            src.num_layers_, src.num_kv_heads_, src.head_dim_, dtype_name(src.dtype_),
+                            device_name(src.device_)));
+  if (n < 0 || n > src.size_ || n > capacity_)
+    throw Error(ErrorKind::InvalidArgument,
+                fmt::format("assign_prefix: {} positions asked of a cache holding {}, into one of capacity {}", n,
+                            src.size_, capacity_));
+  if (&src == this) {
+    truncate(n);
+    return;
+  }
+  const size_t rows = static_cast<size_t>(n * head_dim_) * dtype_size(dtype_);
   for (int64_t l = 0; l < num_layers_; ++l)
     for (int which = 0; which < 2; ++which)
       for (int64_t h = 0; h < num_kv_heads_; ++h) {
-        std::byte* dst = out.data_.get() + out.head_offset(l, which, h);
-        const std::byte* src = data_.get() + head_offset(l, which, h);
+        std::byte* dst = data_.get() + head_offset(l, which, h);
+        const std::byte* from = src.data_.get() + src.head_offset(l, which, h);
         if (device_ == Device::CUDA)
-          cuda_backend::copy_on_device(dst, src, rows);
+          cuda_backend::copy_on_device(dst, from, rows);
         else if (rows > 0)
-          std::memcpy(dst, src, rows);
+          std::memcpy(dst, from, rows);
       }
-  out.tokens_ = tokens_;
-  out.size_ = size_;
-  return out;
+  tokens_.assign(src.tokens_.begin(), src.tokens_.begin() + n);
+  size_ = n;
 }
 
 size_t KvCache::head_offset(int64_t layer, int which, int64_t kv_head) const {

@@ -135,6 +135,13 @@ void MemoryAccount::reserve(uint64_t bytes, std::string_view what) {
   reserved_ += bytes;
 }
 
+uint64_t MemoryAccount::available() const {
+  std::lock_guard lock(mu_);
+  if (budget_.bytes == MemoryBudget::kUnknown) return MemoryBudget::kUnknown;
+  const uint64_t used = weights_ + reserved_;
+  return used < budget_.bytes ? budget_.bytes - used : 0;
+}
+
 void MemoryAccount::release(uint64_t bytes) noexcept {
   std::lock_guard lock(mu_);
   reserved_ -= bytes < reserved_ ? bytes : reserved_;

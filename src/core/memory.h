@@ -57,11 +57,14 @@ class MemoryAccount {
 
   const MemoryBudget& budget() const { return budget_; }
   uint64_t weight_bytes() const { return weights_; }
+  // What reserve() could still take: the figure less the weights and the reservations;
+  // MemoryBudget::kUnknown when the figure is unknown.
+  uint64_t available() const;
 
  private:
   MemoryBudget budget_;
   uint64_t weights_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   uint64_t reserved_ = 0;
 };
 

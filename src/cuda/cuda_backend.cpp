@@ -193,7 +193,9 @@ void layer_norm(Context& c, const float* x, const Vector& weight, const Vector& 
   cuda::layer_norm(x, weight.data, bias.data, n, dim, eps, y, c.stream);
 }
 
-void linear(Context& c, const Linear& layer, const float* x, int64_t n, float* y) {
+namespace {
+
+void linear_rows(Context& c, const Linear& layer, const float* x, int64_t n, float* y) {
   const Matrix& w = layer.weight;
   // Decode and small batches: the weights read once, in place, whatever their dtype; bias fused.
   if (n <= cuda::kGemvMaxRows) {
@@ -221,6 +223,33 @@ void linear(Context& c, const Linear& layer, const float* x, int64_t n, float* y
     }
   }
   if (!layer.bias.empty()) cuda::add_bias(y, layer.bias.data, n, w.rows, c.stream);
+}
+
+}  // namespace
+
+void linear(Context& c, const Linear& layer, const float* x, int64_t n, float* y, std::span<const int64_t> segments) {
+  if (segments.size() <= 1) return linear_rows(c, layer, x, n, y);
+  const int64_t in = layer.weight.cols, out = layer.weight.rows;
+  int64_t small_first = 0, small_rows = 0;  // a run of adjacent short sequences' rows
+  const auto flush_small = [&] {
+    for (int64_t at = 0; at < small_rows; at += cuda::kGemvMaxRows) {
+      const int64_t r = small_first + at;
+      linear_rows(c, layer, x + r * in, std::min(cuda::kGemvMaxRows, small_rows - at), y + r * out);
+    }
+    small_rows = 0;
+  };
+  int64_t row = 0;
+  for (const int64_t rows : segments) {
+    if (rows <= cuda::kGemvMaxRows) {
+      if (small_rows == 0) small_first = row;
+      small_rows += rows;
+    } else {
+      flush_small();
+      linear_rows(c, layer, x + row * in, rows, y + row * out);
+    }
+    row += rows;
+  }
+  flush_small();
 }
 
 void rope(Context& c, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq,

@@ -51,7 +51,12 @@ void embed(Context& c, const Matrix& table, std::span<const int32_t> ids, float*
 void rms_norm(Context& c, const float* x, const Vector& weight, int64_t n, int64_t dim, float eps, float* y);
 void layer_norm(Context& c, const float* x, const Vector& weight, const Vector& bias, int64_t n, int64_t dim,
                 float eps, float* y);
-void linear(Context& c, const Linear& layer, const float* x, int64_t n, float* y);
+// segments: the rows of each sequence of a batched call (empty or one: a single sequence). Batch
+// invariance: the rows of sequences of at most cuda::kGemvMaxRows rows go through gemv together,
+// a few rows a launch (its per-row sums do not depend on the count), and each longer sequence
+// through its own GEMM, so every sequence's rows get the bits its call alone gives them.
+void linear(Context& c, const Linear& layer, const float* x, int64_t n, float* y,
+            std::span<const int64_t> segments = {});
 void rope(Context& c, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq,
           RopeLayout layout);
 void silu_mul(Context& c, const float* gate, const float* up, float* out, int64_t n);

@@ -33,7 +33,7 @@ void rms_norm(Context&, const float*, const Vector&, int64_t, int64_t, float, fl
 void layer_norm(Context&, const float*, const Vector&, const Vector&, int64_t, int64_t, float, float*) {
   unavailable();
 }
-void linear(Context&, const Linear&, const float*, int64_t, float*) { unavailable(); }
+void linear(Context&, const Linear&, const float*, int64_t, float*, std::span<const int64_t>) { unavailable(); }
 void rope(Context&, float*, int64_t, int64_t, int64_t, int64_t, const Vector&, RopeLayout) { unavailable(); }
 void silu_mul(Context&, const float*, const float*, float*, int64_t) { unavailable(); }
 void gelu_tanh(Context&, const float*, float*, int64_t) { unavailable(); }

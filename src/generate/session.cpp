@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -95,44 +96,117 @@ std::span<const float> Session::chunked(KvCache& kv, std::span<const int32_t> id
   }
 }
 
-std::span<const float> Session::forward(KvCache& kv, std::span<const int32_t> ids, Logits which, bool copy) {
-  last_ = {};
-  const ModelConfig& c = model_->config();
+namespace {
+
+// Throws for inputs a forward pass over kv must refuse; `who` prefixes the message ("" or
+// "batch item 3: ").
+void check_input(const Model& model, const KvCache& kv, std::span<const int32_t> ids, std::string_view who) {
+  const ModelConfig& c = model.config();
   if (kv.num_layers() != c.num_layers || kv.num_kv_heads() != c.num_kv_heads || kv.head_dim() != c.head_dim)
-    throw Error(ErrorKind::InvalidArgument, fmt::format("KV cache shaped for {} layers × {} KV heads × head_dim {} does not fit this model "
+    throw Error(ErrorKind::InvalidArgument,
+                fmt::format("{}KV cache shaped for {} layers × {} KV heads × head_dim {} does not fit this model "
                             "({} × {} × {})",
-                            kv.num_layers(), kv.num_kv_heads(), kv.head_dim(), c.num_layers, c.num_kv_heads,
+                            who, kv.num_layers(), kv.num_kv_heads(), kv.head_dim(), c.num_layers, c.num_kv_heads,
                             c.head_dim));
-  if (kv.device() != model_->device())
-    throw Error(ErrorKind::InvalidArgument, fmt::format("KV cache on {} but the model runs on {}", device_name(kv.device()),
-                            device_name(model_->device())));
-  if (ids.empty()) throw Error(ErrorKind::InvalidArgument, "forward pass over an empty list of token ids");
+  if (kv.device() != model.device())
+    throw Error(ErrorKind::InvalidArgument, fmt::format("{}KV cache on {} but the model runs on {}", who,
+                                                        device_name(kv.device()), device_name(model.device())));
+  if (ids.empty()) throw Error(ErrorKind::InvalidArgument, fmt::format("{}forward pass over an empty list of token ids", who));
   const auto n = static_cast<int64_t>(ids.size());
   if (n > kv.remaining())
-    throw Error(ErrorKind::ContextFull, fmt::format("{} tokens do not fit in the KV cache: {} of {} positions are free", n, kv.remaining(),
-                            kv.capacity()));
+    throw Error(ErrorKind::ContextFull, fmt::format("{}{} tokens do not fit in the KV cache: {} of {} positions are free",
+                                                    who, n, kv.remaining(), kv.capacity()));
   for (size_t i = 0; i < ids.size(); ++i)
     if (ids[i] < 0 || ids[i] >= c.vocab_size)
-      throw Error(ErrorKind::InvalidArgument, fmt::format("token id {} at index {} is outside the vocabulary (size {})", ids[i], i,
-                              c.vocab_size));
+      throw Error(ErrorKind::InvalidArgument, fmt::format("{}token id {} at index {} is outside the vocabulary (size {})",
+                                                          who, ids[i], i, c.vocab_size));
   if (c.is_gpt2() && kv.size() + n > c.max_position_embeddings)
-    throw Error(ErrorKind::ContextFull, fmt::format("positions {} .. {} go beyond the model's {} learned positions (n_positions)", kv.size(),
-                            kv.size() + n - 1, c.max_position_embeddings));
-  const int64_t start = kv.size();
+    throw Error(ErrorKind::ContextFull,
+                fmt::format("{}positions {} .. {} go beyond the model's {} learned positions (n_positions)", who,
+                            kv.size(), kv.size() + n - 1, c.max_position_embeddings));
+}
+
+// Every call's logits are scanned (one pass over rows × vocab floats, next to the LM head's rows ×
+// vocab × hidden multiply-adds). NaN or Inf there is never a result: the call is undone (every
+// cache is cut back to its start; the positions' K/V were written but are no longer committed)
+// and the error says where.
+void check_logits(const Model& model, std::span<const Segment> batch, std::span<const float> logits) {
+  const int64_t i = cpu::first_nonfinite(logits.data(), static_cast<int64_t>(logits.size()));
+  if (i < 0) return;
+  for (const Segment& g : batch) g.kv->truncate(g.start);
+  const int64_t vocab = model.config().vocab_size;
+  int64_t row = i / vocab;  // among the wanted rows: find its segment
+  auto g = batch.begin();
+  for (;; ++g) {
+    const int64_t rows = g->which == Logits::All ? g->n() : 1;
+    if (row < rows) break;
+    row -= rows;
+  }
+  const int64_t index = g->which == Logits::All ? row : g->n() - 1;  // the token of that row in its segment
+  int64_t count = 0;
+  for (float v : logits) count += std::isfinite(v) ? 0 : 1;
+  const std::string sequence = batch.size() > 1 ? fmt::format("sequence {} of the batch, ", g - batch.begin()) : "";
+  throw Error(ErrorKind::BadFile, fmt::format(
+      "non-finite logits: {} of the {} logits are NaN or Inf; the first, {} for vocabulary id {}, at {}position {} "
+      "(token id {}, index {} of this call). The call was undone: {} as before. {}",
+      count, logits.size(), logits[static_cast<size_t>(i)], i % vocab, sequence, g->start + index,
+      g->ids[static_cast<size_t>(index)], index,
+      batch.size() > 1 ? "every KV cache holds its positions" : fmt::format("the KV cache holds {} positions", g->kv->size()),
+      model.check_finite()
+          ? "The residual stream was finite after every layer (check_finite is on): the final norm or the LM head "
+            "produced them"
+          : "Load with LoadOptions::check_finite = true (or set KVINFER_CHECK_FINITE=1) to find the layer where "
+            "they first appear"));
+}
+
+}  // namespace
+
+std::span<const float> Session::forward(KvCache& kv, std::span<const int32_t> ids, Logits which, bool copy) {
+  last_ = {};
+  check_input(*model_, kv, ids, "");
+  const BatchItem item{&kv, ids, which};
+  return run({&item, 1}, copy);
+}
+
+std::span<const float> Session::batch(std::span<const BatchItem> items) {
+  last_ = {};
+  const cpu::ThreadScope threads(options_.threads);
+  if (items.empty()) throw Error(ErrorKind::InvalidArgument, "Session::batch: no items");
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string who = fmt::format("batch item {}: ", i);
+    if (items[i].kv == nullptr) throw Error(ErrorKind::InvalidArgument, who + "no KV cache (a null pointer)");
+    for (size_t j = 0; j < i; ++j)
+      if (items[j].kv == items[i].kv)
+        throw Error(ErrorKind::InvalidArgument, fmt::format("{}the same KV cache as item {}: one sequence per cache", who, j));
+    check_input(*model_, *items[i].kv, items[i].ids, who);
+  }
+  return run(items, /*copy=*/true);
+}
+
+std::span<const float> Session::run(std::span<const BatchItem> items, bool copy) {
+  const ModelConfig& c = model_->config();
   ForwardScratch& s = *scratch_;
+  std::vector<Segment> batch;  // (items) each item's rows among the call's
+  batch.reserve(items.size());
+  int64_t rows = 0;
+  for (const BatchItem& it : items) {
+    batch.push_back({it.kv, it.ids, it.kv->size(), rows, it.logits});
+    rows += static_cast<int64_t>(it.ids.size());
+  }
   std::span<const float> logits;  // on the model's device
-  const auto run = [&] {
-    logits = c.is_gpt2() ? gpt2_forward(c, model_weights(*model_), s, kv, ids, which)
-                         : llama_forward(c, model_weights(*model_), s, kv, ids, which);
+  const auto forward = [&] {
+    logits = c.is_gpt2() ? gpt2_forward(c, model_weights(*model_), s, batch)
+                         : llama_forward(c, model_weights(*model_), s, batch);
   };
-  if (s.exec.device == Device::CUDA && n == 1 && !s.exec.check_finite) {
+  if (s.exec.device == Device::CUDA && rows == 1 && !s.exec.check_finite) {
     // A decode step: one graph launch once its graph is captured (the body may not run at all).
-    cuda_backend::decode_step(*s.exec.cuda, ids[0], start, [&] { return step_key(s, kv); }, run);
+    KvCache& kv = *batch[0].kv;
+    cuda_backend::decode_step(*s.exec.cuda, batch[0].ids[0], batch[0].start, [&] { return step_key(s, kv); }, forward);
     logits = {static_cast<const float*>(s.logits.device_data()), static_cast<size_t>(c.vocab_size)};
   } else {
-    run();
+    forward();
   }
-  KvCacheAccess::commit(kv, ids);
+  for (const Segment& g : batch) KvCacheAccess::commit(*g.kv, g.ids);
   LastLogits last;
   last.device = logits;
   if (model_->device() != Device::CUDA) {
@@ -144,12 +218,12 @@ std::span<const float> Session::forward(KvCache& kv, std::span<const int32_t> id
     // if it finds one are the logits copied, for check_logits' message and undo.
     const cuda_backend::LogitsScan scan =
         cuda_backend::scan_logits(*scratch_->exec.cuda, logits.data(), static_cast<int64_t>(logits.size()));
-    if (scan.first_nonfinite >= 0) check_logits(kv, start, ids, copy_logits(logits));  // throws
+    if (scan.first_nonfinite >= 0) check_logits(*model_, batch, copy_logits(logits));  // throws
     last.scanned = true;
     last.argmax = scan.argmax;
     last.max_value = scan.max_value;
   }
-  if (!last.host.empty()) check_logits(kv, start, ids, last.host);
+  if (!last.host.empty()) check_logits(*model_, batch, last.host);
   last_ = last;
   return last.host;
 }
@@ -186,33 +260,6 @@ int32_t Session::sample(Sampler& sampler) {
   }
   return cuda_backend::sample_row(*scratch_->exec.cuda, sampler, row_of(last_.device).data(), vocab,
                                   [&] { return row_of(logits()); });
-}
-
-// Every call's logits are scanned (one pass over rows × vocab floats, next to the LM head's rows ×
-// vocab × hidden multiply-adds). NaN or Inf there is never a result: the call is undone (the
-// cache is cut back to `start`; the positions' K/V were written but are no longer committed)
-// and the error says where.
-void Session::check_logits(KvCache& kv, int64_t start, std::span<const int32_t> ids,
-                           std::span<const float> logits) const {
-  const int64_t i = cpu::first_nonfinite(logits.data(), static_cast<int64_t>(logits.size()));
-  if (i < 0) return;
-  kv.truncate(start);
-  const int64_t vocab = model_->config().vocab_size;
-  const auto rows = static_cast<int64_t>(logits.size()) / vocab;
-  const int64_t row = i / vocab;
-  const int64_t index = static_cast<int64_t>(ids.size()) - rows + row;  // the token of that row in this call
-  int64_t count = 0;
-  for (float v : logits) count += std::isfinite(v) ? 0 : 1;
-  throw Error(ErrorKind::BadFile, fmt::format(
-      "non-finite logits: {} of the {} logits are NaN or Inf; the first, {} for vocabulary id {}, at position {} "
-      "(token id {}, index {} of this call). The call was undone: the KV cache holds {} positions as before. {}",
-      count, logits.size(), logits[static_cast<size_t>(i)], i % vocab, start + index,
-      ids[static_cast<size_t>(index)], index, kv.size(),
-      model_->check_finite()
-          ? "The residual stream was finite after every layer (check_finite is on): the final norm or the LM head "
-            "produced them"
-          : "Load with LoadOptions::check_finite = true (or set KVINFER_CHECK_FINITE=1) to find the layer where "
-            "they first appear"));
 }
 
 }  // namespace kvinfer

@@ -25,7 +25,7 @@ class Activations {
   DeviceBuffer device_;
 };
 
-// Activations of one forward call over n positions; reused across calls.
+// Activations of one forward call over n rows (of one or many sequences); reused across calls.
 struct ForwardScratch {
   ops::Exec exec;
   std::shared_ptr<void> cuda_context;  // owns exec.cuda
@@ -38,33 +38,52 @@ struct ForwardScratch {
   Activations gate;                    // (n, intermediate)
   Activations up;                      // (n, intermediate)
   Activations logits;                  // (rows, vocab) on the device
+  std::vector<int32_t> ids;            // (n) the call's token ids, segment after segment
+  std::vector<int64_t> segment_rows;   // (segments) the rows of each: exec.segments
   std::vector<int32_t> positions;      // (n) GPT-2: the positions of the call's tokens
   std::vector<float> logits_host;      // (rows, vocab) CUDA: the host copy Session hands out
   std::vector<float> logits_chunks;    // (n, vocab) a chunked prefill's rows with Logits::All
 };
 
-// Runs ids at positions kv.size().. through every layer, writes their K/V into kv (the caller
-// commits them) and returns the logits of the last position or of all positions, on the
-// session's device. Host work beside the enqueued ops depends only on shapes: a CUDA decode step
-// may be captured as a graph and replayed without calling these again.
-std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s, KvCache& kv,
-                                     std::span<const int32_t> ids, Logits which);
-std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s, KvCache& kv,
-                                    std::span<const int32_t> ids, Logits which);
+// One sequence's part of a forward call: its ids at positions start .. start+n-1 of its own cache,
+// rows row .. row+n-1 of the call's activations.
+struct Segment {
+  KvCache* kv;
+  std::span<const int32_t> ids;
+  int64_t start;  // kv->size() when the call began
+  int64_t row;    // the first of its rows among the call's
+  Logits which;   // the logits of its last row, or of all its rows
+  int64_t n() const { return static_cast<int64_t>(ids.size()); }
+};
 
-// LoadOptions::check_finite: when s.exec.check_finite is set, throws kvinfer::Error if the
-// residual stream x (n, hidden) of the call's tokens `ids` at positions start.. holds a NaN or
-// Inf, naming `where` ("layer 3 (attention block)"), the position, the token and the value.
+// Runs every segment's ids through every layer in one pass: the products see all the call's rows
+// at once (each weight read once), rope, the K/V store and attention run per segment over its
+// own cache. Writes their K/V (the caller commits them) and returns the wanted logits, segment
+// after segment, on the session's device. Every row's result is that of the same row alone: the
+// row-wise ops never mix rows (the CPU backend's products are batch-invariant, cpu_ops.h).
+// Host work beside the enqueued ops depends only on shapes: a CUDA decode step may be captured
+// as a graph and replayed without calling these again.
+std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s,
+                                     std::span<const Segment> batch);
+std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s,
+                                    std::span<const Segment> batch);
+// The rows of a call over `batch` (the sum of its segments' lengths), after placing s.ids (the
+// segments' ids one after another) and s.exec.segments. Checks that they are laid out row after row.
+int64_t gather_ids(ForwardScratch& s, std::span<const Segment> batch);
+
 // The device memory a decode step's work uses beyond the weights: its graph's key
 // (cuda_backend::decode_step).
 std::vector<const void*> step_key(const ForwardScratch& s, const KvCache& kv);
 
-void check_residual(const ForwardScratch& s, const float* x, std::span<const int32_t> ids, int64_t hidden,
-                    int64_t start, std::string_view where);
+// LoadOptions::check_finite: when s.exec.check_finite is set, throws kvinfer::Error if the
+// residual stream x (rows, hidden) of the call holds a NaN or Inf, naming `where` ("layer 3
+// (attention block)"), the position, the token and the value.
+void check_residual(const ForwardScratch& s, const float* x, std::span<const Segment> batch, int64_t hidden,
+                    std::string_view where);
 
-// The logits of the last row of x (n, hidden), or of every row: the final norm, then the LM
-// head, on the session's device.
+// The wanted logits of x (rows, hidden): each segment's last row, or all its rows; the final
+// norm, then the LM head over all of them at once, on the session's device.
 std::span<const float> final_logits(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s, const float* x,
-                                    int64_t n, Logits which);
+                                    std::span<const Segment> batch);
 
 }  // namespace kvinfer

@@ -11,12 +11,11 @@
 
 namespace kvinfer {
 
-std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s, KvCache& kv,
-                                    std::span<const int32_t> ids, Logits which) {
+std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s,
+                                    std::span<const Segment> batch) {
   const ops::Exec& e = s.exec;
   const Device dev = e.device;
-  const int64_t n = static_cast<int64_t>(ids.size());
-  const int64_t start = kv.size();
+  const int64_t n = gather_ids(s, batch);  // rows: every segment's tokens
   const int64_t hidden = cfg.hidden_size, heads = cfg.num_heads, hd = cfg.head_dim, inter = cfg.intermediate_size;
   const float eps = static_cast<float>(cfg.norm_eps);
 
@@ -28,32 +27,36 @@ std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& 
   float* att = s.att.reserve(dev, n * heads * hd);  // (n, heads, hd)
   float* up = s.up.reserve(dev, n * inter);         // (n, inter)
 
-  s.positions.resize(static_cast<size_t>(n));
-  for (int64_t t = 0; t < n; ++t) s.positions[static_cast<size_t>(t)] = static_cast<int32_t>(start + t);
-  ops::embed(e, w.embed, ids, x);
+  s.positions.clear();
+  for (const Segment& g : batch)
+    for (int64_t t = 0; t < g.n(); ++t) s.positions.push_back(static_cast<int32_t>(g.start + t));
+  ops::embed(e, w.embed, s.ids, x);
   ops::embed(e, w.pos_embed, s.positions, h, EmbedIds::Positions);
   ops::add(e, x, h, n * hidden);
-  check_residual(s, x, ids, hidden, start, "the token and position embeddings");
+  check_residual(s, x, batch, hidden, "the token and position embeddings");
   for (int64_t l = 0; l < cfg.num_layers; ++l) {
     const LayerWeights& L = w.layers[static_cast<size_t>(l)];
     // Self-attention block.
     ops::layer_norm(e, x, L.attn_norm, L.attn_norm_bias, n, hidden, eps, h);
     ops::linears(e, {{&L.q, q}, {&L.k, k}, {&L.v, v}}, h, n);
-    ops::store_kv(e, kv, l, start, n, k, v);
-    ops::attention(e, kv, l, q, n, start, heads, 0, att);
+    for (const Segment& g : batch) {  // each sequence over its own cache
+      const int64_t r = g.row * heads * hd;
+      ops::store_kv(e, *g.kv, l, g.start, g.n(), k + r, v + r);
+      ops::attention(e, *g.kv, l, q + r, g.n(), g.start, heads, 0, att + r);
+    }
     ops::linear(e, L.o, att, n, h);
     ops::add(e, x, h, n * hidden);
-    if (e.check_finite) check_residual(s, x, ids, hidden, start, fmt::format("layer {} (attention block)", l));
+    if (e.check_finite) check_residual(s, x, batch, hidden, fmt::format("layer {} (attention block)", l));
     // Feed-forward block.
     ops::layer_norm(e, x, L.ffn_norm, L.ffn_norm_bias, n, hidden, eps, h);
     ops::linear(e, L.up, h, n, up);
     ops::gelu_tanh(e, up, up, n * inter);
     ops::linear(e, L.down, up, n, h);
     ops::add(e, x, h, n * hidden);
-    if (e.check_finite) check_residual(s, x, ids, hidden, start, fmt::format("layer {} (feed-forward block)", l));
+    if (e.check_finite) check_residual(s, x, batch, hidden, fmt::format("layer {} (feed-forward block)", l));
   }
 
-  return final_logits(cfg, w, s, x, n, which);
+  return final_logits(cfg, w, s, x, batch);
 }
 
 }  // namespace kvinfer

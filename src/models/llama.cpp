@@ -10,12 +10,11 @@
 
 namespace kvinfer {
 
-std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s, KvCache& kv,
-                                     std::span<const int32_t> ids, Logits which) {
+std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s,
+                                     std::span<const Segment> batch) {
   const ops::Exec& e = s.exec;
   const Device dev = e.device;
-  const int64_t n = static_cast<int64_t>(ids.size());
-  const int64_t start = kv.size();
+  const int64_t n = gather_ids(s, batch);  // rows: every segment's tokens
   const int64_t hidden = cfg.hidden_size, hd = cfg.head_dim, heads = cfg.num_heads, kvh = cfg.num_kv_heads;
   const int64_t inter = cfg.intermediate_size;
   const int64_t window = cfg.sliding_window.value_or(0);
@@ -30,30 +29,34 @@ std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights&
   float* gate = s.gate.reserve(dev, n * inter);     // (n, inter)
   float* up = s.up.reserve(dev, n * inter);         // (n, inter)
 
-  ops::embed(e, w.embed, ids, x);
-  check_residual(s, x, ids, hidden, start, "the token embedding");
+  ops::embed(e, w.embed, s.ids, x);
+  check_residual(s, x, batch, hidden, "the token embedding");
   for (int64_t l = 0; l < cfg.num_layers; ++l) {
     const LayerWeights& L = w.layers[static_cast<size_t>(l)];
     // Self-attention block.
     ops::rms_norm(e, x, L.attn_norm, n, hidden, eps, h);
     ops::linears(e, {{&L.q, q}, {&L.k, k}, {&L.v, v}}, h, n);
-    ops::rope(e, q, n, heads, hd, start, w.rope_inv_freq, cfg.rope_layout);
-    ops::rope(e, k, n, kvh, hd, start, w.rope_inv_freq, cfg.rope_layout);
-    ops::store_kv(e, kv, l, start, n, k, v);
-    ops::attention(e, kv, l, q, n, start, heads, window, att);
+    for (const Segment& g : batch) {  // each sequence at its own positions, over its own cache
+      float* gq = q + g.row * heads * hd;
+      float* gk = k + g.row * kvh * hd;
+      ops::rope(e, gq, g.n(), heads, hd, g.start, w.rope_inv_freq, cfg.rope_layout);
+      ops::rope(e, gk, g.n(), kvh, hd, g.start, w.rope_inv_freq, cfg.rope_layout);
+      ops::store_kv(e, *g.kv, l, g.start, g.n(), gk, v + g.row * kvh * hd);
+      ops::attention(e, *g.kv, l, gq, g.n(), g.start, heads, window, att + g.row * heads * hd);
+    }
     ops::linear(e, L.o, att, n, h);
     ops::add(e, x, h, n * hidden);
-    if (e.check_finite) check_residual(s, x, ids, hidden, start, fmt::format("layer {} (attention block)", l));
+    if (e.check_finite) check_residual(s, x, batch, hidden, fmt::format("layer {} (attention block)", l));
     // Feed-forward block (SwiGLU).
     ops::rms_norm(e, x, L.ffn_norm, n, hidden, eps, h);
     ops::linears(e, {{&L.gate, gate}, {&L.up, up}}, h, n);
     ops::silu_mul(e, gate, up, gate, n * inter);
     ops::linear(e, L.down, gate, n, h);
     ops::add(e, x, h, n * hidden);
-    if (e.check_finite) check_residual(s, x, ids, hidden, start, fmt::format("layer {} (feed-forward block)", l));
+    if (e.check_finite) check_residual(s, x, batch, hidden, fmt::format("layer {} (feed-forward block)", l));
   }
 
-  return final_logits(cfg, w, s, x, n, which);
+  return final_logits(cfg, w, s, x, batch);
 }
 
 }  // namespace kvinfer

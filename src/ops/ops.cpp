@@ -24,13 +24,13 @@ void layer_norm(const Exec& e, const float* x, const Vector& weight, const Vecto
 }
 
 void linear(const Exec& e, const Linear& layer, const float* x, int64_t n, float* y) {
-  if (e.device == Device::CUDA) return cuda_backend::linear(*e.cuda, layer, x, n, y);
+  if (e.device == Device::CUDA) return cuda_backend::linear(*e.cuda, layer, x, n, y, e.segments);
   cpu::linear(layer, x, n, y, e.int8_activations);
 }
 
 void linears(const Exec& e, std::initializer_list<LinearInto> products, const float* x, int64_t n) {
   if (e.device == Device::CUDA) {
-    for (const LinearInto& p : products) cuda_backend::linear(*e.cuda, *p.layer, x, n, p.y);
+    for (const LinearInto& p : products) cuda_backend::linear(*e.cuda, *p.layer, x, n, p.y, e.segments);
     return;
   }
   cpu::linears({products.begin(), products.size()}, x, n, e.int8_activations);

@@ -23,6 +23,9 @@ struct Exec {
   cuda_backend::Context* cuda = nullptr;  // set when device == CUDA
   bool int8_activations = false;          // CPU products with Q8_0/Q4_0/Q4_1 weights (LoadOptions)
   bool check_finite = false;              // LoadOptions::check_finite: the forward pass checks x per block
+  // The rows of each sequence in the call, in order (set by the forward pass); one entry or none
+  // for a single sequence. The CUDA products give each sequence's rows the bits they get alone.
+  std::span<const int64_t> segments;
 };
 
 void embed(const Exec& e, const Matrix& table, std::span<const int32_t> ids, float* out,
