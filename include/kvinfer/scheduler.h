@@ -37,7 +37,7 @@ struct SchedulerOptions {
   // At least max_sequences (every running sequence decodes in every step).
   int64_t step_tokens = 256;
   int64_t max_sequences = 32;  // sequences running at once (prefilling or decoding)
-  int64_t max_queued = 256;    // requests waiting; submit() refuses more with ErrorKind::Busy
+  int64_t max_queued = 256;    // requests waiting for a slot; submit() refuses more with ErrorKind::Busy
   // Bytes of KV cache for the running sequences and the prefix cache together; 0: what the
   // model's memory figure has left when the scheduler is made (unlimited when it is unknown).
   uint64_t kv_budget_bytes = 0;

@@ -98,6 +98,7 @@ struct Scheduler::State {
   void finish(Sequence& s, StopReason stop, std::optional<Error> error = std::nullopt);
   void done(SequenceResult& out, const SequenceDoneCallback& on_done, bool failed);
   void admit();
+  void publish_state();  // the stats of what runs now; with mu held
   void emit(Sequence& s, int32_t id);
 };
 
@@ -163,9 +164,13 @@ RequestId Scheduler::submit(SchedulerRequest request, SequenceTokenCallback on_t
            fmt::format("a request's KV cache of {} positions ({}) is beyond the scheduler's whole KV budget of {}", capacity,
                        bytes_text(bytes), bytes_text(st.budget)));
   std::lock_guard lock(st.mu);
-  if (static_cast<int64_t>(st.queue.size()) >= st.options.max_queued) {
+  // Room: max_queued waiting beyond the free sequence slots (a request for a free slot is queued
+  // only until the next step admits it).
+  const int64_t free_slots = std::max<int64_t>(0, st.options.max_sequences - static_cast<int64_t>(st.running_ids.size()));
+  if (static_cast<int64_t>(st.queue.size()) >= st.options.max_queued + free_slots) {
     ++st.stats.refused;
-    throw Error(ErrorKind::Busy, fmt::format("the scheduler's queue is full ({} requests waiting)", st.queue.size()));
+    throw Error(ErrorKind::Busy, fmt::format("the scheduler's queue is full ({} requests waiting, max_queued {})",
+                                             st.queue.size(), st.options.max_queued));
   }
   const RequestId id = st.next_id++;
   st.queue.push_back({id, std::move(request), std::move(on_token), std::move(on_done), Clock::now(), capacity, bytes});
@@ -305,6 +310,14 @@ void Scheduler::State::admit() {
   }
 }
 
+void Scheduler::State::publish_state() {
+  stats.prefilling = stats.decoding = 0;
+  for (auto& s : running) ++(s->decoding() ? stats.decoding : stats.prefilling);
+  stats.kv_bytes_in_use = running_bytes + prefix.bytes();
+  stats.prefix_cache_bytes = prefix.bytes();
+  stats.prefix_entries = prefix.entries();
+}
+
 // A sampled id, as generate()'s loop takes it: history, stop checks, the callback.
 void Scheduler::State::emit(Sequence& s, int32_t id) {
   GenerateResult& r = s.out.result;
@@ -408,7 +421,11 @@ bool Scheduler::step() {
     chunk.push_back(static_cast<int32_t>(n));
     budget -= n;
   }
-  if (items.empty()) return worked;
+  if (items.empty()) {
+    std::lock_guard lock(st.mu);
+    st.publish_state();
+    return worked;
+  }
 
   const int64_t vocab = st.model->config().vocab_size;
   const auto t0 = Clock::now();
@@ -464,11 +481,7 @@ bool Scheduler::step() {
   t.prompt_tokens += prompt_tokens;
   t.generated_tokens += generated;
   t.busy_seconds += seconds_between(t0, t1);
-  t.prefilling = t.decoding = 0;
-  for (auto& s : st.running) ++(s->decoding() ? t.decoding : t.prefilling);
-  t.kv_bytes_in_use = st.running_bytes + st.prefix.bytes();
-  t.prefix_cache_bytes = st.prefix.bytes();
-  t.prefix_entries = st.prefix.entries();
+  st.publish_state();
   return true;
 }
 
