@@ -130,10 +130,10 @@ void check_input(const Model& model, const KvCache& kv, std::span<const int32_t>
 // vocab × hidden multiply-adds). NaN or Inf there is never a result: the call is undone (every
 // cache is cut back to its start; the positions' K/V were written but are no longer committed)
 // and the error says where.
-void check_logits(const Model& model, std::span<const Segment> batch, std::span<const float> logits) {
+void check_logits(const Model& model, std::span<const BatchSegment> batch, std::span<const float> logits) {
   const int64_t i = cpu::first_nonfinite(logits.data(), static_cast<int64_t>(logits.size()));
   if (i < 0) return;
-  for (const Segment& g : batch) g.kv->truncate(g.start);
+  for (const BatchSegment& g : batch) g.kv->truncate(g.start);
   const int64_t vocab = model.config().vocab_size;
   int64_t row = i / vocab;  // among the wanted rows: find its segment
   auto g = batch.begin();
@@ -186,7 +186,7 @@ std::span<const float> Session::batch(std::span<const BatchItem> items) {
 std::span<const float> Session::run(std::span<const BatchItem> items, bool copy) {
   const ModelConfig& c = model_->config();
   ForwardScratch& s = *scratch_;
-  std::vector<Segment> batch;  // (items) each item's rows among the call's
+  std::vector<BatchSegment> batch;  // (items) each item's rows among the call's
   batch.reserve(items.size());
   int64_t rows = 0;
   for (const BatchItem& it : items) {
@@ -206,7 +206,7 @@ std::span<const float> Session::run(std::span<const BatchItem> items, bool copy)
   } else {
     forward();
   }
-  for (const Segment& g : batch) KvCacheAccess::commit(*g.kv, g.ids);
+  for (const BatchSegment& g : batch) KvCacheAccess::commit(*g.kv, g.ids);
   LastLogits last;
   last.device = logits;
   if (model_->device() != Device::CUDA) {

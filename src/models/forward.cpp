@@ -21,10 +21,10 @@ float* Activations::reserve(Device device, int64_t n) {
   return host_.data();
 }
 
-int64_t gather_ids(ForwardScratch& s, std::span<const Segment> batch) {
+int64_t gather_ids(ForwardScratch& s, std::span<const BatchSegment> batch) {
   s.ids.clear();
   s.segment_rows.clear();
-  for (const Segment& g : batch) {
+  for (const BatchSegment& g : batch) {
     if (g.row != static_cast<int64_t>(s.ids.size()) || g.ids.empty())
       throw Error(ErrorKind::InvalidArgument,
                   fmt::format("forward pass: a segment of {} rows starts at row {}, expected {}", g.ids.size(), g.row, s.ids.size()));
@@ -35,14 +35,14 @@ int64_t gather_ids(ForwardScratch& s, std::span<const Segment> batch) {
   return static_cast<int64_t>(s.ids.size());
 }
 
-void check_residual(const ForwardScratch& s, const float* x, std::span<const Segment> batch, int64_t hidden,
+void check_residual(const ForwardScratch& s, const float* x, std::span<const BatchSegment> batch, int64_t hidden,
                     std::string_view where) {
   if (!s.exec.check_finite) return;
   float value = 0;
   const int64_t i = ops::first_nonfinite(s.exec, x, static_cast<int64_t>(s.ids.size()) * hidden, &value);
   if (i < 0) return;
   const int64_t row = i / hidden;
-  const auto g = std::find_if(batch.begin(), batch.end(), [&](const Segment& seg) { return row < seg.row + seg.n(); });
+  const auto g = std::find_if(batch.begin(), batch.end(), [&](const BatchSegment& seg) { return row < seg.row + seg.n(); });
   const int64_t index = row - g->row;
   const std::string sequence = batch.size() > 1 ? fmt::format("sequence {} of the batch, ", g - batch.begin()) : "";
   throw Error(ErrorKind::BadFile, fmt::format("non-finite value {} in the residual stream after {}, at {}position {} (token id {}, "
@@ -53,14 +53,14 @@ void check_residual(const ForwardScratch& s, const float* x, std::span<const Seg
 }
 
 std::span<const float> final_logits(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s, const float* x,
-                                    std::span<const Segment> batch) {
+                                    std::span<const BatchSegment> batch) {
   const ops::Exec& e = s.exec;
   const Device dev = e.device;
   const int64_t hidden = cfg.hidden_size, vocab = cfg.vocab_size;
   const float eps = static_cast<float>(cfg.norm_eps);
   // Only the rows whose logits are wanted go through the final norm and the LM head.
   int64_t rows = 0;
-  for (const Segment& g : batch) rows += g.which == Logits::All ? g.n() : 1;
+  for (const BatchSegment& g : batch) rows += g.which == Logits::All ? g.n() : 1;
   float* h = s.h.reserve(dev, rows * hidden);  // (rows, hidden)
   // The norm is row-wise: one call per run of adjacent wanted rows (all of a decode batch's rows).
   const auto norm = [&](int64_t first, int64_t count, int64_t out) {
@@ -70,7 +70,7 @@ std::span<const float> final_logits(const ModelConfig& cfg, const ModelWeights& 
       ops::rms_norm(e, x + first * hidden, w.final_norm, count, hidden, eps, h + out * hidden);
   };
   int64_t run_first = 0, run_count = 0, out = 0;
-  for (const Segment& g : batch) {
+  for (const BatchSegment& g : batch) {
     const int64_t first = g.which == Logits::All ? g.row : g.row + g.n() - 1;
     const int64_t count = g.row + g.n() - first;
     if (run_count > 0 && first != run_first + run_count) {
@@ -85,7 +85,7 @@ std::span<const float> final_logits(const ModelConfig& cfg, const ModelWeights& 
   float* logits = s.logits.reserve(dev, rows * vocab);  // (rows, vocab)
   // The LM head sees each segment's wanted rows as that segment's rows (ops::Exec::segments).
   std::vector<int64_t> wanted;  // (segments)
-  for (const Segment& g : batch) wanted.push_back(g.which == Logits::All ? g.n() : 1);
+  for (const BatchSegment& g : batch) wanted.push_back(g.which == Logits::All ? g.n() : 1);
   ops::Exec head = e;
   head.segments = wanted;
   ops::linear(head, w.lm_head, h, rows, logits);

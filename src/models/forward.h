@@ -47,7 +47,7 @@ struct ForwardScratch {
 
 // One sequence's part of a forward call: its ids at positions start .. start+n-1 of its own cache,
 // rows row .. row+n-1 of the call's activations.
-struct Segment {
+struct BatchSegment {
   KvCache* kv;
   std::span<const int32_t> ids;
   int64_t start;  // kv->size() when the call began
@@ -64,12 +64,12 @@ struct Segment {
 // Host work beside the enqueued ops depends only on shapes: a CUDA decode step may be captured
 // as a graph and replayed without calling these again.
 std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s,
-                                     std::span<const Segment> batch);
+                                     std::span<const BatchSegment> batch);
 std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s,
-                                    std::span<const Segment> batch);
+                                    std::span<const BatchSegment> batch);
 // The rows of a call over `batch` (the sum of its segments' lengths), after placing s.ids (the
 // segments' ids one after another) and s.exec.segments. Checks that they are laid out row after row.
-int64_t gather_ids(ForwardScratch& s, std::span<const Segment> batch);
+int64_t gather_ids(ForwardScratch& s, std::span<const BatchSegment> batch);
 
 // The device memory a decode step's work uses beyond the weights: its graph's key
 // (cuda_backend::decode_step).
@@ -78,12 +78,12 @@ std::vector<const void*> step_key(const ForwardScratch& s, const KvCache& kv);
 // LoadOptions::check_finite: when s.exec.check_finite is set, throws kvinfer::Error if the
 // residual stream x (rows, hidden) of the call holds a NaN or Inf, naming `where` ("layer 3
 // (attention block)"), the position, the token and the value.
-void check_residual(const ForwardScratch& s, const float* x, std::span<const Segment> batch, int64_t hidden,
+void check_residual(const ForwardScratch& s, const float* x, std::span<const BatchSegment> batch, int64_t hidden,
                     std::string_view where);
 
 // The wanted logits of x (rows, hidden): each segment's last row, or all its rows; the final
 // norm, then the LM head over all of them at once, on the session's device.
 std::span<const float> final_logits(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s, const float* x,
-                                    std::span<const Segment> batch);
+                                    std::span<const BatchSegment> batch);
 
 }  // namespace kvinfer

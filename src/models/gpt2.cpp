@@ -12,7 +12,7 @@
 namespace kvinfer {
 
 std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s,
-                                    std::span<const Segment> batch) {
+                                    std::span<const BatchSegment> batch) {
   const ops::Exec& e = s.exec;
   const Device dev = e.device;
   const int64_t n = gather_ids(s, batch);  // rows: every segment's tokens
@@ -28,7 +28,7 @@ std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& 
   float* up = s.up.reserve(dev, n * inter);         // (n, inter)
 
   s.positions.clear();
-  for (const Segment& g : batch)
+  for (const BatchSegment& g : batch)
     for (int64_t t = 0; t < g.n(); ++t) s.positions.push_back(static_cast<int32_t>(g.start + t));
   ops::embed(e, w.embed, s.ids, x);
   ops::embed(e, w.pos_embed, s.positions, h, EmbedIds::Positions);
@@ -39,7 +39,7 @@ std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& 
     // Self-attention block.
     ops::layer_norm(e, x, L.attn_norm, L.attn_norm_bias, n, hidden, eps, h);
     ops::linears(e, {{&L.q, q}, {&L.k, k}, {&L.v, v}}, h, n);
-    for (const Segment& g : batch) {  // each sequence over its own cache
+    for (const BatchSegment& g : batch) {  // each sequence over its own cache
       const int64_t r = g.row * heads * hd;
       ops::store_kv(e, *g.kv, l, g.start, g.n(), k + r, v + r);
       ops::attention(e, *g.kv, l, q + r, g.n(), g.start, heads, 0, att + r);

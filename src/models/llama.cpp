@@ -11,7 +11,7 @@
 namespace kvinfer {
 
 std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s,
-                                     std::span<const Segment> batch) {
+                                     std::span<const BatchSegment> batch) {
   const ops::Exec& e = s.exec;
   const Device dev = e.device;
   const int64_t n = gather_ids(s, batch);  // rows: every segment's tokens
@@ -36,7 +36,7 @@ std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights&
     // Self-attention block.
     ops::rms_norm(e, x, L.attn_norm, n, hidden, eps, h);
     ops::linears(e, {{&L.q, q}, {&L.k, k}, {&L.v, v}}, h, n);
-    for (const Segment& g : batch) {  // each sequence at its own positions, over its own cache
+    for (const BatchSegment& g : batch) {  // each sequence at its own positions, over its own cache
       float* gq = q + g.row * heads * hd;
       float* gk = k + g.row * kvh * hd;
       ops::rope(e, gq, g.n(), heads, hd, g.start, w.rope_inv_freq, cfg.rope_layout);
