@@ -34,7 +34,7 @@ TEST_P(BatchInvariance, EverySequenceMatchesItsSoloRun) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, BatchInvariance,
                          ::testing::Values("llama_gqa4", "llama_mqa", "gpt2_tiny", "qwen2_bias", "mistral_window",
                                            "llama_bf16", "chatml_tiny"),
-                         [](const auto& info) { return std::string(info.param); });
+                         [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 TEST(BatchInvarianceThreads, ResultsDoNotDependOnTheThreadCounts) {
   const auto model = Model::load(kModels / "llama_gqa4", {.device = Device::CPU, .threads = 1});

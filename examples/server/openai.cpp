@@ -1,5 +1,6 @@
 #include "openai.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <set>
@@ -157,7 +158,8 @@ ApiRequest parse_request(Endpoint endpoint, const std::string& body, const kvinf
     r.request.prompt = parse_prompt(*p, model);
     if (r.request.prompt.empty()) throw bad("prompt", "the prompt encodes to no tokens");
   }
-  const int64_t ctx = model.context_length();
+  const int64_t ctx = config.context_length > 0 ? std::min(config.context_length, model.context_length())
+                                                : model.context_length();
   const auto prompt = static_cast<int64_t>(r.request.prompt.size());
   if (prompt >= ctx)
     throw bad(chat ? "messages" : "prompt",

@@ -44,6 +44,7 @@ struct ApiRequest {
 struct ServerConfig {
   std::string model_id;  // what GET /v1/models lists
   int64_t default_max_tokens = 16;  // completions' default (OpenAI's); chat: until the context ends
+  int64_t context_length = 0;       // positions a sequence may use (-c); 0: the model's
 };
 
 // Parses and checks `body` against the model: malformed JSON, unknown fields, wrong types and

@@ -194,7 +194,7 @@ std::string metrics(Server& srv) {
 int main(int argc, char** argv) {
   CLI::App app{"kvinfer-server: an OpenAI-compatible HTTP server (continuous batching over one model)", "kvinfer-server"};
   cli::ModelOptions mo;
-  cli::add_model_options(app, mo, "positions a sequence may use (default: the model's context length)");
+  cli::add_model_options(app, mo, "positions one sequence may use, prompt and reply (default: the model's context length)");
   std::string host = "127.0.0.1", model_id, kv_budget = "0", prefix_cache = "0", max_body = "1M";
   int port = 8080;
   kvinfer::SchedulerOptions so;
@@ -248,6 +248,7 @@ int main(int argc, char** argv) {
     Server srv(model, so);
     srv.config.model_id = model_id.empty() ? cli::model_path(mo.model).filename().string() : model_id;
     srv.config.default_max_tokens = default_max_tokens;
+    srv.config.context_length = mo.ctx;
 
     std::atomic<bool> stop_steps = false;
     std::thread stepper([&] {

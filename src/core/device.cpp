@@ -13,6 +13,7 @@ namespace kvinfer {
 int cuda_device_count() noexcept { return 0; }
 #endif
 
+#if defined(_OPENMP)
 namespace {
 
 // The first count of $OMP_NUM_THREADS ("4" or "4,2"), 0 when unset or not a positive number.
@@ -40,6 +41,7 @@ int busy_cores() {
 }
 
 }  // namespace
+#endif
 
 int default_cpu_threads() {
 #if defined(_OPENMP)
