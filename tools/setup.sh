@@ -163,7 +163,7 @@ run_default_model() {
 OPENAI_VERSION=3.63.0
 install_test_client() {
   local dir="$BUILD_DIR/pydeps"
-  [[ -f "$dir/openai/version.py" ]] && grep -q "\"$OPENAI_VERSION\"" "$dir/openai/version.py" && return
+  [[ -f "$dir/openai/_version.py" ]] && grep -q "\"$OPENAI_VERSION\"" "$dir/openai/_version.py" && return
   say "installing openai==$OPENAI_VERSION into $dir for the server's test (pip install --target)"
   rm -rf "$dir"
   python3 -m pip install --target "$dir" --no-cache-dir --disable-pip-version-check -q "openai==$OPENAI_VERSION" ||
