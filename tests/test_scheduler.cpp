@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <filesystem>
-#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -59,18 +58,16 @@ GenerateResult alone(const std::shared_ptr<const Model>& model, const SchedulerR
 // Submits every request, runs the scheduler until idle, returns the results by submission order.
 std::vector<SequenceResult> run_all(Scheduler& sched, const std::vector<SchedulerRequest>& requests,
                                     std::vector<std::vector<int32_t>>* streamed = nullptr) {
-  std::map<RequestId, size_t> index;
   std::vector<SequenceResult> results(requests.size());
   if (streamed) streamed->assign(requests.size(), {});
   for (size_t i = 0; i < requests.size(); ++i) {
-    const RequestId id = sched.submit(
+    sched.submit(
         requests[i],
         [streamed, i](int32_t tok, std::string_view) {
           if (streamed) (*streamed)[i].push_back(tok);
           return true;
         },
         [&results, i](const SequenceResult& r) { results[i] = r; });
-    index[id] = i;
   }
   sched.run_until_idle();
   return results;

@@ -186,8 +186,8 @@ std::span<const float> Session::batch(std::span<const BatchItem> items) {
 std::span<const float> Session::run(std::span<const BatchItem> items, bool copy) {
   const ModelConfig& c = model_->config();
   ForwardScratch& s = *scratch_;
-  std::vector<BatchSegment> batch;  // (items) each item's rows among the call's
-  batch.reserve(items.size());
+  std::vector<BatchSegment>& batch = s.batch;  // (items) each item's rows among the call's
+  batch.clear();
   int64_t rows = 0;
   for (const BatchItem& it : items) {
     batch.push_back({it.kv, it.ids, it.kv->size(), rows, it.logits});

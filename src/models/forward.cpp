@@ -84,10 +84,10 @@ std::span<const float> final_logits(const ModelConfig& cfg, const ModelWeights& 
   norm(run_first, run_count, out);
   float* logits = s.logits.reserve(dev, rows * vocab);  // (rows, vocab)
   // The LM head sees each segment's wanted rows as that segment's rows (ops::Exec::segments).
-  std::vector<int64_t> wanted;  // (segments)
-  for (const BatchSegment& g : batch) wanted.push_back(g.which == Logits::All ? g.n() : 1);
+  s.logit_rows.clear();
+  for (const BatchSegment& g : batch) s.logit_rows.push_back(g.which == Logits::All ? g.n() : 1);
   ops::Exec head = e;
-  head.segments = wanted;
+  head.segments = s.logit_rows;
   ops::linear(head, w.lm_head, h, rows, logits);
   return {logits, static_cast<size_t>(rows * vocab)};
 }

@@ -25,6 +25,17 @@ class Activations {
   DeviceBuffer device_;
 };
 
+// One sequence's part of a forward call: its ids at positions start .. start+n-1 of its own cache,
+// rows row .. row+n-1 of the call's activations.
+struct BatchSegment {
+  KvCache* kv;
+  std::span<const int32_t> ids;
+  int64_t start;  // kv->size() when the call began
+  int64_t row;    // the first of its rows among the call's
+  Logits which;   // the logits of its last row, or of all its rows
+  int64_t n() const { return static_cast<int64_t>(ids.size()); }
+};
+
 // Activations of one forward call over n rows (of one or many sequences); reused across calls.
 struct ForwardScratch {
   ops::Exec exec;
@@ -40,21 +51,13 @@ struct ForwardScratch {
   Activations logits;                  // (rows, vocab) on the device
   std::vector<int32_t> ids;            // (n) the call's token ids, segment after segment
   std::vector<int64_t> segment_rows;   // (segments) the rows of each: exec.segments
+  std::vector<int64_t> logit_rows;     // (segments) the rows of each the LM head sees
+  std::vector<BatchSegment> batch;     // (segments) Session's last call
   std::vector<int32_t> positions;      // (n) GPT-2: the positions of the call's tokens
   std::vector<float> logits_host;      // (rows, vocab) CUDA: the host copy Session hands out
   std::vector<float> logits_chunks;    // (n, vocab) a chunked prefill's rows with Logits::All
 };
 
-// One sequence's part of a forward call: its ids at positions start .. start+n-1 of its own cache,
-// rows row .. row+n-1 of the call's activations.
-struct BatchSegment {
-  KvCache* kv;
-  std::span<const int32_t> ids;
-  int64_t start;  // kv->size() when the call began
-  int64_t row;    // the first of its rows among the call's
-  Logits which;   // the logits of its last row, or of all its rows
-  int64_t n() const { return static_cast<int64_t>(ids.size()); }
-};
 
 // Runs every segment's ids through every layer in one pass: the products see all the call's rows
 // at once (each weight read once), rope, the K/V store and attention run per segment over its
