@@ -245,7 +245,7 @@ void run_linear_vs_peak(benchmark::State& state, DType t, bool int8_activations)
 void BM_linear_vs_peak(benchmark::State& state, DType t) { run_linear_vs_peak(state, t, false); }
 void BM_linear_int8_vs_peak(benchmark::State& state, DType t) { run_linear_vs_peak(state, t, true); }
 void vs_peak_args(benchmark::internal::Benchmark* b) {
-  b->UseManualTime()->ArgName("rows")->Arg(64)->Arg(512);
+  b->UseManualTime()->ArgName("rows")->Arg(16)->Arg(64)->Arg(512);
   b->ComputeStatistics("max", [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); });
 }
 constexpr DType kSharedPeakTypes[] = {DType::F32, DType::BF16, DType::Q8_0, DType::Q4_1};

@@ -130,7 +130,7 @@ TEST_P(LinearTest, EveryElementIsTheDotOfItsRows) {
   }
 }
 
-// Prefill's long rows and many input rows. linear takes the input in slices of about equal size
+// Prefill's long rows and many input rows, and a batch's few. linear takes the input in slices of about equal size
 // (at most 128 rows of 1024 values, so 259 rows go in 87, 87 and 85; quantised types take rows of
 // 512 values, 256 a slice, so 259 and 401 rows go in two); on AVX-512 machines its tiles
 // (linear_avx512.h) take the values in runs of at most 576 and the input rows in groups of 48,
@@ -145,9 +145,11 @@ TEST_P(LinearTest, LongRowsAndManyInputRowsKeepTheDotsBits) {
     int64_t in;
     std::vector<int64_t> ns;
   };
-  // 1200 values: three AVX-512 runs of unequal length (linear_avx512.h).
-  for (const Shape& shape : {Shape{cols_for(GetParam(), 1024), {50, 97, 259}}, Shape{cols_for(GetParam(), 1030), {50, 97}},
-                             Shape{cols_for(GetParam(), 1200), {50}}, Shape{cols_for(GetParam(), 264), {401}}}) {
+  // 1200 values: three AVX-512 runs of unequal length (linear_avx512.h). 17 and 48 rows: a small
+  // batch, whose narrower weights the AVX-512 tiles widen run by run (block_products_widening).
+  for (const Shape& shape :
+       {Shape{cols_for(GetParam(), 1024), {17, 48, 50, 97, 259}}, Shape{cols_for(GetParam(), 1030), {17, 50, 97}},
+        Shape{cols_for(GetParam(), 1200), {6, 48, 50}}, Shape{cols_for(GetParam(), 264), {401}}}) {
     const int64_t in = shape.in;
     StoredMatrix w(GetParam(), out, in, static_cast<uint32_t>(in));
     cpu::AlignedVector<std::byte> aligned(w.bytes.size() + 4);  // 64-byte aligned
@@ -163,6 +165,23 @@ TEST_P(LinearTest, LongRowsAndManyInputRowsKeepTheDotsBits) {
                                               std::to_string(offset)));
       }
     }
+  }
+}
+
+// A batch of a few sequences (up to 48 rows) on AVX-512 machines: the tiles widen each run of 8
+// weight rows just before they take it (block_products_widening), in runs of whole blocks of the
+// stored type: 1536 values go in three runs of 512 (two K-quant blocks each), 1600 (f16, bf16)
+// in three runs of 544 and 512. Every element still has dot()'s bits, on every tile shape.
+TEST_P(LinearTest, SmallBatchesKeepTheDotsBitsOverSeveralRuns) {
+  const bool pairs = GetParam() == DType::BF16;
+  const int64_t in = is_quantized(GetParam()) ? 1536 : 1600, out = 37;
+  StoredMatrix w(GetParam(), out, in, 77);
+  Linear layer{w.m, {}};
+  for (int64_t n : {2, 5, 16, 31, 48}) {
+    auto x = randn(static_cast<size_t>(n * in), static_cast<uint32_t>(n));
+    std::vector<float> y(static_cast<size_t>(n * out), std::nanf(""));
+    cpu::linear(layer, x.data(), n, y.data());
+    ASSERT_TRUE(EachIsTheDotOfItsRows(y, x, w.values, n, in, out, pairs, "n " + std::to_string(n)));
   }
 }
 

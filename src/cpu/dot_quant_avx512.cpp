@@ -9,7 +9,8 @@
 // fused multiply-add: one rounding, as core::dequantize_group), each product in dot()'s order, and
 // finish8's tree is dot()'s: the bits of dot_quant_avx2.cpp. Row-major rows go 8 a pass; a
 // packed block (packed_rows.h) 16, its pairs' scales and codes each from one place; prefill
-// widens packed blocks with the same decoding (widen_quant_packed).
+// widens packed blocks (widen_quant_packed, and a small batch's tiles a run at a time) one row at a
+// time, with the same operations per value.
 #include "cpu/dot_quant_avx512.h"
 
 #include <cstddef>
@@ -183,27 +184,55 @@ void packed_of(const float* x, const std::byte* w, int64_t n, float* y, Prefetch
   rows_at<T, kPackedRows, true>(x, w, dtype_row_bytes(T, n), n, y, pf);
 }
 
-// A packed block's 16 rows of n values dequantised into dst (16, n): prefill's widening of a
-// block, each value as core::dequantize_group computes it (pair_values), as to_f32 gives it.
-// Pairs of rows outer, columns inner: with columns outer, GCC 12's loop optimiser addressed the
-// codes from a null base plus the pointer as an integer, which its pure-function analysis then
-// took for a null dereference: it found the Q4 widenings without effect and dropped their calls
-// (PackedRows.ProductsGiveTheRowMajorBits failed).
+// Rows [r0, r0 + 8) of a packed block, values [k0, k1) (multiples of 32), dequantised into dst
+// (8 rows ldd apart): each value as core::dequantize_group computes it ((f32)q · d, Q4_1 + m as
+// one fused multiply-add), as to_f32 gives it. A row's block at a time, 16 values a register:
+// its codes widened by one load, no shuffles between rows, 512-bit stores. Prefill's widening of
+// a whole block is rows 0 and 8 of this. Rows outer, columns inner: with columns outer, GCC 12's
+// loop optimiser addressed the codes from a null base plus the pointer as an integer, which its
+// pure-function analysis then took for a null dereference: it found the Q4 widenings without
+// effect and dropped their calls (PackedRows.ProductsGiveTheRowMajorBits failed).
 template <DType T>
-void widen_packed(const std::byte* w, int64_t n, float* dst) {
+void widen_packed_part(const std::byte* w, int64_t r0, int64_t k0, int64_t k1, float* dst, int64_t ldd) {
   constexpr size_t kColumn = kPackedRows * dtype_block(T).bytes;
-  for (int p = 0; p < kPackedRows / 2; ++p) {  // rows 2p and 2p + 1, column by column
-    float* a = dst + 2 * p * n;
-    const std::byte* column = w;
-    for (int64_t k = 0; k < n; k += 32, column += kColumn) {
-      __m512 v[4];
-      pair_values<T>(pair_packed<T>(column, 2 * p), v);
-      for (int i = 0; i < 4; ++i) {
-        _mm256_storeu_ps(a + k + 8 * i, low8(v[i]));
-        _mm256_storeu_ps(a + n + k + 8 * i, high8(v[i]));
+  const std::byte* first = w + static_cast<size_t>(k0 / 32) * kColumn;
+  for (int r = static_cast<int>(r0); r < r0 + 8; ++r) {
+    float* row = dst + (r - r0) * ldd;
+    const std::byte* column = first;
+    for (int64_t k = 0; k < k1 - k0; k += 32, column += kColumn) {
+      uint16_t h;
+      std::memcpy(&h, column + packed_d(r), sizeof h);
+      const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
+      __m512 v[2];
+      if constexpr (T == DType::Q8_0) {
+        for (int i = 0; i < 2; ++i) {
+          const std::byte* codes = column + (i == 0 ? packed_codes(T, r) : packed_high_codes(r));
+          v[i] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(codes))), d);
+        }
+      } else {  // byte j holds value j (low nibble) and value j + 16 (high nibble)
+        const __m512i bytes = _mm512_cvtepu8_epi32(load128(column + packed_codes(T, r)));
+        __m512i q[2] = {_mm512_and_si512(bytes, _mm512_set1_epi32(0x0F)), _mm512_srli_epi32(bytes, 4)};
+        for (int i = 0; i < 2; ++i) {
+          if constexpr (T == DType::Q4_0) q[i] = _mm512_sub_epi32(q[i], _mm512_set1_epi32(8));
+          const __m512 f = _mm512_cvtepi32_ps(q[i]);
+          if constexpr (T == DType::Q4_1) {
+            std::memcpy(&h, column + packed_m(r), sizeof h);
+            v[i] = _mm512_fmadd_ps(f, d, _mm512_set1_ps(_cvtsh_ss(h)));
+          } else {
+            v[i] = _mm512_mul_ps(f, d);
+          }
+        }
       }
+      _mm512_storeu_ps(row + k, v[0]);
+      _mm512_storeu_ps(row + k + 16, v[1]);
     }
   }
+}
+
+template <DType T>
+void widen_packed(const std::byte* w, int64_t n, float* dst) {
+  widen_packed_part<T>(w, 0, 0, n, dst, n);
+  widen_packed_part<T>(w, 8, 0, n, dst + 8 * n, n);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -239,6 +268,15 @@ bool widen_quant_packed(DType t, const std::byte* w, int64_t n, float* dst) {
   }
 }
 
+bool widen_quant_packed_part(DType t, const std::byte* w, int64_t r0, int64_t k0, int64_t k1, float* dst) {
+  switch (t) {
+    case DType::Q8_0: widen_packed_part<DType::Q8_0>(w, r0, k0, k1, dst, k1 - k0); return true;
+    case DType::Q4_0: widen_packed_part<DType::Q4_0>(w, r0, k0, k1, dst, k1 - k0); return true;
+    case DType::Q4_1: widen_packed_part<DType::Q4_1>(w, r0, k0, k1, dst, k1 - k0); return true;
+    default: return false;
+  }
+}
+
 }  // namespace kvinfer::cpu::avx512
 
 KVINFER_AVX512_END
@@ -249,6 +287,7 @@ namespace kvinfer::cpu::avx512 {
 bool dot_quant_rows(DType, const float*, const std::byte*, int64_t, int64_t, float*, Prefetcher&) { return false; }
 bool dot_quant_packed(DType, const float*, const std::byte*, int64_t, float*, Prefetcher&) { return false; }
 bool widen_quant_packed(DType, const std::byte*, int64_t, float*) { return false; }
+bool widen_quant_packed_part(DType, const std::byte*, int64_t, int64_t, int64_t, float*) { return false; }
 }  // namespace kvinfer::cpu::avx512
 
 #endif

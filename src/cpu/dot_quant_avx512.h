@@ -21,5 +21,8 @@ bool dot_quant_packed(DType t, const float* x, const std::byte* w, int64_t n, fl
 // Prefill's widening of one packed block: its 16 rows of n values into dst (16, n), each value
 // as to_f32 gives it. Returns false, doing nothing, for any other type than the three.
 bool widen_quant_packed(DType t, const std::byte* w, int64_t n, float* dst);
+// Part of that widening: rows [r0, r0 + 8) (r0 a multiple of 8), values [k0, k1) (multiples of
+// 32), into dst (8, k1 - k0), the same values. Returns false, doing nothing, for any other type.
+bool widen_quant_packed_part(DType t, const std::byte* w, int64_t r0, int64_t k0, int64_t k1, float* dst);
 
 }  // namespace kvinfer::cpu::avx512

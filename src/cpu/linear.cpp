@@ -229,6 +229,18 @@ void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_r
       const float* wb = reinterpret_cast<const float*>(src);
       const float* xi = in_rows.x_il;
       if (w.dtype == DType::BF16) {  // widened in the pair order, against the split input
+        x = in_rows.split;
+        xi = in_rows.split_il;
+      }
+      // A small batch widens run by run, into L1, as its tiles take the values (linear_avx512.h).
+      const bool by_runs = xi && n <= avx512::kWideningRows && rows == kRowBlock && w.dtype != DType::F32 &&
+                           (!packed || w.dtype != DType::BF16) && in % avx512::widening_align(w.dtype) == 0;
+      if (by_runs) {
+        avx512::block_products_widening(xi, x, n, {w.dtype, src, row_bytes, packed}, rows, in, y + o0, out,
+                                        scratch.acc, widened, &next);
+        break;
+      }
+      if (w.dtype == DType::BF16) {
         if (packed)
           avx512::widen_bf16_packed(reinterpret_cast<const uint16_t*>(src), in, widened);
         else
@@ -236,8 +248,6 @@ void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_r
             widen_bf16_pairs(reinterpret_cast<const uint16_t*>(src + static_cast<size_t>(r) * row_bytes),
                              widened + r * in, in);
         wb = widened;
-        x = in_rows.split;
-        xi = in_rows.split_il;
       } else if (w.dtype != DType::F32) {
         if (packed)
           avx512::widen_quant_packed(w.dtype, src, in, widened);

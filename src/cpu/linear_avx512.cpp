@@ -7,11 +7,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
 #include "cpu/avx512_target.h"
+#include "cpu/cpu_ops.h"
+#include "cpu/dot_quant_avx512.h"
+#include "cpu/linear_avx2.h"
 
 KVINFER_AVX512_BEGIN
 
@@ -34,23 +38,26 @@ inline float finish(float* l, const float* a, const float* b, int64_t body, int6
   return avx2::lanes_tree(l);
 }
 
-// Where a tile's last run writes: y[t · ldy + c] for its first `rows` input rows; x (rows, in):
-// those rows as they are (for the tail).
+// Where a tile's last run writes: y[t · ldy + c] for its first `rows` input rows; x (rows, in)
+// and w (8, in): those input rows and the weight rows, whole (for the tail, when in is not a
+// multiple of 8).
 struct TileOut {
   float* y;
   int64_t ldy, rows;
   const float* x;
+  const float* w;
 };
 
-// P interleaved pairs of input rows × 8 weight rows w (8, in) over the values [k0, k1)
+// P interleaved pairs of input rows × 8 weight rows over the values [k0, k1): w holds the rows'
+// values from k0 on, ldw apart
 // (multiples of 8): 8·P registers of two 8-lane accumulators each, zeros when `first`, else
 // loaded from acc. Per 8 values, P loads of a pair, 8 broadcasts of a weight row's 8 values and
 // 8·P fused multiply-adds, and a prefetch into L2 of the byte at `fetch`, which then moves on
 // `pace` bytes. Then the accumulators go back to acc, or, after the last run (out set), become
 // the products.
 template <int P>
-void tile(const float* xi, int64_t stride, const float* w, int64_t in, int64_t k0, int64_t k1, float* acc_mem,
-          bool first, const TileOut* out, const char* fetch, size_t pace) {
+void tile(const float* xi, int64_t stride, const float* w, int64_t ldw, int64_t in, int64_t k0, int64_t k1,
+          float* acc_mem, bool first, const TileOut* out, const char* fetch, size_t pace) {
   constexpr int C = 8;
   __m512 acc[P][C];
   for (int p = 0; p < P; ++p)
@@ -61,7 +68,7 @@ void tile(const float* xi, int64_t stride, const float* w, int64_t in, int64_t k
     __m512 xv[P];
     for (int p = 0; p < P; ++p) xv[p] = _mm512_loadu_ps(xi + p * stride + 2 * k);
     for (int c = 0; c < C; ++c) {
-      const __m512 wv = broadcast8(w + c * in + k);
+      const __m512 wv = broadcast8(w + c * ldw + (k - k0));
       for (int p = 0; p < P; ++p) acc[p][c] = _mm512_fmadd_ps(xv[p], wv, acc[p][c]);
     }
   }
@@ -84,7 +91,7 @@ void tile(const float* xi, int64_t stride, const float* w, int64_t in, int64_t k
   for (int64_t t = 0; t < out->rows; ++t)  // the tail, one product at a time
     for (int64_t c = 0; c < C; ++c)
       out->y[t * out->ldy + c] =
-          finish(acc_mem + (t / 2 * C + c) * 16 + t % 2 * 8, out->x + t * in, w + c * in, body, in);
+          finish(acc_mem + (t / 2 * C + c) * 16 + t % 2 * 8, out->x + t * in, out->w + c * in, body, in);
 }
 
 }  // namespace
@@ -106,8 +113,14 @@ void interleave_rows(const float* x, int64_t n, int64_t in, float* xi) {
 
 int64_t block_scratch_size(int64_t rows) { return kGroup / kTileRows * (rows / 8) * kTileFloats; }
 
-void block_products(const float* xi, const float* x, int64_t n, const float* w, int64_t rows, int64_t in, float* y,
-                    int64_t ldy, float* scratch, Prefetcher* next) {
+namespace {
+
+// block_products' loops: groups of input rows, runs of values [k0, k0 + run), 8-row parts s of
+// the weight rows, tiles of input rows. weights(s, k0, k1) gives part s's rows from value k0 on
+// (its pointer and row stride) and full(s) the rows whole (for the tail), or null.
+template <class Weights, class Full>
+void tiles_over_runs(const float* xi, const float* x, int64_t n, int64_t rows, int64_t in, int64_t run, float* y,
+                     int64_t ldy, float* scratch, Prefetcher* next, Weights&& weights, Full&& full) {
   const int64_t body = in / 8 * 8, stride = 2 * body;  // stride: the floats of one interleaved pair
   const int64_t subs = rows / 8;                        // the 8-row parts of the weight rows
   // The steps of 8 values the tiles take in all, and the bytes of `next` to fetch per step: the
@@ -118,33 +131,81 @@ void block_products(const float* xi, const float* x, int64_t n, const float* w, 
   const auto steps = static_cast<size_t>(tiles * subs * (body / 8));
   const size_t per_step = next && steps > 0 ? (next->bytes() + steps - 1) / steps : 0;
   const size_t pace = std::min<size_t>(per_step, 64), burst = per_step - pace;
-  // Runs of equal length (whole 8s, at most kRun): each run costs its tiles a store and a load
-  // of their accumulators, so 576 values go in one run, not 512 and 64.
-  const int64_t runs = std::max<int64_t>(1, (body + kRun - 1) / kRun);
-  const int64_t run = (body / 8 + runs - 1) / runs * 8;
   for (int64_t g = 0; g < n; g += kGroup) {
     const int64_t group_end = std::min(n, g + kGroup);
     for (int64_t k0 = 0;; k0 += run) {
       const int64_t k1 = std::min(body, k0 + run);
-      for (int64_t s = 0; s < subs; ++s)
+      for (int64_t s = 0; s < subs; ++s) {
+        const auto [wr, ldw] = weights(s, k0, k1);
         for (int64_t t = g; t < group_end; t += kTileRows) {
-          const TileOut out{y + t * ldy + 8 * s, ldy, std::min(kTileRows, n - t), x + t * in};
+          const TileOut out{y + t * ldy + 8 * s, ldy, std::min(kTileRows, n - t), x + t * in, full(s)};
           float* acc = scratch + ((t - g) / kTileRows * subs + s) * kTileFloats;
           const float* pairs = xi + t / 2 * stride;
-          const float* wr = w + 8 * s * in;
           const TileOut* last = k1 == body ? &out : nullptr;
           const auto tile_steps = static_cast<size_t>((k1 - k0) / 8);
           const char* fetch = pace ? next->take(pace * tile_steps) : reinterpret_cast<const char*>(acc);
           switch ((out.rows + 1) / 2) {
-            case 1: tile<1>(pairs, stride, wr, in, k0, k1, acc, k0 == 0, last, fetch, pace); break;
-            case 2: tile<2>(pairs, stride, wr, in, k0, k1, acc, k0 == 0, last, fetch, pace); break;
-            default: tile<3>(pairs, stride, wr, in, k0, k1, acc, k0 == 0, last, fetch, pace); break;
+            case 1: tile<1>(pairs, stride, wr, ldw, in, k0, k1, acc, k0 == 0, last, fetch, pace); break;
+            case 2: tile<2>(pairs, stride, wr, ldw, in, k0, k1, acc, k0 == 0, last, fetch, pace); break;
+            default: tile<3>(pairs, stride, wr, ldw, in, k0, k1, acc, k0 == 0, last, fetch, pace); break;
           }
           if (burst) next->advance(burst * tile_steps);
         }
+      }
       if (k1 == body) break;
     }
   }
+}
+
+// Rows [r0, r0 + 8) of a stored block, values [k0, k1), widened into dst (8, k1 - k0): each value
+// as the whole block's widening gives it (bf16 in the pair order).
+void widen_part(const StoredBlock& w, int64_t r0, int64_t k0, int64_t k1, float* dst) {
+  const int64_t len = k1 - k0;
+  if (w.packed) {
+    widen_quant_packed_part(w.dtype, w.data, r0, k0, k1, dst);
+    return;
+  }
+  const auto b = dtype_block(w.dtype);
+  const size_t from = static_cast<size_t>(k0 / b.elements) * b.bytes;
+  for (int64_t r = 0; r < 8; ++r) {
+    const std::byte* row = w.data + static_cast<size_t>(r0 + r) * w.row_bytes + from;
+    if (w.dtype == DType::BF16)
+      avx2::widen_bf16_pairs(reinterpret_cast<const uint16_t*>(row), dst + r * len, len);
+    else
+      to_f32(w.dtype, row, dst + r * len, len);
+  }
+}
+
+}  // namespace
+
+void block_products(const float* xi, const float* x, int64_t n, const float* w, int64_t rows, int64_t in, float* y,
+                    int64_t ldy, float* scratch, Prefetcher* next) {
+  // Runs of equal length (whole 8s, at most kRun): each run costs its tiles a store and a load
+  // of their accumulators, so 576 values go in one run, not 512 and 64.
+  const int64_t body = in / 8 * 8;
+  const int64_t runs = std::max<int64_t>(1, (body + kRun - 1) / kRun);
+  const int64_t run = (body / 8 + runs - 1) / runs * 8;
+  tiles_over_runs(
+      xi, x, n, rows, in, run, y, ldy, scratch, next,
+      [&](int64_t s, int64_t k0, int64_t) { return std::pair<const float*, int64_t>(w + 8 * s * in + k0, in); },
+      [&](int64_t s) { return w + 8 * s * in; });
+}
+
+int64_t widening_align(DType t) { return std::max<int64_t>(16, dtype_block(t).elements); }
+
+void block_products_widening(const float* xi, const float* x, int64_t n, const StoredBlock& w, int64_t rows,
+                             int64_t in, float* y, int64_t ldy, float* scratch, float* wbuf, Prefetcher* next) {
+  // Runs of whole blocks of the stored type, as equal as they can be, at most about kRun values.
+  const int64_t align = widening_align(w.dtype), units = in / align;
+  const int64_t runs = std::max<int64_t>(1, (in + kRun - 1) / kRun);
+  const int64_t run = (units + runs - 1) / runs * align;
+  tiles_over_runs(
+      xi, x, n, rows, in, run, y, ldy, scratch, next,
+      [&](int64_t s, int64_t k0, int64_t k1) {
+        widen_part(w, 8 * s, k0, k1, wbuf);
+        return std::pair<const float*, int64_t>(wbuf, k1 - k0);
+      },
+      [](int64_t) { return static_cast<const float*>(nullptr); });
 }
 
 }  // namespace kvinfer::cpu::avx512
@@ -161,6 +222,11 @@ void interleave_rows(const float*, int64_t, int64_t, float*) { std::abort(); }
 int64_t block_scratch_size(int64_t) { std::abort(); }
 void block_products(const float*, const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, float*,
                     Prefetcher*) {
+  std::abort();
+}
+int64_t widening_align(DType) { std::abort(); }
+void block_products_widening(const float*, const float*, int64_t, const StoredBlock&, int64_t, int64_t, float*, int64_t,
+                             float*, float*, Prefetcher*) {
   std::abort();
 }
 }  // namespace kvinfer::cpu::avx512

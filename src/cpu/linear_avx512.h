@@ -8,9 +8,11 @@
 // interleaved in pairs, 8 values of one then 8 of the other (interleave_rows), each weight row's
 // 8 values are broadcast to both halves, and one fused multiply-add advances both products.
 // Twice the multiply-adds an instruction of the AVX2 tiles, the same bits.
+#include <cstddef>
 #include <cstdint>
 
 #include "cpu/prefetch.h"
+#include "kvinfer/dtype.h"
 
 namespace kvinfer::cpu::avx512 {
 
@@ -37,5 +39,28 @@ int64_t block_scratch_size(int64_t rows);
 // so its region is fetched by the time the last tile ends.
 void block_products(const float* xi, const float* x, int64_t n, const float* w, int64_t rows, int64_t in, float* y,
                     int64_t ldy, float* scratch, Prefetcher* next = nullptr);
+
+// A block of weight rows as stored, narrower than f32, for block_products_widening.
+struct StoredBlock {
+  DType dtype;             // F16, BF16 (widened in the pair order) or a ggml block type
+  const std::byte* data;   // the block's first row
+  size_t row_bytes;        // row-major rows this far apart
+  bool packed;             // a packed block of 16 rows (packed_rows.h; Q8_0, Q4_0, Q4_1 only)
+};
+
+// The most input rows block_products_widening takes: one group of the tiles, which then widen
+// each run of weight rows once.
+inline constexpr int64_t kWideningRows = 48;
+// Runs of block_products_widening start at multiples of this many values of type t: its block
+// (32 or 256 values), and at least 16 (bf16's pair order).
+int64_t widening_align(DType t);
+
+// block_products for a small batch (n <= kWideningRows: decode of a few sequences together) of
+// weights stored narrower: instead of the whole block widened first (16 rows, in L2 once in
+// exceeds 768), each run of 8 rows is widened into wbuf (8 · min(in, ~768) floats) right before
+// its tiles read it, from L1. rows: a multiple of 8; in: a multiple of widening_align(dtype).
+// The same products, so the same bits, as block_products on the block widened whole.
+void block_products_widening(const float* xi, const float* x, int64_t n, const StoredBlock& w, int64_t rows,
+                             int64_t in, float* y, int64_t ldy, float* scratch, float* wbuf, Prefetcher* next = nullptr);
 
 }  // namespace kvinfer::cpu::avx512
