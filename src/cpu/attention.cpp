@@ -273,7 +273,7 @@ void store_kv(KvCache& kv, int64_t layer, int64_t start, int64_t n, const float*
 }
 
 void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start, int64_t heads,
-               int64_t window, float* out) {
+               int64_t window, float* out, bool one_thread) {
   const int64_t hd = kv.head_dim();
   const int64_t group = heads / kv.num_kv_heads();
   const size_t row_bytes = static_cast<size_t>(hd) * dtype_size(kv.dtype());
@@ -295,7 +295,7 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
   // A decode step reads its K and V rows from memory: two threads' reads overlap even for a few
   // positions (8k multiply-adds: 8 positions of gpt2-medium's 16 heads).
   const double least = n == 1 ? 1 << 13 : 1 << 16;
-  [[maybe_unused]] const bool parallel = macs >= least;  // read by the OpenMP pragmas only
+  [[maybe_unused]] const bool parallel = !one_thread && macs >= least;  // read by the OpenMP pragmas only
   if (n > 1 && window <= 0 && simd)  // a prefill in units of queries (attention_units above)
     return attention_units(kv, layer, q, n, start, heads, scale, out, cpu_has_avx512(), parallel);
   if (n == 1 && hd % 8 == 0 && cpu_has_avx512())  // a decode step, K and V rows shared by a KV head's query heads
@@ -345,6 +345,30 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
       for (int64_t i = 0; i < pairs; ++i) one_pair(i);
     }
   }
+}
+
+void self_attention(std::span<const SequenceRows> seqs, const SelfAttention& a, float* q, float* k, const float* v,
+                    float* att) {
+  const int64_t hd = a.head_dim;
+  auto one = [&](const SequenceRows& s, bool one_thread) {
+    float* sq = q + s.row * a.heads * hd;
+    float* sk = k + s.row * a.kv_heads * hd;
+    if (a.inv_freq) {
+      rope(sq, s.n, a.heads, hd, s.start, a.inv_freq->data, a.layout);
+      rope(sk, s.n, a.kv_heads, hd, s.start, a.inv_freq->data, a.layout);
+    }
+    store_kv(*s.kv, a.layer, s.start, s.n, sk, v + s.row * a.kv_heads * hd);
+    attention(*s.kv, a.layer, sq, s.n, s.start, a.heads, a.window, att + s.row * a.heads * hd, one_thread);
+  };
+  // A decode row's work is a few µs: one team for all of them, not one each (and the rope and
+  // store of each, one-threaded, then run beside the others'). Dynamic: their histories differ.
+  const auto decodes = std::count_if(seqs.begin(), seqs.end(), [](const SequenceRows& s) { return s.n == 1; });
+  const bool together = decodes >= 2;
+#pragma omp parallel for schedule(dynamic, 1) if (together)
+  for (size_t i = 0; i < seqs.size(); ++i)
+    if (together && seqs[i].n == 1) one(seqs[i], true);
+  for (const SequenceRows& s : seqs)
+    if (!together || s.n != 1) one(s, false);
 }
 
 }  // namespace kvinfer::cpu

@@ -10,6 +10,7 @@
 #include "kvinfer/config.h"
 #include "kvinfer/kv_cache.h"
 #include "models/weights.h"
+#include "ops/self_attention.h"
 
 namespace kvinfer::cpu {
 
@@ -68,7 +69,13 @@ void store_kv(KvCache& kv, int64_t layer, int64_t start, int64_t n, const float*
 // out (n, heads, head_dim): causal softmax attention of q (n, heads, head_dim), row t at
 // position start + t, over the cache's positions [max(0, p - window + 1), p] of `layer`.
 // Query head h reads KV head h / group; window <= 0 means no window.
+// one_thread: on the calling thread alone (the same bits, which never depend on the threads).
 void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start, int64_t heads,
-               int64_t window, float* out);
+               int64_t window, float* out, bool one_thread = false);
+// ops::self_attention on the CPU: rope, store_kv and attention for each sequence, with the bits
+// those give it alone. The decode rows of several sequences (one row each) go to the threads a
+// sequence at a time, in one parallel region; longer sequences follow one by one, each on the team.
+void self_attention(std::span<const SequenceRows> seqs, const SelfAttention& a, float* q, float* k, const float* v,
+                    float* att);
 
 }  // namespace kvinfer::cpu

@@ -187,44 +187,36 @@ void packed_of(const float* x, const std::byte* w, int64_t n, float* y, Prefetch
 // Rows [r0, r0 + 8) of a packed block, values [k0, k1) (multiples of 32), dequantised into dst
 // (8 rows ldd apart): each value as core::dequantize_group computes it ((f32)q · d, Q4_1 + m as
 // one fused multiply-add), as to_f32 gives it. A row's block at a time, 16 values a register:
-// its codes widened by one load, no shuffles between rows, 512-bit stores. Prefill's widening of
-// a whole block is rows 0 and 8 of this. Rows outer, columns inner: with columns outer, GCC 12's
-// loop optimiser addressed the codes from a null base plus the pointer as an integer, which its
-// pure-function analysis then took for a null dereference: it found the Q4 widenings without
-// effect and dropped their calls (PackedRows.ProductsGiveTheRowMajorBits failed).
+// its codes widened by one load, no shuffles between rows, 512-bit stores. A column's 16 scales
+// (and minima) are converted at once; a Q4 block's 16 possible values are computed first, each
+// by the operations that dequantise that code, and picked by the codes (vpermps reads an index's
+// low 4 bits: the low nibble needs no mask). Prefill's widening of a whole block is rows 0 and 8
+// of this.
 template <DType T>
 void widen_packed_part(const std::byte* w, int64_t r0, int64_t k0, int64_t k1, float* dst, int64_t ldd) {
   constexpr size_t kColumn = kPackedRows * dtype_block(T).bytes;
-  const std::byte* first = w + static_cast<size_t>(k0 / 32) * kColumn;
-  for (int r = static_cast<int>(r0); r < r0 + 8; ++r) {
-    float* row = dst + (r - r0) * ldd;
-    const std::byte* column = first;
-    for (int64_t k = 0; k < k1 - k0; k += 32, column += kColumn) {
-      uint16_t h;
-      std::memcpy(&h, column + packed_d(r), sizeof h);
-      const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
-      __m512 v[2];
+  const std::byte* column = w + static_cast<size_t>(k0 / 32) * kColumn;
+  const __m512 codes = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512 q4 = T == DType::Q4_0 ? _mm512_sub_ps(codes, _mm512_set1_ps(8)) : codes;  // (f32)q of each code
+  alignas(64) float d[kPackedRows], m[kPackedRows];
+  for (int64_t k = 0; k < k1 - k0; k += 32, column += kColumn) {
+    _mm512_store_ps(d, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(column + packed_d(0)))));
+    if constexpr (T == DType::Q4_1)
+      _mm512_store_ps(m, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(column + packed_m(0)))));
+    for (int r = static_cast<int>(r0); r < r0 + 8; ++r) {
+      float* row = dst + (r - r0) * ldd + k;
+      const __m512 dr = _mm512_set1_ps(d[r]);
       if constexpr (T == DType::Q8_0) {
         for (int i = 0; i < 2; ++i) {
-          const std::byte* codes = column + (i == 0 ? packed_codes(T, r) : packed_high_codes(r));
-          v[i] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(codes))), d);
+          const std::byte* q = column + (i == 0 ? packed_codes(T, r) : packed_high_codes(r));
+          _mm512_storeu_ps(row + 16 * i, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(q))), dr));
         }
       } else {  // byte j holds value j (low nibble) and value j + 16 (high nibble)
+        const __m512 values = T == DType::Q4_1 ? _mm512_fmadd_ps(q4, dr, _mm512_set1_ps(m[r])) : _mm512_mul_ps(q4, dr);
         const __m512i bytes = _mm512_cvtepu8_epi32(load128(column + packed_codes(T, r)));
-        __m512i q[2] = {_mm512_and_si512(bytes, _mm512_set1_epi32(0x0F)), _mm512_srli_epi32(bytes, 4)};
-        for (int i = 0; i < 2; ++i) {
-          if constexpr (T == DType::Q4_0) q[i] = _mm512_sub_epi32(q[i], _mm512_set1_epi32(8));
-          const __m512 f = _mm512_cvtepi32_ps(q[i]);
-          if constexpr (T == DType::Q4_1) {
-            std::memcpy(&h, column + packed_m(r), sizeof h);
-            v[i] = _mm512_fmadd_ps(f, d, _mm512_set1_ps(_cvtsh_ss(h)));
-          } else {
-            v[i] = _mm512_mul_ps(f, d);
-          }
-        }
+        _mm512_storeu_ps(row, _mm512_permutexvar_ps(bytes, values));
+        _mm512_storeu_ps(row + 16, _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), values));
       }
-      _mm512_storeu_ps(row + k, v[0]);
-      _mm512_storeu_ps(row + k + 16, v[1]);
     }
   }
 }

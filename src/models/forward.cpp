@@ -24,12 +24,14 @@ float* Activations::reserve(Device device, int64_t n) {
 int64_t gather_ids(ForwardScratch& s, std::span<const BatchSegment> batch) {
   s.ids.clear();
   s.segment_rows.clear();
+  s.sequences.clear();
   for (const BatchSegment& g : batch) {
     if (g.row != static_cast<int64_t>(s.ids.size()) || g.ids.empty())
       throw Error(ErrorKind::InvalidArgument,
                   fmt::format("forward pass: a segment of {} rows starts at row {}, expected {}", g.ids.size(), g.row, s.ids.size()));
     s.ids.insert(s.ids.end(), g.ids.begin(), g.ids.end());
     s.segment_rows.push_back(g.n());
+    s.sequences.push_back({g.kv, g.start, g.row, g.n()});
   }
   s.exec.segments = s.segment_rows;
   return static_cast<int64_t>(s.ids.size());

@@ -51,6 +51,7 @@ struct ForwardScratch {
   Activations logits;                  // (rows, vocab) on the device
   std::vector<int32_t> ids;            // (n) the call's token ids, segment after segment
   std::vector<int64_t> segment_rows;   // (segments) the rows of each: exec.segments
+  std::vector<SequenceRows> sequences;  // (segments) each one's cache, start and rows, for attention
   std::vector<int64_t> logit_rows;     // (segments) the rows of each the LM head sees
   std::vector<BatchSegment> batch;     // (segments) Session's last call
   std::vector<int32_t> positions;      // (n) GPT-2: the positions of the call's tokens

@@ -39,11 +39,8 @@ std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& 
     // Self-attention block.
     ops::layer_norm(e, x, L.attn_norm, L.attn_norm_bias, n, hidden, eps, h);
     ops::linears(e, {{&L.q, q}, {&L.k, k}, {&L.v, v}}, h, n);
-    for (const BatchSegment& g : batch) {  // each sequence over its own cache
-      const int64_t r = g.row * heads * hd;
-      ops::store_kv(e, *g.kv, l, g.start, g.n(), k + r, v + r);
-      ops::attention(e, *g.kv, l, q + r, g.n(), g.start, heads, 0, att + r);
-    }
+    // Each sequence over its own cache (learned positions: no rope).
+    ops::self_attention(e, s.sequences, {l, heads, heads, hd, 0, nullptr, RopeLayout::HalfSplit}, q, k, v, att);
     ops::linear(e, L.o, att, n, h);
     ops::add(e, x, h, n * hidden);
     if (e.check_finite) check_residual(s, x, batch, hidden, fmt::format("layer {} (attention block)", l));

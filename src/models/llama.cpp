@@ -36,14 +36,8 @@ std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights&
     // Self-attention block.
     ops::rms_norm(e, x, L.attn_norm, n, hidden, eps, h);
     ops::linears(e, {{&L.q, q}, {&L.k, k}, {&L.v, v}}, h, n);
-    for (const BatchSegment& g : batch) {  // each sequence at its own positions, over its own cache
-      float* gq = q + g.row * heads * hd;
-      float* gk = k + g.row * kvh * hd;
-      ops::rope(e, gq, g.n(), heads, hd, g.start, w.rope_inv_freq, cfg.rope_layout);
-      ops::rope(e, gk, g.n(), kvh, hd, g.start, w.rope_inv_freq, cfg.rope_layout);
-      ops::store_kv(e, *g.kv, l, g.start, g.n(), gk, v + g.row * kvh * hd);
-      ops::attention(e, *g.kv, l, gq, g.n(), g.start, heads, window, att + g.row * heads * hd);
-    }
+    // Each sequence at its own positions (rope on q and k), over its own cache.
+    ops::self_attention(e, s.sequences, {l, heads, kvh, hd, window, &w.rope_inv_freq, cfg.rope_layout}, q, k, v, att);
     ops::linear(e, L.o, att, n, h);
     ops::add(e, x, h, n * hidden);
     if (e.check_finite) check_residual(s, x, batch, hidden, fmt::format("layer {} (attention block)", l));

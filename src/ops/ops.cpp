@@ -68,6 +68,22 @@ void attention(const Exec& e, const KvCache& kv, int64_t layer, const float* q, 
   cpu::attention(kv, layer, q, n, start, heads, window, out);
 }
 
+void self_attention(const Exec& e, std::span<const SequenceRows> seqs, const SelfAttention& a, float* q, float* k,
+                    const float* v, float* att) {
+  if (e.device != Device::CUDA) return cpu::self_attention(seqs, a, q, k, v, att);
+  const int64_t hd = a.head_dim;
+  for (const SequenceRows& s : seqs) {  // each sequence at its own positions, over its own cache
+    float* sq = q + s.row * a.heads * hd;
+    float* sk = k + s.row * a.kv_heads * hd;
+    if (a.inv_freq) {
+      rope(e, sq, s.n, a.heads, hd, s.start, *a.inv_freq, a.layout);
+      rope(e, sk, s.n, a.kv_heads, hd, s.start, *a.inv_freq, a.layout);
+    }
+    store_kv(e, *s.kv, a.layer, s.start, s.n, sk, v + s.row * a.kv_heads * hd);
+    attention(e, *s.kv, a.layer, sq, s.n, s.start, a.heads, a.window, att + s.row * a.heads * hd);
+  }
+}
+
 int64_t first_nonfinite(const Exec& e, const float* x, int64_t n, float* value) {
   if (e.device == Device::CUDA) return cuda_backend::first_nonfinite(*e.cuda, x, n, value);
   const int64_t i = cpu::first_nonfinite(x, n);

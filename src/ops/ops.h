@@ -10,6 +10,7 @@
 #include "kvinfer/device.h"
 #include "kvinfer/kv_cache.h"
 #include "models/weights.h"
+#include "ops/self_attention.h"
 
 namespace kvinfer {
 namespace cuda_backend {
@@ -44,6 +45,11 @@ void add(const Exec& e, float* x, const float* y, int64_t n);
 void store_kv(const Exec& e, KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v);
 void attention(const Exec& e, const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start,
                int64_t heads, int64_t window, float* out);
+// For every sequence of a call: its q and k rows rotated (rope), its K/V rows stored in its cache
+// and its q rows' causal attention over that cache into att; each sequence's rows get the bits
+// those ops give them alone. q, att: (n, heads, head_dim); k, v: (n, kv_heads, head_dim).
+void self_attention(const Exec& e, std::span<const SequenceRows> seqs, const SelfAttention& a, float* q, float* k,
+                    const float* v, float* att);
 // The index of the first NaN or ±Inf among x[0 .. n) and, through *value, that value; -1 when
 // every value is finite. On CUDA, x is copied to the host (a debug check: it waits for the stream).
 int64_t first_nonfinite(const Exec& e, const float* x, int64_t n, float* value);

@@ -1,0 +1,27 @@
+#pragma once
+// The per-sequence part of a batched attention sub-layer (ops::self_attention, cpu::self_attention):
+// which rows of the call belong to which sequence, and the shape of the work.
+#include <cstdint>
+
+#include "kvinfer/config.h"
+#include "kvinfer/kv_cache.h"
+#include "models/weights.h"
+
+namespace kvinfer {
+
+// One sequence's rows in a call: rows [row, row + n) of q/k/v/att, at positions start .. start + n - 1
+// of its own cache.
+struct SequenceRows {
+  KvCache* kv;
+  int64_t start, row, n;
+};
+
+// Rope (none when inv_freq is null), the K/V store and causal attention of one layer.
+struct SelfAttention {
+  int64_t layer, heads, kv_heads, head_dim;
+  int64_t window;           // <= 0: none
+  const Vector* inv_freq;   // (head_dim / 2) rope frequencies on the Exec's device, or null (GPT-2)
+  RopeLayout layout;
+};
+
+}  // namespace kvinfer
