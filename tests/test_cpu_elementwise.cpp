@@ -18,6 +18,7 @@
 #include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
 #include "cpu/elementwise_avx2.h"
+#include "cpu_test_util.h"
 
 namespace kvinfer {
 namespace {
@@ -318,6 +319,32 @@ TEST(CpuOps, OpsSharedOutOnThreadsGiveEachValueItsBits) {
     std::copy(at, at + dim, row.begin());
     cpu::rope(row.data(), 1, dim / 64, 64, 5 + t, inv_freq.data());
     ASSERT_EQ(0, std::memcmp(row.data(), roped.data() + t * dim, row.size() * sizeof(float))) << "rope, row " << t;
+  }
+}
+
+// The first NaN or ±Inf of a vector (the check of every call's logits): the same index as a plain
+// scan, for vectors short and long (a batch's logits are shared out between the threads in
+// chunks: with one planted in each of two chunks, the earlier wins), on 1 and several threads.
+TEST(CpuOps, FirstNonfiniteIsThePlainScansIndex) {
+  const float bad[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                       -std::numeric_limits<float>::infinity()};
+  for (int threads : test::thread_counts()) {
+    const test::ScopedThreads scoped(threads);
+    for (int64_t n : {0, 1, 255, 257, 1000, 300000, 1 << 20}) {
+      std::vector<float> x(static_cast<size_t>(n), 1.5f);
+      EXPECT_EQ(cpu::first_nonfinite(x.data(), n), -1) << n;
+      std::mt19937 rng(static_cast<uint32_t>(n));
+      for (int trial = 0; trial < 4 && n > 0; ++trial) {
+        std::fill(x.begin(), x.end(), -2.25f);
+        const int64_t late = std::uniform_int_distribution<int64_t>(0, n - 1)(rng);
+        const int64_t early = std::uniform_int_distribution<int64_t>(0, late)(rng);
+        x[static_cast<size_t>(late)] = bad[trial % 3];
+        x[static_cast<size_t>(early)] = bad[(trial + 1) % 3];
+        x[static_cast<size_t>(n - 1)] = FLT_MAX;  // large but finite
+        const int64_t want = early == n - 1 ? (late == n - 1 ? -1 : late) : early;
+        EXPECT_EQ(cpu::first_nonfinite(x.data(), n), want) << "n " << n << " threads " << threads;
+      }
+    }
   }
 }
 

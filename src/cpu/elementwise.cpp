@@ -43,7 +43,7 @@ void chunked(int64_t n, F f, int64_t least = kParallelMinValues) {
 }  // namespace
 
 void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* y) {
-#pragma omp parallel for schedule(static) if (n > 1 && n * dim >= kParallelMinValues)
+#pragma omp parallel for schedule(static) if (n > 1 && n * dim >= kParallelMinExps)
   for (int64_t t = 0; t < n; ++t) {
     const float* xr = x + t * dim;
     float* yr = y + t * dim;
@@ -134,19 +134,26 @@ void embed(const Matrix& table, std::span<const int32_t> ids, float* out) {
 
 int64_t first_nonfinite(const float* x, int64_t n) {
   // A float is NaN or ±Inf exactly when its exponent bits are all ones. Blocks are tested with a
-  // branch-free OR (which vectorises), and only a block that holds one is searched.
+  // branch-free OR (which vectorises), and only a block that holds one is searched. A batch's
+  // logits (16 × 49152 values) are shared out: each chunk's first, then the least of those.
   constexpr uint32_t kExponent = 0x7f800000u;
   constexpr int64_t kBlock = 256;
   const auto nonfinite = [](float v) { return (std::bit_cast<uint32_t>(v) & kExponent) == kExponent; };
-  for (int64_t b = 0; b < n; b += kBlock) {
-    const int64_t e = std::min(n, b + kBlock);
-    uint32_t any = 0;
-    for (int64_t i = b; i < e; ++i) any |= static_cast<uint32_t>(nonfinite(x[i]));
-    if (any == 0) continue;
-    for (int64_t i = b; i < e; ++i)
-      if (nonfinite(x[i])) return i;
-  }
-  return -1;
+  const auto first_in = [&](int64_t from, int64_t to) -> int64_t {
+    for (int64_t b = from; b < to; b += kBlock) {
+      const int64_t e = std::min(to, b + kBlock);
+      uint32_t any = 0;
+      for (int64_t i = b; i < e; ++i) any |= static_cast<uint32_t>(nonfinite(x[i]));
+      if (any == 0) continue;
+      for (int64_t i = b; i < e; ++i)
+        if (nonfinite(x[i])) return i;
+    }
+    return n;
+  };
+  int64_t first = n;
+#pragma omp parallel for schedule(static) reduction(min : first) if (n >= 4 * kParallelMinValues)
+  for (int64_t b = 0; b < n; b += 4 * kChunk) first = std::min(first, first_in(b, std::min(n, b + 4 * kChunk)));
+  return first < n ? first : -1;
 }
 
 }  // namespace kvinfer::cpu
