@@ -8,7 +8,9 @@ build or the tests: pip install gguf==0.19.0 numpy.
     build/bench/kvinfer-bench -m /tmp/tiny_q4_1.gguf --mode on -p 16 -n 64 [--weights-in-place]
 
 The scales are small positive f16 values (Q4_1's minimum -8 d), the codes random bytes: logits
-stay finite. No tokenizer: kvinfer-bench draws random prompt ids.
+stay finite. The vocabulary is a stand-in SentencePiece one (<unk>, <s>, </s>, the 256 byte
+tokens, then "tok<i>"), so that other GGUF readers (llama.cpp's llama-batched-bench, to measure
+side by side on the same file) load the file too; the benchmarks draw random prompt ids.
 """
 import sys
 
@@ -52,6 +54,15 @@ w.add_head_count_kv(NKV)
 w.add_layer_norm_rms_eps(1e-5)
 w.add_rope_freq_base(10000.0)
 w.add_vocab_size(V)
+tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+tokens += [f"tok{i}" for i in range(V - len(tokens))]
+w.add_tokenizer_model("llama")
+w.add_token_list(tokens)
+w.add_token_scores([-float(i) for i in range(V)])
+w.add_token_types([2, 3, 3] + [6] * 256 + [1] * (V - 259))  # unknown, control, byte, normal
+w.add_bos_token_id(1)
+w.add_eos_token_id(2)
+w.add_unk_token_id(0)
 w.add_tensor("token_embd.weight", matrix(V, H), raw_dtype=TYPE)
 for layer in range(L):
     p = f"blk.{layer}."

@@ -2,6 +2,7 @@
 // them, the portable loops below otherwise. Either way every output element is one dot product
 // in one fixed order, whatever n and the thread count (see linear_avx2.h and cpu_ops.h).
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <span>
 #include <vector>
@@ -52,6 +53,20 @@ float dot_portable(const float* a, const float* b, int64_t n) {
     for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
   for (int l = 0; i < n; ++i, ++l) acc[l] += a[i] * b[i];
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+// Scratch a thread keeps from call to call, grown when a call needs more, never shrunk: a decode
+// step of a batch makes a few hundred calls, and allocating it in each (100 KiB and more, freed
+// again) kept the allocator busy. The caller's buffers are shared with its team for the call.
+enum class Buffer { Split, Interleaved, SplitInterleaved, Widened, Accumulators, Count };
+float* reused(Buffer b, int64_t floats) {
+  thread_local std::array<AlignedVector<float>, static_cast<size_t>(Buffer::Count)> buffers;
+  AlignedVector<float>& v = buffers[static_cast<size_t>(b)];
+  if (v.size() < static_cast<size_t>(floats)) {
+    v = AlignedVector<float>();  // nothing to keep
+    v.resize(static_cast<size_t>(floats));
+  }
+  return v.data();
 }
 
 // A thread's scratch for block products.
@@ -354,15 +369,14 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
   const bool tiles512 = n > 1 && cpu_has_avx512();
   const bool interleave = tiles512 && widens, interleave_split = tiles512 && widens_bf16;
   const int64_t il_size = tiles512 ? avx512::interleaved_size(n, in) : 0;
-  AlignedVector<float> xs(split ? static_cast<size_t>(n * in) : 0);                      // (n, in)
-  AlignedVector<float> x_il(static_cast<size_t>(interleave ? il_size : 0));              // (⌈n/2⌉, in/8, 2, 8)
-  AlignedVector<float> split_il(static_cast<size_t>(interleave_split ? il_size : 0));  // (⌈n/2⌉, in/8, 2, 8)
-  const Inputs inputs{x, xs.data(), interleave ? x_il.data() : nullptr, interleave_split ? split_il.data() : nullptr,
-                      {xb.data(), xq.data()}};
+  float* xs = reused(Buffer::Split, split ? n * in : 0);                      // (n, in)
+  float* x_il = reused(Buffer::Interleaved, interleave ? il_size : 0);          // (⌈n/2⌉, in/8, 2, 8)
+  float* split_il = reused(Buffer::SplitInterleaved, interleave_split ? il_size : 0);  // (⌈n/2⌉, in/8, 2, 8)
+  const Inputs inputs{x, xs, interleave ? x_il : nullptr, interleave_split ? split_il : nullptr, {xb.data(), xq.data()}};
 
   // A decode's one row is split here, before the team starts: inside, the team would wait for it.
   const bool rearrange = n > 1 && (split || interleave || interleave_split);
-  if (n == 1 && split) split_pairs(x, xs.data(), in);
+  if (n == 1 && split) split_pairs(x, xs, in);
   // Threads share out the input's rearrangements, then the row blocks of all the products; each
   // y element is computed by one thread, whole, by the kernel its product's path names.
   std::atomic<int64_t> next_block{0};  // prefill: the first block no thread has claimed
@@ -376,14 +390,13 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
 #pragma omp for schedule(static)
       for (int64_t t = 0; t < n; t += 2) {  // rows t and t + 1: one interleaved pair
         const int64_t rows = std::min<int64_t>(2, n - t), pair = t * (in / 8 * 8);
-        for (int64_t r = t; split && r < t + rows; ++r) split_pairs(x + r * in, xs.data() + r * in, in);
-        if (interleave) avx512::interleave_rows(x + t * in, rows, in, x_il.data() + pair);
-        if (interleave_split) avx512::interleave_rows(xs.data() + t * in, rows, in, split_il.data() + pair);
+        for (int64_t r = t; split && r < t + rows; ++r) split_pairs(x + r * in, xs + r * in, in);
+        if (interleave) avx512::interleave_rows(x + t * in, rows, in, x_il + pair);
+        if (interleave_split) avx512::interleave_rows(xs + t * in, rows, in, split_il + pair);
       }
     }
-    AlignedVector<float> widened(static_cast<size_t>(widen_rows * in));  // (16, in) when a product widens
-    AlignedVector<float> acc(static_cast<size_t>(tiles512 ? avx512::block_scratch_size(kRowBlock) : 0));
-    const Scratch scratch{widened.data(), acc.data()};
+    const Scratch scratch{reused(Buffer::Widened, widen_rows * in),  // (16, in) when a product widens
+                          reused(Buffer::Accumulators, tiles512 ? avx512::block_scratch_size(kRowBlock) : 0)};
     // Block g of the call: its product and its row block within the product.
     size_t p = 0;
     auto locate = [&](int64_t g) {
