@@ -42,7 +42,9 @@ double prefill_rate(kvinfer::Session& s, const kvinfer::Model& m, int64_t n, std
   return static_cast<double>(n) / std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Seconds per decode step of `batch` sequences, each with a `prompt`-token history, over `steps` steps.
+// Seconds per decode step of `batch` sequences, each with a `prompt`-token history, over `steps`
+// steps: the time of Session::batch, whose logits every sequence's next token is then picked from
+// (greedily, untimed: sampling is the caller's, and llama-batched-bench times no sampling either).
 double decode_step_seconds(kvinfer::Session& s, const kvinfer::Model& m, int64_t batch, int64_t prompt, int64_t steps,
                            std::mt19937_64& rng) {
   const int64_t vocab = m.config().vocab_size;
@@ -62,12 +64,14 @@ double decode_step_seconds(kvinfer::Session& s, const kvinfer::Model& m, int64_t
   };
   pick();
   for (int64_t b = 0; b < batch; ++b) items[static_cast<size_t>(b)].ids = {&next[static_cast<size_t>(b)], 1};
-  const auto t0 = Clock::now();
+  double seconds = 0;  // the forward passes only, as llama-batched-bench's decode rate: not the picks
   for (int64_t i = 0; i < steps; ++i) {
+    const auto t0 = Clock::now();
     logits = s.batch(items);
+    seconds += std::chrono::duration<double>(Clock::now() - t0).count();
     pick();
   }
-  return std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(steps);
+  return seconds / static_cast<double>(steps);
 }
 
 }  // namespace

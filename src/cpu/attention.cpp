@@ -208,7 +208,29 @@ void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t 
     avx512::decode_values(dtype, p.data() + g * group, o.data() + g * group, group, kv_v(kv, layer, g) + skip, count, hd,
                           d0, d1);
   };
-#pragma omp parallel if (parallel)
+  const size_t head_bytes = static_cast<size_t>(count) * row_bytes;  // a head's K (or V) rows
+  auto k_of = [&](int64_t g) { return kv_k(kv, layer, g) + skip; };
+  auto v_of = [&](int64_t g) { return kv_v(kv, layer, g) + skip; };
+  // KV head g whole, on one thread: scores, probabilities, weighted sums. `more`: the thread
+  // goes on to head g + 1, whose K rows the V rows' reads fetch.
+  auto whole_head = [&](int64_t g, bool more) {
+    const float* qg = q + g * group * hd;  // (group, hd) the KV head's queries
+    float* sg = s.data() + g * group * count;
+    ChainedPrefetcher then_v(k_of(g), head_bytes, v_of(g), head_bytes, kKvLead);
+    avx512::decode_scores(dtype, qg, group, hd, k_of(g), count, scale, sg, count, &then_v);
+    for (int64_t i = 0, rest = count / 16 * 16; rest < count && i < group; ++i)
+      avx2::attention_scores(dtype, qg + i * hd, k_of(g), rest, count - 1, hd, scale, sg + i * count);
+    for (int64_t h = g * group; h < (g + 1) * group; ++h) weights(h);
+    ChainedPrefetcher then_k(v_of(g), head_bytes, more ? k_of(g + 1) : nullptr, more ? head_bytes : 0, kKvLead);
+    avx512::decode_values(dtype, p.data() + g * group, o.data() + g * group, group, v_of(g), count, hd, 0, hd,
+                          &then_k);
+  };
+  if (!parallel) {  // every head in turn, no team (a batch's sequences run on the threads side by side)
+    prefetch_lines(k_of(0), std::min(kKvLead, head_bytes));
+    for (int64_t g = 0; g < kvh; ++g) whole_head(g, g + 1 < kvh);
+    return;
+  }
+#pragma omp parallel
   {
     [[maybe_unused]] int64_t threads = 1;  // the team's size
 #if defined(_OPENMP)
@@ -216,23 +238,10 @@ void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t 
 #endif
     // Whole KV heads, an equal number each: thread t takes heads [t · per, (t + 1) · per).
     const int64_t per = kvh / threads, whole = per * threads;
-    const size_t head_bytes = static_cast<size_t>(count) * row_bytes;  // a head's K (or V) rows
-    auto k_of = [&](int64_t g) { return kv_k(kv, layer, g) + skip; };
-    auto v_of = [&](int64_t g) { return kv_v(kv, layer, g) + skip; };
 #pragma omp for schedule(static) nowait
     for (int64_t g = 0; g < whole; ++g) {
-      const bool more = (g + 1) % per != 0;  // the thread's next head
       if (g % per == 0) prefetch_lines(k_of(g), std::min(kKvLead, head_bytes));
-      const float* qg = q + g * group * hd;  // (group, hd) the KV head's queries
-      float* sg = s.data() + g * group * count;
-      ChainedPrefetcher then_v(k_of(g), head_bytes, v_of(g), head_bytes, kKvLead);
-      avx512::decode_scores(dtype, qg, group, hd, k_of(g), count, scale, sg, count, &then_v);
-      for (int64_t i = 0, rest = count / 16 * 16; rest < count && i < group; ++i)
-        avx2::attention_scores(dtype, qg + i * hd, k_of(g), rest, count - 1, hd, scale, sg + i * count);
-      for (int64_t h = g * group; h < (g + 1) * group; ++h) weights(h);
-      ChainedPrefetcher then_k(v_of(g), head_bytes, more ? k_of(g + 1) : nullptr, more ? head_bytes : 0, kKvLead);
-      avx512::decode_values(dtype, p.data() + g * group, o.data() + g * group, group, v_of(g), count, hd, 0, hd,
-                            &then_k);
+      whole_head(g, (g + 1) % per != 0);
     }
     if (whole < kvh) {  // the heads left over (all of them when kvh < threads): three passes
 #pragma omp for schedule(static)
