@@ -189,7 +189,7 @@ int team_size() {
 
 // BM_fma_peak/<isa>: fma_chains on every OpenMP thread at once, the FP32 rate the cores reach
 // with fused multiply-adds of that width: the peak the prefill products are measured against
-// (docs/benchmarks.md). 2 FLOP per lane per FMA; no bytes. avx512 is registered only where the
+// (docs/benchmarks-history.md). 2 FLOP per lane per FMA; no bytes. avx512 is registered only where the
 // CPU supports AVX-512F; there prefill's f32 tiles use it too (cpu/linear_avx512.h), while the
 // other kernels are AVX2 and reach at most half of it.
 void BM_fma_peak(benchmark::State& state, int lanes) {
@@ -214,7 +214,7 @@ void BM_fma_peak(benchmark::State& state, int lanes) {
 // time). With --benchmark_repetitions, a "max" aggregate joins the mean and median: a
 // neighbour's load only ever slows the product (its loads, more than the bursts' register-only
 // chains), so the best repetition is the nearest to what the code reaches on a quiet machine;
-// docs/benchmarks.md quotes it beside the median. BM_linear_int8_vs_peak: the same for the
+// docs/benchmarks-history.md quotes it beside the median. BM_linear_int8_vs_peak: the same for the
 // 8-bit activation products (--int8-activations), against the same FP32 peak.
 void run_linear_vs_peak(benchmark::State& state, DType t, bool int8_activations) {
   const int64_t n = state.range(0), in = 2048, out = 2048;

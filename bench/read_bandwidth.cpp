@@ -92,7 +92,7 @@ Bandwidth measure_read_bandwidth(int threads, int passes) {
   const size_t n = b.buffer_bytes / sizeof(float);
   // On 2 MiB pages where the kernel allows, as the matrices a model makes at load: with 4 KiB
   // pages the same passes read 22-24 GB/s on a 2-core Xeon VM where they read 34-36 on huge
-  // pages (docs/benchmarks.md), and the probe is the ceiling, not the page size's toll.
+  // pages (docs/benchmarks-history.md), and the probe is the ceiling, not the page size's toll.
   std::optional<kvinfer::LargeBuffer> buf;
   try {
     buf.emplace(n * sizeof(float));

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CPU tables of docs/benchmarks.md ("CPU kernels"): decode against the bandwidth probe for
+# The CPU tables of docs/benchmarks-history.md ("CPU kernels"): decode against the bandwidth probe for
 # each weight type, the product micro-benchmarks against the measured FP32 peak, a 512-token
 # prefill, and a 1000-token decode for the attention share.
 # Run on an idle machine, after tools/setup.sh (build/ holds the binaries; BUILD= picks another).

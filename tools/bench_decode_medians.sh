@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Decode against the bandwidth probe, each configuration run ROUNDS times in turn (default 5) so
 # that a noisy minute hits every configuration alike: the median, then the range, of the step time
-# and of the share of the same run's probe. The "medians of five runs" tables of docs/benchmarks.md.
+# and of the share of the same run's probe. The "medians of five runs" tables of docs/benchmarks-history.md.
 # The TinyLlama-1.1B shape is a Llama-family Q4/Q8 model larger than a 480 MiB L3 (0.6-1.2 GB).
 #   tools/bench_decode_medians.sh [threads]     ROUNDS=n, BUILD=dir (default build/), ONLY=regex (labels)
 # BUILDS="dirA dirB" compares builds (e.g. two commits) side by side: within each round every

@@ -28,7 +28,7 @@ struct LoadOptions {
   // CPU only, Q8_0/Q4_0/Q4_1 weights only: quantise each 32-value block of a product's input to
   // 8 bits and multiply in integers, as llama.cpp does. Faster decode (measured 1.1× with Q8_0,
   // about 2× with Q4_1 weights; a prefill as fast as the exact one or faster with AVX-512 VNNI)
-  // but not exact: logits move by about 1e-2 (docs/benchmarks.md). Off: every product is exact in f32
+  // but not exact: logits move by about 1e-2 (docs/benchmarks-history.md). Off: every product is exact in f32
   // and matches HF on the dequantised weights. Cache-on == cache-off and thread-count
   // independence hold either way.
   bool int8_activations = false;
@@ -55,7 +55,7 @@ struct LoadOptions {
   // CPU only. Off (the default): the weight matrices are read out of the file (pread), their
   // stored bytes unchanged, into memory on transparent huge pages where the kernel allows:
   // decode reads every matrix once a token, and 4 KiB pages cost it page walks (whole decode
-  // steps 5-25 % faster, docs/benchmarks.md). On AVX-512 machines the bf16, Q8_0, Q4_0 and Q4_1
+  // steps 5-25 % faster, docs/benchmarks-history.md). On AVX-512 machines the bf16, Q8_0, Q4_0 and Q4_1
   // copies are then reordered within each block of 16 rows for decode's kernels
   // (src/cpu/packed_rows.h; bf16 and 8-bit decode steps another 9-22 % faster). The copy takes
   // about as long as the read of every page that loading does anyway. The file is unmapped and

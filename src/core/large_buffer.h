@@ -5,7 +5,7 @@
 // of 2 MiB and more here start on a 2 MiB boundary and, on Linux, are advised onto transparent huge
 // pages (madvise MADV_HUGEPAGE: the kernel's "madvise" mode, Debian's default, gives them only to
 // memory that asks). On a 2-core Xeon VM this made whole decode steps of the synthetic models
-// 5-21 % faster (docs/benchmarks.md). It is advice: where the kernel declines, the buffer simply keeps
+// 5-21 % faster (docs/benchmarks-history.md). It is advice: where the kernel declines, the buffer simply keeps
 // 4 KiB pages. The bytes are left uninitialised, and no page is touched until it is written.
 #include <cstddef>
 

@@ -162,7 +162,7 @@ void attention_units(const KvCache& kv, int64_t layer, const float* q, int64_t n
 // threads: the third) go in three passes over the team, positions to the threads in chunks of
 // 64, each chunk fetching the next one's K rows and its own V rows, and columns in blocks of 32.
 // gpt2-medium bf16 at 1000 positions: 215 → 195 µs a layer; the default model 41 → 37 µs
-// (docs/benchmarks.md).
+// (docs/benchmarks-history.md).
 constexpr int64_t kDecodeColumns = 32;
 constexpr size_t kKvLead = 16 << 10;
 

@@ -372,7 +372,8 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
   float* xs = reused(Buffer::Split, split ? n * in : 0);                      // (n, in)
   float* x_il = reused(Buffer::Interleaved, interleave ? il_size : 0);          // (⌈n/2⌉, in/8, 2, 8)
   float* split_il = reused(Buffer::SplitInterleaved, interleave_split ? il_size : 0);  // (⌈n/2⌉, in/8, 2, 8)
-  const Inputs inputs{x, xs, interleave ? x_il : nullptr, interleave_split ? split_il : nullptr, {xb.data(), xq.data()}};
+  const Inputs inputs{x, xs, interleave ? x_il : nullptr, interleave_split ? split_il : nullptr,
+                      {xb.data(), xq.data()}};
 
   // A decode's one row is split here, before the team starts: inside, the team would wait for it.
   const bool rearrange = n > 1 && (split || interleave || interleave_split);

@@ -29,6 +29,7 @@ namespace {
 constexpr int64_t kTileRows = 6;      // input rows of a tile: 3 interleaved pairs
 constexpr int64_t kRun = 576;         // the most values of a run (linear_avx512.h)
 constexpr int64_t kGroup = 48;        // input rows that reuse one run of weight rows
+static_assert(kWideningRows == kGroup, "a small batch is one group: each run widened once");
 constexpr int64_t kTileFloats = 384;  // one tile's accumulators in scratch: (3 pairs, 8 weight rows, 16 lanes)
 
 // The end of one product whose 8 lanes `l` took the values before `body`: the tail's fused
@@ -50,7 +51,8 @@ inline float finish(float* l, const float* a, const float* b, int64_t body, int6
 #endif
 // hadd of two registers per 128-bit chunk: [u0 + u1, u2 + u3, v0 + v1, v2 + v3].
 inline __m512 hadd_chunks(__m512 u, __m512 v) {
-  return _mm512_add_ps(_mm512_shuffle_ps(u, v, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(u, v, _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_ps(u, v, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(u, v, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
 inline void finish16(const __m512 acc[8], float* ya, float* yb) {

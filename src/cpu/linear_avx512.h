@@ -61,6 +61,7 @@ int64_t widening_align(DType t);
 // its tiles read it, from L1. rows: a multiple of 8; in: a multiple of widening_align(dtype).
 // The same products, so the same bits, as block_products on the block widened whole.
 void block_products_widening(const float* xi, const float* x, int64_t n, const StoredBlock& w, int64_t rows,
-                             int64_t in, float* y, int64_t ldy, float* scratch, float* wbuf, Prefetcher* next = nullptr);
+                             int64_t in, float* y, int64_t ldy, float* scratch, float* wbuf,
+                             Prefetcher* next = nullptr);
 
 }  // namespace kvinfer::cpu::avx512

@@ -7,7 +7,7 @@
 // learns anew for each row, and each kernel gathers its registers' bytes from 16 places. Packed,
 // a block is stored by columns: the 16 rows' first 32 values (a ggml block each, or 16 bf16 values
 // for bf16), then their next ones, and so on. The kernels read a block front to back, one stream
-// a thread, and each register from one place (docs/benchmarks.md has the measurements).
+// a thread, and each register from one place (docs/benchmarks-history.md has the measurements).
 //
 //   row-major:  r0[c0 c1 c2 ..] r1[c0 c1 c2 ..] .. r15[c0 c1 c2 ..]
 //   packed:     c0[r0 .. r15] c1[r0 .. r15] c2[r0 .. r15] ..

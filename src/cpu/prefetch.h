@@ -10,7 +10,7 @@
 // sequential stream running ahead of the reads. Those fetches use prefetcht2 (Into::Outer), not
 // prefetcht0: on a Xeon whose two cores read 27-32 GB/s, fetches into L1 held decode's bf16,
 // Q8_0 and 8-bit products at 60-70 % of that, and prefetcht2 gained 8-15 % on them
-// (docs/benchmarks.md). Prefetches never fault and change no result. A kernel advances a local
+// (docs/benchmarks-history.md). Prefetches never fault and change no result. A kernel advances a local
 // copy and writes it back when done: through the reference, the compiler stored the counters at
 // every step, which slowed the bf16 decode kernel by a fifth on weights in L2.
 //

@@ -36,7 +36,7 @@ struct HostStorage {
   std::vector<std::unique_ptr<float[]>> vectors;
   // Made at load (transposed, or random), each starting at a cache line: the AVX-512 prefill tiles
   // read 32 bytes of an f32 row at a time, and rows 16 bytes off (malloc's large blocks) split
-  // every other read across two lines, 12-16 % slower (docs/benchmarks.md). Those of 2 MiB and
+  // every other read across two lines, 12-16 % slower (docs/benchmarks-history.md). Those of 2 MiB and
   // more start at a 2 MiB boundary, on transparent huge pages where the kernel allows
   // (core/large_buffer.h).
   std::vector<LargeBuffer> matrices;
@@ -127,7 +127,7 @@ MemoryBudget load_budget(Device device, const LoadOptions& options);
 // load) whose type this CPU's decode kernels read packed is packed (cpu/packed_rows.h), each view
 // of it marked so.
 // Decode streams every matrix once a token: on a 2-core Xeon VM, from 4 KiB pages it read at
-// 22-24 GB/s where 2 MiB pages gave 34-36 (docs/benchmarks.md).
+// 22-24 GB/s where 2 MiB pages gave 34-36 (docs/benchmarks-history.md).
 void place_weights(ModelWeights& w, HostStorage& storage, bool copy,
                    const std::function<void(uint64_t, uint64_t)>& progress);
 
