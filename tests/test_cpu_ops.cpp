@@ -357,6 +357,24 @@ TEST(CpuOps, RopeMatchesDoubleReferenceUpToLongPositions) {
   }
 }
 
+// q and k rotated together (the batched attention's rope_qk) get the bits rope gives each alone,
+// in either layout, for a decode row and for a prefill long enough to share out.
+TEST(CpuOps, RopeQkGivesEachTheBitsOfRope) {
+  const int64_t qh = 9, kh = 3, hd = 64;
+  std::vector<float> inv_freq(static_cast<size_t>(hd / 2));
+  for (int i = 0; i < hd / 2; ++i) inv_freq[static_cast<size_t>(i)] = core::rope_default_inv_freq(i, hd, 10000.0f);
+  for (const RopeLayout layout : {RopeLayout::HalfSplit, RopeLayout::Interleaved})
+    for (int64_t n : {1, 97}) {
+      auto q = randn(static_cast<size_t>(n * qh * hd), 3), k = randn(static_cast<size_t>(n * kh * hd), 4);
+      auto q_alone = q, k_alone = k;
+      cpu::rope(q_alone.data(), n, qh, hd, 17, inv_freq.data(), layout);
+      cpu::rope(k_alone.data(), n, kh, hd, 17, inv_freq.data(), layout);
+      cpu::rope_qk(q.data(), qh, k.data(), kh, n, hd, 17, inv_freq.data(), layout);
+      EXPECT_EQ(0, std::memcmp(q.data(), q_alone.data(), q.size() * sizeof(float))) << "n " << n;
+      EXPECT_EQ(0, std::memcmp(k.data(), k_alone.data(), k.size() * sizeof(float))) << "n " << n;
+    }
+}
+
 TEST(CpuOps, RopeFrequenciesMatchDoubleFormulas) {
   const int hd = 64;
   for (int i = 0; i < hd / 2; ++i) {

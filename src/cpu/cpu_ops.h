@@ -48,6 +48,10 @@ void layer_norm(const float* x, const float* weight, const float* bias, int64_t 
 // inv_freq[i]) is (i, i + head_dim/2) in the half-split layout, (2i, 2i + 1) in the interleaved one.
 void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const float* inv_freq,
           RopeLayout layout = RopeLayout::HalfSplit);
+// rope of q (n, q_heads, head_dim) and k (n, k_heads, head_dim) at the same positions, each angle's
+// cosine and sine computed once for both: the bits rope gives each.
+void rope_qk(float* q, int64_t q_heads, float* k, int64_t k_heads, int64_t n, int64_t head_dim, int64_t start,
+             const float* inv_freq, RopeLayout layout);
 // out (n) = silu(gate) · up, computed as gate / (1 + exp(-gate)) · up (AVX2: a vectorised exp
 // within 2 ulp, see elementwise_avx2.h)
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);

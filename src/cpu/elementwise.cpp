@@ -67,22 +67,31 @@ void layer_norm(const float* x, const float* weight, const float* bias, int64_t 
 
 void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const float* inv_freq,
           RopeLayout layout) {
+  rope_qk(x, heads, nullptr, 0, n, head_dim, start, inv_freq, layout);
+}
+
+void rope_qk(float* q, int64_t q_heads, float* k, int64_t k_heads, int64_t n, int64_t head_dim, int64_t start,
+             const float* inv_freq, RopeLayout layout) {
   const int64_t half = head_dim / 2;
   // Pair i is (i, i + half) or (2i, 2i + 1): only where its two values sit differs, the angle
   // and the rotation are the same operations in the same order.
   const int64_t stride = layout == RopeLayout::HalfSplit ? 1 : 2;   // x0 of pair i is xh[stride·i]
   const int64_t offset = layout == RopeLayout::HalfSplit ? half : 1;  // x1 is offset further on
-#pragma omp parallel for schedule(static) if (n > 1 && n * heads * head_dim >= kParallelMinValues)
+  const auto rotate = [&](float* x, int64_t heads, int64_t t, int64_t i, float c, float s) {
+    for (int64_t h = 0; h < heads; ++h) {
+      float* xh = x + (t * heads + h) * head_dim;
+      core::rope_rotate(xh[stride * i], xh[stride * i + offset], c, s);
+    }
+  };
+#pragma omp parallel for schedule(static) if (n > 1 && n * (q_heads + k_heads) * head_dim >= kParallelMinValues)
   for (int64_t t = 0; t < n; ++t) {
     const float pos = static_cast<float>(start + t);
     for (int64_t i = 0; i < half; ++i) {
       const float angle = pos * inv_freq[i];
       const float c = static_cast<float>(std::cos(static_cast<double>(angle)));
       const float s = static_cast<float>(std::sin(static_cast<double>(angle)));
-      for (int64_t h = 0; h < heads; ++h) {
-        float* xh = x + (t * heads + h) * head_dim;
-        core::rope_rotate(xh[stride * i], xh[stride * i + offset], c, s);
-      }
+      rotate(q, q_heads, t, i, c, s);
+      rotate(k, k_heads, t, i, c, s);
     }
   }
 }
