@@ -89,7 +89,8 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->capture_default_str();
   app.add_option("--prompt", prompt, "tokens of history each sequence has")->check(tool::at_least(1))->capture_default_str();
-  app.add_option("--steps", steps, "decode steps timed per batch size and repetition")->check(tool::at_least(1))->capture_default_str();
+  app.add_option("--steps", steps, "decode steps per batch size and repetition (their forward passes are timed, "
+                 "not the greedy picks between them)")->check(tool::at_least(1))->capture_default_str();
   app.add_option("--prefill-tokens", prefill_tokens, "tokens of the prefill measurement")->check(tool::at_least(1))->capture_default_str();
   app.add_option("-r,--reps", reps, "repetitions, interleaved: prefill, then every batch size")->check(tool::at_least(1))->capture_default_str();
   app.add_option("-t,--threads", threads, "CPU threads (0: one per core)")->capture_default_str();
