@@ -370,9 +370,11 @@ void self_attention(std::span<const SequenceRows> seqs, const SelfAttention& a, 
   // store of each, one-threaded, then run beside the others'). Dynamic: their histories differ.
   const auto decodes = std::count_if(seqs.begin(), seqs.end(), [](const SequenceRows& s) { return s.n == 1; });
   const bool together = decodes >= 2;
-#pragma omp parallel for schedule(dynamic, 1) if (together)
-  for (size_t i = 0; i < seqs.size(); ++i)
-    if (together && seqs[i].n == 1) one(seqs[i], true);
+  if (together) {
+#pragma omp parallel for schedule(dynamic, 1)
+    for (size_t i = 0; i < seqs.size(); ++i)
+      if (seqs[i].n == 1) one(seqs[i], true);
+  }
   for (const SequenceRows& s : seqs)
     if (!together || s.n != 1) one(s, false);
 }

@@ -19,11 +19,12 @@ namespace {
 
 // Below this many values an op stays on one thread: waking the team costs a few µs, as much as
 // the op itself. A prefill's rows (or a long vector's chunks) are shared out above it; each
-// value is computed the same way on either path. The exp of silu_mul and gelu_tanh costs about
-// as much per value as add does per 8: they are shared out from 8k values (a batch of a few
-// sequences' feed-forward rows: 16 × 1536 values took 3 % of a decode step on one thread).
+// value is computed the same way on either path. The exp of silu_mul and gelu_tanh, and the
+// RMS norm's two passes over a row, cost several times what add does a value: they are shared
+// out from 8k values (a batch of a few sequences' rows: SiLU over 16 × 1536 values took 3 % of a
+// decode step on one thread).
 constexpr int64_t kParallelMinValues = 1 << 16;
-constexpr int64_t kParallelMinExps = 1 << 13;
+constexpr int64_t kParallelMinCostly = 1 << 13;
 constexpr int64_t kChunk = 1 << 14;  // values of a flat op's share, at most
 
 // f(begin, end) over [0, n): from `least` values on, the team takes chunks of at most kChunk,
@@ -43,7 +44,7 @@ void chunked(int64_t n, F f, int64_t least = kParallelMinValues) {
 }  // namespace
 
 void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* y) {
-#pragma omp parallel for schedule(static) if (n > 1 && n * dim >= kParallelMinExps)
+#pragma omp parallel for schedule(static) if (n > 1 && n * dim >= kParallelMinCostly)
   for (int64_t t = 0; t < n; ++t) {
     const float* xr = x + t * dim;
     float* yr = y + t * dim;
@@ -103,7 +104,7 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   chunked(n, [&](int64_t b, int64_t e) {
     if (simd) return avx2::silu_mul(gate + b, up + b, out + b, e - b);
     for (int64_t i = b; i < e; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
-  }, kParallelMinExps);
+  }, kParallelMinCostly);
 }
 
 // 0.5·x·(1 + tanh(u)) = x / (1 + e^-2u): no cancellation for x < 0, where the result is ≈ x·e^2u.
@@ -119,7 +120,7 @@ void gelu_tanh(const float* x, float* out, int64_t n) {
       const double v = x[i];
       out[i] = static_cast<float>(v / (1.0 + std::exp(-v * (k + kc * v * v))));
     }
-  }, kParallelMinExps);
+  }, kParallelMinCostly);
 }
 
 void add(float* x, const float* y, int64_t n) {

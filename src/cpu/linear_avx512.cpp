@@ -39,11 +39,6 @@ inline float finish(float* l, const float* a, const float* b, int64_t body, int6
   return avx2::lanes_tree(l);
 }
 
-// finish8 of both halves of 8 registers at once: acc[c] holds weight row c's 8-lane accumulators
-// for input row a (low half) and b (high half); ya[0 .. 8) and yb[0 .. 8) (yb null: no row b) get
-// finish8's bits, by its additions in its order, done on 512-bit registers: per 128-bit chunk,
-// lanes j + (j + 4) of rows c and c + 4 (s[c]), then hadd's pairs twice. finish8 on the halves
-// took a tile of 72 steps about 15 % more time; this takes a third of its shuffles.
 // GCC 12's shuffle intrinsics start from an undefined register they then warn about.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
@@ -55,6 +50,11 @@ inline __m512 hadd_chunks(__m512 u, __m512 v) {
                        _mm512_shuffle_ps(u, v, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+// finish8 of both halves of 8 registers at once: acc[c] holds weight row c's 8-lane accumulators
+// for input row a (low half) and b (high half); ya[0 .. 8) and yb[0 .. 8) (yb null: no row b) get
+// finish8's bits, by its additions in its order, done on 512-bit registers: per 128-bit chunk,
+// lanes j + (j + 4) of rows c and c + 4 (s[c]), then hadd's pairs twice. finish8 on the halves
+// took a tile of 72 steps about 15 % more time; this takes a third of its shuffles.
 inline void finish16(const __m512 acc[8], float* ya, float* yb) {
   __m512 s[4];  // chunks: a's lanes j + (j + 4) for row c, b's for row c, a's for c + 4, b's for c + 4
   for (int c = 0; c < 4; ++c)
@@ -80,13 +80,12 @@ struct TileOut {
   const float* w;
 };
 
-// P interleaved pairs of input rows × 8 weight rows over the values [k0, k1): w holds the rows'
-// values from k0 on, ldw apart
-// (multiples of 8): 8·P registers of two 8-lane accumulators each, zeros when `first`, else
-// loaded from acc. Per 8 values, P loads of a pair, 8 broadcasts of a weight row's 8 values and
-// 8·P fused multiply-adds, and a prefetch into L2 of the byte at `fetch`, which then moves on
-// `pace` bytes. Then the accumulators go back to acc, or, after the last run (out set), become
-// the products.
+// P interleaved pairs of input rows × 8 weight rows over the values [k0, k1) (multiples of 8); w
+// holds the weight rows' values from k0 on, ldw apart. 8·P registers of two 8-lane accumulators
+// each, zeros when `first`, else loaded from acc. Per 8 values, P loads of a pair, 8 broadcasts
+// of a weight row's 8 values and 8·P fused multiply-adds, and a prefetch into L2 of the byte at
+// `fetch`, which then moves on `pace` bytes. Then the accumulators go back to acc, or, after the
+// last run (out set), become the products.
 template <int P>
 void tile(const float* xi, int64_t stride, const float* w, int64_t ldw, int64_t in, int64_t k0, int64_t k1,
           float* acc_mem, bool first, const TileOut* out, const char* fetch, size_t pace) {
