@@ -479,7 +479,7 @@ TEST(CpuOps, AttentionIsDotsThenAWeightedSumOfWidenedRows) {
     cfg.num_kv_heads = kvh;
     cfg.head_dim = hd;
     const int64_t ctx = shape.ctx, n = shape.n, start = ctx - n;
-    for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+    for (DType dtype : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::FP8}) {
       KvCache kv(cfg, ctx, dtype);
       const auto k = randn(static_cast<size_t>(ctx * kvh * hd), 33), v = randn(k.size(), 34);
       cpu::store_kv(kv, 0, 0, ctx, k.data(), v.data());
@@ -499,8 +499,13 @@ TEST(CpuOps, AttentionIsDotsThenAWeightedSumOfWidenedRows) {
           const float* qh = q.data() + (t * heads + h) * hd;
           std::vector<float> s;
           float mx = -INFINITY;
+          // An 8-bit cache's rows are codes: each score times its K row's scale, each
+          // probability times its V row's.
+          const float* ks = kv_k_scales(kv, 0, g);
+          const float* vs = kv_v_scales(kv, 0, g);
           for (int64_t j = 0; j <= pos; ++j) {
             s.push_back(cpu::dot(qh, widened(kv_k(kv, 0, g), j).data(), hd) * scale);
+            if (ks) s.back() *= ks[j];
             mx = std::max(mx, s.back());
           }
           core::OnlineSoftmax softmax;
@@ -519,7 +524,8 @@ TEST(CpuOps, AttentionIsDotsThenAWeightedSumOfWidenedRows) {
           softmax.add(sum);
           std::vector<float> want(static_cast<size_t>(hd), 0.0f);
           for (int64_t j = 0; j <= pos; ++j) {
-            const float p = s[static_cast<size_t>(j)] * softmax.inv_sum();
+            float p = s[static_cast<size_t>(j)] * softmax.inv_sum();
+            if (vs) p *= vs[j];
             const auto vr = widened(kv_v(kv, 0, g), j);
             for (int64_t d = 0; d < hd; ++d) {
               const float term = p * vr[static_cast<size_t>(d)];
@@ -551,7 +557,7 @@ TEST(CpuOps, AttentionIsBitIdenticalWhateverTheThreadCount) {
     cfg.num_kv_heads = kvh;
     cfg.head_dim = hd;
     for (int64_t n : {4, 1})
-      for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+      for (DType dtype : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::FP8}) {
         KvCache kv(cfg, ctx, dtype);
         auto k = randn(static_cast<size_t>(ctx * kvh * hd), 30), v = randn(k.size(), 31);
         cpu::store_kv(kv, 0, 0, ctx, k.data(), v.data());

@@ -1,7 +1,9 @@
 #pragma once
 // Element types of weights and KV caches. F32/F16/BF16 are plain element types (weights and
-// caches); the others are ggml's block-quantised weight formats, read from GGUF files and used in
+// caches); Q8_0 .. Q6_K are ggml's block-quantised weight formats, read from GGUF files and used in
 // place: `block_elements` consecutive values of a row share one block of `block_bytes` bytes.
+// I8 and FP8 are KV cache types only: one byte a value, and one f32 scale per row of head_dim
+// values (per position and KV head), kept beside the rows (docs/kv-cache.md, "8-bit caches").
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -11,7 +13,12 @@
 KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
-enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K };
+enum class DType : uint8_t {
+  F32, F16, BF16,
+  Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K,
+  I8,   // KV cache only: symmetric int8 codes −127..127, value = code × the row's scale
+  FP8,  // KV cache only: OCP FP8 E4M3 codes (±448 at most, no infinities), value = code × the row's scale
+};
 
 struct DTypeBlock {
   int64_t elements;  // values per block (1 for plain types)
@@ -31,15 +38,23 @@ constexpr DTypeBlock dtype_block(DType t) {
     case DType::Q4_K: return {256, 144};
     case DType::Q5_K: return {256, 176};
     case DType::Q6_K: return {256, 210};
+    case DType::I8: return {1, 1};   // plus the row's scale (kv_scale_bytes)
+    case DType::FP8: return {1, 1};  // plus the row's scale
   }
   return {1, 1};
 }
 
 constexpr bool is_quantized(DType t) { return dtype_block(t).elements > 1; }
 
-// Bytes of one element of a plain type. Quantised types have no per-element size: use
-// dtype_row_bytes.
-constexpr size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
+// The 8-bit KV cache types, whose rows carry a scale each; never a weight type.
+constexpr bool is_scaled_kv(DType t) { return t == DType::I8 || t == DType::FP8; }
+
+// Bytes of one element of a plain or 8-bit KV type (a scaled row's scale not included).
+// Quantised types have no per-element size: use dtype_row_bytes.
+constexpr size_t dtype_size(DType t) { return t == DType::F32 ? 4 : is_scaled_kv(t) ? 1 : 2; }
+
+// Bytes of the scale a row of an 8-bit KV type carries (an f32); 0 for the others.
+constexpr size_t kv_scale_bytes(DType t) { return is_scaled_kv(t) ? 4 : 0; }
 
 // Bytes of `n` consecutive values (n a multiple of the block size for quantised types).
 constexpr uint64_t dtype_row_bytes(DType t, int64_t n) {
@@ -60,12 +75,14 @@ constexpr std::string_view dtype_name(DType t) {
     case DType::Q4_K: return "q4_k";
     case DType::Q5_K: return "q5_k";
     case DType::Q6_K: return "q6_k";
+    case DType::I8: return "int8";
+    case DType::FP8: return "fp8";
   }
   return "?";
 }
 
-// Parses "f32"/"float32", "f16"/"float16"/"half", "bf16"/"bfloat16" (the types a KV cache can
-// hold); throws kvinfer::Error otherwise.
+// Parses "f32"/"float32", "f16"/"float16"/"half", "bf16"/"bfloat16", "int8"/"i8" and
+// "fp8"/"fp8_e4m3"/"e4m3" (the types a KV cache can hold); throws kvinfer::Error otherwise.
 DType parse_dtype(std::string_view name);
 
 }  // namespace kvinfer

@@ -3,7 +3,9 @@
 // size is exactly plan_kv_bytes(config, capacity, dtype). Heads are num_kv_heads, never the
 // repeated query heads: that is what GQA/MQA save.
 //
-// Layout: (layer, {K, V}, kv_head, position < capacity, head_dim), row-major.
+// Layout: (layer, {K, V}, kv_head, position < capacity, head_dim), row-major. The 8-bit types
+// (int8, fp8) put the rows' f32 scales first, (layer, {K, V}, kv_head, position < capacity), and
+// the one-byte codes after them in the layout above.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -25,7 +27,8 @@ class KvCache {
  public:
   // A cache for `model`, on the model's device. The dtype defaults to the model's weight dtype
   // (f32, f16 or bf16), and to f16 for quantised weights, as llama.cpp does (default_kv_dtype in
-  // kv_plan.h); a quantised cache dtype is refused. Before anything is allocated, the bytes are
+  // kv_plan.h); int8 and fp8 store each row as 8-bit codes and a scale (docs/kv-cache.md); a
+  // quantised weight format is refused. Before anything is allocated, the bytes are
   // checked against what is left of the memory the model was loaded against (LoadOptions::
   // memory_limit, $KVINFER_MEMORY_LIMIT or the memory detected at load) after its weights and
   // its other live caches; the error names the bytes needed and available. On CUDA the device's
@@ -77,12 +80,17 @@ class KvCache {
   KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype, Device device,
           std::shared_ptr<void> account, int64_t max_capacity);
   size_t head_offset(int64_t layer, int which, int64_t kv_head) const;
+  size_t scale_offset(int64_t layer, int which, int64_t kv_head) const;
   // Backend access (KvCacheAccess), pointers on device(). K (or V) of one layer and KV head:
   // (capacity, head_dim) elements of dtype(); the heads of one layer follow each other.
   std::byte* k(int64_t layer, int64_t kv_head);
   std::byte* v(int64_t layer, int64_t kv_head);
   const std::byte* k(int64_t layer, int64_t kv_head) const;
   const std::byte* v(int64_t layer, int64_t kv_head) const;
+  // The row scales of an 8-bit cache: (capacity) f32 for one layer and KV head, the heads of one
+  // layer following each other; null for the other types.
+  float* scales(int64_t layer, int which, int64_t kv_head);
+  const float* scales(int64_t layer, int which, int64_t kv_head) const;
   // Marks ids.size() more positions as filled, computed from these ids; called by the forward
   // pass after it wrote their K/V.
   void commit(std::span<const int32_t> ids);

@@ -1,6 +1,7 @@
 #pragma once
 // Exact KV-cache memory planning, without loading any weights:
-//   bytes = 2 (K and V) × layers × kv_heads × head_dim × tokens × bytes_per_element
+//   bytes = 2 (K and V) × layers × kv_heads × tokens × (head_dim × bytes_per_element + scale_bytes)
+// scale_bytes: 4 (an f32 per row) for the 8-bit types int8 and fp8, 0 for f32, f16 and bf16.
 #include <cstdint>
 #include <string>
 

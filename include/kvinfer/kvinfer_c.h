@@ -74,7 +74,9 @@ typedef enum kvinfer_dtype {
   KVINFER_DTYPE_Q5_1 = 7,
   KVINFER_DTYPE_Q4_K = 8,
   KVINFER_DTYPE_Q5_K = 9,
-  KVINFER_DTYPE_Q6_K = 10
+  KVINFER_DTYPE_Q6_K = 10,
+  KVINFER_DTYPE_INT8 = 11, /* KV cache only: 8-bit codes and an f32 scale per row */
+  KVINFER_DTYPE_FP8 = 12   /* KV cache only: E4M3 codes and an f32 scale per row */
 } kvinfer_dtype;
 /* "f32", "q4_1", ...; "?" for other values. Static strings. */
 KVINFER_C_API const char* kvinfer_dtype_name(kvinfer_dtype dtype);

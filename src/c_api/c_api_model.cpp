@@ -62,7 +62,7 @@ void fill_text(std::string_view text, char* buf, size_t capacity, size_t* len_ou
 
 std::optional<DType> dtype_arg(kvinfer_dtype dtype) {
   if (dtype == KVINFER_DTYPE_DEFAULT) return std::nullopt;
-  if (dtype < KVINFER_DTYPE_F32 || dtype > KVINFER_DTYPE_Q6_K)
+  if (dtype < KVINFER_DTYPE_F32 || dtype > KVINFER_DTYPE_FP8)
     throw StatusError(KVINFER_ERR_INVALID_ARGUMENT, fmt::format("dtype {} is not a kvinfer_dtype", static_cast<int>(dtype)));
   return static_cast<DType>(dtype);
 }
@@ -131,7 +131,7 @@ const char* kvinfer_last_error(void) {
 }
 
 const char* kvinfer_dtype_name(kvinfer_dtype dtype) {
-  if (dtype < KVINFER_DTYPE_F32 || dtype > KVINFER_DTYPE_Q6_K) return "?";
+  if (dtype < KVINFER_DTYPE_F32 || dtype > KVINFER_DTYPE_FP8) return "?";
   return dtype_name(static_cast<DType>(dtype)).data();  // string literals: NUL-terminated
 }
 

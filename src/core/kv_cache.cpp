@@ -57,7 +57,8 @@ KvCache::KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype
   const auto memory = std::static_pointer_cast<MemoryAccount>(account_);
   if (capacity_tokens <= 0) throw Error(ErrorKind::InvalidArgument, fmt::format("KV cache capacity must be positive, got {}", capacity_tokens));
   if (is_quantized(dtype))
-    throw Error(ErrorKind::InvalidArgument, fmt::format("KV cache dtype {} is a quantised weight format; a cache holds f32, f16 or bf16",
+    throw Error(ErrorKind::InvalidArgument,
+                fmt::format("KV cache dtype {} is a quantised weight format; a cache holds f32, f16, bf16, int8 or fp8",
                             dtype_name(dtype)));
   if (device != Device::CPU && device != Device::CUDA)
     throw Error(ErrorKind::InvalidArgument, fmt::format("{}: device must be CPU or CUDA", cache_name(capacity_tokens, dtype)));
@@ -134,24 +135,45 @@ void KvCache::assign_prefix(const KvCache& src, int64_t n) {
     return;
   }
   const size_t rows = static_cast<size_t>(n * head_dim_) * dtype_size(dtype_);
+  const size_t scales = static_cast<size_t>(n) * kv_scale_bytes(dtype_);  // the rows' scales (8-bit types)
+  auto copy = [&](std::byte* dst, const std::byte* from, size_t bytes) {
+    if (bytes == 0) return;
+    if (device_ == Device::CUDA)
+      cuda_backend::copy_on_device(dst, from, bytes);
+    else
+      std::memcpy(dst, from, bytes);
+  };
   for (int64_t l = 0; l < num_layers_; ++l)
     for (int which = 0; which < 2; ++which)
       for (int64_t h = 0; h < num_kv_heads_; ++h) {
-        std::byte* dst = data_.get() + head_offset(l, which, h);
-        const std::byte* from = src.data_.get() + src.head_offset(l, which, h);
-        if (device_ == Device::CUDA)
-          cuda_backend::copy_on_device(dst, from, rows);
-        else if (rows > 0)
-          std::memcpy(dst, from, rows);
+        copy(data_.get() + head_offset(l, which, h), src.data_.get() + src.head_offset(l, which, h), rows);
+        copy(data_.get() + scale_offset(l, which, h), src.data_.get() + src.scale_offset(l, which, h), scales);
       }
   tokens_.assign(src.tokens_.begin(), src.tokens_.begin() + n);
   size_ = n;
 }
 
+// The (layer, {K,V}, kv_head) blocks in order: the scales' (8-bit types), then the rows'.
 size_t KvCache::head_offset(int64_t layer, int which, int64_t kv_head) const {
-  size_t per_head = static_cast<size_t>(capacity_ * head_dim_) * dtype_size(dtype_);
-  return ((static_cast<size_t>(layer) * 2 + static_cast<size_t>(which)) * static_cast<size_t>(num_kv_heads_) +
-          static_cast<size_t>(kv_head)) * per_head;
+  const size_t block = (static_cast<size_t>(layer) * 2 + static_cast<size_t>(which)) * static_cast<size_t>(num_kv_heads_) +
+                       static_cast<size_t>(kv_head);
+  const size_t blocks = static_cast<size_t>(num_layers_) * 2 * static_cast<size_t>(num_kv_heads_);
+  const size_t scales = blocks * static_cast<size_t>(capacity_) * kv_scale_bytes(dtype_);
+  return scales + block * static_cast<size_t>(capacity_ * head_dim_) * dtype_size(dtype_);
+}
+
+size_t KvCache::scale_offset(int64_t layer, int which, int64_t kv_head) const {
+  const size_t block = (static_cast<size_t>(layer) * 2 + static_cast<size_t>(which)) * static_cast<size_t>(num_kv_heads_) +
+                       static_cast<size_t>(kv_head);
+  return block * static_cast<size_t>(capacity_) * kv_scale_bytes(dtype_);
+}
+
+float* KvCache::scales(int64_t layer, int which, int64_t kv_head) {
+  if (!is_scaled_kv(dtype_)) return nullptr;
+  return reinterpret_cast<float*>(data_.get() + scale_offset(layer, which, kv_head));
+}
+const float* KvCache::scales(int64_t layer, int which, int64_t kv_head) const {
+  return const_cast<KvCache*>(this)->scales(layer, which, kv_head);
 }
 
 std::byte* KvCache::k(int64_t layer, int64_t kv_head) { return data_.get() + head_offset(layer, 0, kv_head); }

@@ -17,6 +17,16 @@ struct KvCacheAccess {
   static std::byte* v(KvCache& kv, int64_t layer, int64_t kv_head) { return kv.v(layer, kv_head); }
   static const std::byte* k(const KvCache& kv, int64_t layer, int64_t kv_head) { return kv.k(layer, kv_head); }
   static const std::byte* v(const KvCache& kv, int64_t layer, int64_t kv_head) { return kv.v(layer, kv_head); }
+  // The row scales of an 8-bit cache (int8, fp8): (capacity) f32 of one layer and KV head on
+  // kv.device(), the heads of one layer following each other; null for the other dtypes.
+  static float* k_scales(KvCache& kv, int64_t layer, int64_t kv_head) { return kv.scales(layer, 0, kv_head); }
+  static float* v_scales(KvCache& kv, int64_t layer, int64_t kv_head) { return kv.scales(layer, 1, kv_head); }
+  static const float* k_scales(const KvCache& kv, int64_t layer, int64_t kv_head) {
+    return kv.scales(layer, 0, kv_head);
+  }
+  static const float* v_scales(const KvCache& kv, int64_t layer, int64_t kv_head) {
+    return kv.scales(layer, 1, kv_head);
+  }
   // Marks ids.size() more positions filled, computed from `ids`; throws past the capacity.
   static void commit(KvCache& kv, std::span<const int32_t> ids) { kv.commit(ids); }
 };
@@ -29,6 +39,15 @@ inline const std::byte* kv_k(const KvCache& kv, int64_t layer, int64_t kv_head) 
 }
 inline const std::byte* kv_v(const KvCache& kv, int64_t layer, int64_t kv_head) {
   return KvCacheAccess::v(kv, layer, kv_head);
+}
+
+template <typename Kv>
+auto kv_k_scales(Kv& kv, int64_t layer, int64_t kv_head) {
+  return KvCacheAccess::k_scales(kv, layer, kv_head);
+}
+template <typename Kv>
+auto kv_v_scales(Kv& kv, int64_t layer, int64_t kv_head) {
+  return KvCacheAccess::v_scales(kv, layer, kv_head);
 }
 
 }  // namespace kvinfer

@@ -16,15 +16,18 @@ uint64_t checked_mul(uint64_t a, uint64_t b, const char* what) {
 
 uint64_t kv_bytes_per_token(const ModelConfig& cfg, DType dtype) {
   if (is_quantized(dtype))
-    throw Error(ErrorKind::InvalidArgument, fmt::format("KV plan: {} is a quantised weight format; a KV cache holds f32, f16 or bf16",
+    throw Error(ErrorKind::InvalidArgument,
+                fmt::format("KV plan: {} is a quantised weight format; a KV cache holds f32, f16, bf16, int8 or fp8",
                             dtype_name(dtype)));
   if (cfg.num_layers <= 0 || cfg.num_kv_heads <= 0 || cfg.head_dim <= 0)
     throw Error(ErrorKind::InvalidArgument, fmt::format("KV plan: invalid config (layers {}, kv heads {}, head_dim {})", cfg.num_layers,
                             cfg.num_kv_heads, cfg.head_dim));
   uint64_t b = checked_mul(2, static_cast<uint64_t>(cfg.num_layers), "bytes per token");
   b = checked_mul(b, static_cast<uint64_t>(cfg.num_kv_heads), "bytes per token");
-  b = checked_mul(b, static_cast<uint64_t>(cfg.head_dim), "bytes per token");
-  return checked_mul(b, dtype_size(dtype), "bytes per token");
+  // A row: head_dim values, and its scale for the 8-bit types.
+  const uint64_t row = checked_mul(static_cast<uint64_t>(cfg.head_dim), dtype_size(dtype), "bytes per token") +
+                       kv_scale_bytes(dtype);
+  return checked_mul(b, row, "bytes per token");
 }
 
 uint64_t plan_kv_bytes(const ModelConfig& cfg, int64_t tokens, DType dtype) {

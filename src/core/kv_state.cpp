@@ -40,6 +40,8 @@ std::optional<DType> dtype_of_code(uint32_t code) {
     case kv_state::kF32: return DType::F32;
     case kv_state::kF16: return DType::F16;
     case kv_state::kBF16: return DType::BF16;
+    case kv_state::kI8: return DType::I8;
+    case kv_state::kFP8: return DType::FP8;
     default: return std::nullopt;
   }
 }
@@ -49,6 +51,8 @@ uint32_t code_of_dtype(DType d) {
     case DType::F32: return kv_state::kF32;
     case DType::F16: return kv_state::kF16;
     case DType::BF16: return kv_state::kBF16;
+    case DType::I8: return kv_state::kI8;
+    case DType::FP8: return kv_state::kFP8;
     default: throw Error(ErrorKind::Unsupported, fmt::format("a KV cache of dtype {} cannot be saved", dtype_name(d)));
   }
 }
@@ -116,6 +120,7 @@ void save_kv_state(const KvCache& kv, const Model& model, const std::filesystem:
   check_shape(kv, model.config());
   const size_t n = static_cast<size_t>(kv.size());
   const size_t row_block = n * static_cast<size_t>(kv.head_dim()) * dtype_size(kv.dtype());
+  const size_t scale_block = n * kv_scale_bytes(kv.dtype());  // the rows' scales (int8, fp8)
 
   Header h;
   h.fingerprint = ModelAccess::fingerprint(model);
@@ -132,18 +137,23 @@ void save_kv_state(const KvCache& kv, const Model& model, const std::filesystem:
   uint64_t sum = hash64(ids.data(), ids.size_bytes());
   out.write_at(offset, ids.data(), ids.size_bytes(), file);
   offset += ids.size_bytes();
-  std::vector<std::byte> staging(kv.device() == Device::CUDA ? row_block : 0);
+  std::vector<std::byte> staging(kv.device() == Device::CUDA ? row_block + scale_block : 0);
+  auto put = [&](const std::byte* bytes, size_t size) {
+    if (bytes == nullptr) return;  // no scales: an f32, f16 or bf16 cache
+    if (kv.device() == Device::CUDA) {
+      cuda_backend::copy_to_host(staging.data(), bytes, size);
+      bytes = staging.data();
+    }
+    sum = hash64(bytes, size, sum);
+    out.write_at(offset, bytes, size, file);
+    offset += size;
+  };
   for (int64_t l = 0; l < kv.num_layers(); ++l)
     for (int which = 0; which < 2; ++which)
       for (int64_t g = 0; g < kv.num_kv_heads(); ++g) {
-        const std::byte* rows = which == 0 ? kv_k(kv, l, g) : kv_v(kv, l, g);
-        if (kv.device() == Device::CUDA) {
-          cuda_backend::copy_to_host(staging.data(), rows, row_block);
-          rows = staging.data();
-        }
-        sum = hash64(rows, row_block, sum);
-        out.write_at(offset, rows, row_block, file);
-        offset += row_block;
+        put(which == 0 ? kv_k(kv, l, g) : kv_v(kv, l, g), row_block);
+        put(reinterpret_cast<const std::byte*>(which == 0 ? kv_k_scales(kv, l, g) : kv_v_scales(kv, l, g)),
+            scale_block);
       }
   h.payload_checksum = sum;
   const std::array<std::byte, kHeaderBytes> head = kv_state::encode(h);
@@ -180,7 +190,8 @@ KvCache load_kv_state(const Model& model, const std::filesystem::path& file, std
   if (h.header_checksum != kv_state::header_checksum(head))
     bad(file, "header_checksum", "does not match the header: the header is corrupt");
   const std::optional<DType> dtype = dtype_of_code(h.dtype);
-  if (!dtype) bad(file, "dtype", fmt::format("unknown cache dtype code {} (0 f32, 1 f16, 2 bf16)", h.dtype));
+  if (!dtype)
+    bad(file, "dtype", fmt::format("unknown cache dtype code {} (0 f32, 1 f16, 2 bf16, 3 int8, 4 fp8)", h.dtype));
   constexpr uint32_t kMaxDim = 1u << 20;
   for (const auto& [name, v] : {std::pair<const char*, uint32_t>{"layers", h.layers}, {"kv_heads", h.kv_heads},
                                 {"head_dim", h.head_dim}})
@@ -192,7 +203,7 @@ KvCache load_kv_state(const Model& model, const std::filesystem::path& file, std
     bad(file, "tokens", fmt::format("{} positions in a cache of capacity {}", h.tokens, h.capacity));
   // The sizes the header promises, against the file's, before anything is allocated. No product
   // overflows: every factor is bounded above (2^20 · 2 · 2^20 · 2^20 · 4 · 2^40 would, so check).
-  const uint64_t row = uint64_t{h.head_dim} * dtype_size(*dtype);
+  const uint64_t row = uint64_t{h.head_dim} * dtype_size(*dtype) + kv_scale_bytes(*dtype);  // with its scale
   const uint64_t blocks = uint64_t{h.layers} * 2 * h.kv_heads;
   uint64_t rows_bytes = 0, expected = 0;
   if (__builtin_mul_overflow(blocks * row, h.tokens, &rows_bytes) ||
@@ -240,18 +251,23 @@ KvCache load_kv_state(const Model& model, const std::filesystem::path& file, std
 
   // The rows, straight into the new cache (through a host block on CUDA).
   KvCache kv(model, capacity, *dtype);
-  const size_t row_block = static_cast<size_t>(n) * static_cast<size_t>(row);
-  std::vector<std::byte> staging(kv.device() == Device::CUDA ? row_block : 0);
+  const size_t row_block = static_cast<size_t>(n) * h.head_dim * dtype_size(*dtype);
+  const size_t scale_block = static_cast<size_t>(n) * kv_scale_bytes(*dtype);
+  std::vector<std::byte> staging(kv.device() == Device::CUDA ? row_block + scale_block : 0);
   uint64_t offset = kHeaderBytes + ids.size() * sizeof(int32_t);
+  auto take = [&](std::byte* dst, size_t bytes) {
+    if (dst == nullptr) return;  // no scales: an f32, f16 or bf16 cache
+    std::byte* host = kv.device() == Device::CUDA ? staging.data() : dst;
+    f->read_at(offset, bytes, host);
+    sum = hash64(host, bytes, sum);
+    if (kv.device() == Device::CUDA) cuda_backend::copy_to_device(dst, host, bytes);
+    offset += bytes;
+  };
   for (int64_t l = 0; l < kv.num_layers(); ++l)
     for (int which = 0; which < 2; ++which)
       for (int64_t g = 0; g < kv.num_kv_heads(); ++g) {
-        std::byte* dst = which == 0 ? kv_k(kv, l, g) : kv_v(kv, l, g);
-        std::byte* host = kv.device() == Device::CUDA ? staging.data() : dst;
-        f->read_at(offset, row_block, host);
-        sum = hash64(host, row_block, sum);
-        if (kv.device() == Device::CUDA) cuda_backend::copy_to_device(dst, host, row_block);
-        offset += row_block;
+        take(which == 0 ? kv_k(kv, l, g) : kv_v(kv, l, g), row_block);
+        take(reinterpret_cast<std::byte*>(which == 0 ? kv_k_scales(kv, l, g) : kv_v_scales(kv, l, g)), scale_block);
       }
   if (sum != h.payload_checksum)
     bad(file, "payload_checksum", "does not match the token ids and rows: the file is corrupt");

@@ -10,13 +10,14 @@
 //       24     4  layers
 //       28     4  kv_heads
 //       32     4  head_dim
-//       36     4  dtype: 0 f32, 1 f16, 2 bf16
+//       36     4  dtype: 0 f32, 1 f16, 2 bf16, 3 int8, 4 fp8
 //       40     8  capacity: the saved cache's, the default of a restore
 //       48     8  tokens: n, the filled positions
 //       56     8  payload_checksum: hash64 of the token ids, then of each row block, chained
 //       64     8  header_checksum: hash64 of bytes 0 .. 63
 //       72  4·n   token ids (int32)
-//        …        rows: for each layer, K then V, for each KV head: n rows of head_dim values
+//        …        rows: for each layer, K then V, for each KV head: n rows of head_dim values,
+//                 then (int8, fp8) their n f32 scales
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -29,7 +30,7 @@ namespace kvinfer::kv_state {
 inline constexpr std::array<char, 8> kMagic{'K', 'V', 'I', 'S', 'T', 'A', 'T', 'E'};
 inline constexpr uint32_t kVersion = 1;
 inline constexpr size_t kHeaderBytes = 72;
-inline constexpr uint32_t kF32 = 0, kF16 = 1, kBF16 = 2;
+inline constexpr uint32_t kF32 = 0, kF16 = 1, kBF16 = 2, kI8 = 3, kFP8 = 4;
 
 struct Header {
   std::array<char, 8> magic = kMagic;

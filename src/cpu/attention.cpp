@@ -22,10 +22,29 @@ namespace kvinfer::cpu {
 
 namespace {
 
+// s[j] *= scales[j] for j in first .. last (nothing without scales).
+void times_scales(float* s, const float* scales, int64_t first, int64_t last) {
+  if (scales == nullptr) return;
+  for (int64_t j = first; j <= last; ++j) s[j] *= scales[j];
+}
+
+// The row scales of an 8-bit cache (null for the others) of KV head g, from position `first`.
+struct RowScales {
+  const float* k = nullptr;
+  const float* v = nullptr;
+};
+RowScales row_scales(const KvCache& kv, int64_t layer, int64_t g, int64_t first = 0) {
+  if (!is_scaled_kv(kv.dtype())) return {};
+  return {kv_k_scales(kv, layer, g) + first, kv_v_scales(kv, layer, g) + first};
+}
+
 // One query's scores s[first .. pos] become its probabilities, in place: their max, the base-2
 // weights and their sum (8 lanes and a fixed tree on AVX2, in order otherwise), then each weight
-// times the sum's inverse.
-void probabilities(float* s, int64_t first, int64_t pos, bool simd) {
+// times the sum's inverse. An 8-bit cache's scores were made from K codes: each is first times
+// its K row's scale; and its V codes are weighted by each probability times the V row's scale,
+// which the probabilities then hold (rs: the rows' scales, indexed like s).
+void probabilities(float* s, int64_t first, int64_t pos, bool simd, RowScales rs = {}) {
+  times_scales(s, rs.k, first, pos);
   float block_max = -INFINITY;
   if (simd)
     block_max = avx2::max_of(s + first, pos - first + 1);
@@ -49,6 +68,7 @@ void probabilities(float* s, int64_t first, int64_t pos, bool simd) {
     avx2::scale(s + first, pos - first + 1, inv_sum);
   else
     for (int64_t j = first; j <= pos; ++j) s[j] *= inv_sum;
+  times_scales(s, rs.v, first, pos);
 }
 
 // A prefill without a sliding window on AVX2 and AVX-512 machines. Computed one (row, head)
@@ -127,7 +147,7 @@ void attention_units(const KvCache& kv, int64_t layer, const float* q, int64_t n
         float* si = s.data() + i * ctx;
         avx2::scale(si, tiled, scale);
         avx2::attention_scores(dtype, x.data() + i * hd, kh, tiled, pos(i), hd, scale, si);
-        probabilities(si, 0, pos(i), true);
+        probabilities(si, 0, pos(i), true, row_scales(kv, layer, g));
       }
       for (int64_t j0 = 0; j0 < shared; j0 += kChunk) {  // the shared positions, all the queries
         const int64_t j1 = std::min(shared, j0 + kChunk);
@@ -203,7 +223,7 @@ void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t 
     for (int64_t i = 0; rest < j1 && i < group; ++i)
       avx2::attention_scores(dtype, qg + i * hd, kh, rest, j1 - 1, hd, scale, sg + i * count);
   };
-  auto weights = [&](int64_t h) { probabilities(s.data() + h * count, 0, count - 1, true); };
+  auto weights = [&](int64_t h) { probabilities(s.data() + h * count, 0, count - 1, true, row_scales(kv, layer, h / group, first)); };
   auto sums = [&](int64_t g, int64_t d0, int64_t d1) {  // KV head g's query heads, columns [d0, d1)
     avx512::decode_values(dtype, p.data() + g * group, o.data() + g * group, group, kv_v(kv, layer, g) + skip, count, hd,
                           d0, d1);
@@ -261,7 +281,17 @@ void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t 
 
 void store_kv(KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v) {
   const int64_t hd = kv.head_dim(), kvh = kv.num_kv_heads();
-  const size_t esz = dtype_size(kv.dtype());
+  const DType dtype = kv.dtype();
+  const size_t esz = dtype_size(dtype);
+  // Row t of KV head g: narrowed, or for an 8-bit cache quantised with its scale (on its own
+  // either way: a row's bytes never depend on the others written with it).
+  auto put = [&](const float* x, std::byte* rows, float* scales, int64_t t) {
+    std::byte* dst = rows + static_cast<size_t>((start + t) * hd) * esz;
+    if (scales != nullptr)
+      quantize_kv_row(dtype, x, hd, dst, scales + start + t);
+    else
+      from_f32(dtype, x, dst, hd);
+  };
   // A decode step's rows, one per KV head in K and in V, lie in lines memory has not seen for a
   // step: all of them asked for first, the stores then wait for one round trip, not one each.
   // On gpt2-medium (32 rows a layer) that took store_kv from about 12 to 6 µs a layer.
@@ -275,9 +305,8 @@ void store_kv(KvCache& kv, int64_t layer, int64_t start, int64_t n, const float*
 #pragma omp parallel for schedule(static) if (n > 1 && n * kvh * hd >= (1 << 15))
   for (int64_t t = 0; t < n; ++t)
     for (int64_t g = 0; g < kvh; ++g) {
-      const size_t dst = static_cast<size_t>((start + t) * hd) * esz;
-      from_f32(kv.dtype(), k + (t * kvh + g) * hd, kv_k(kv, layer, g) + dst, hd);
-      from_f32(kv.dtype(), v + (t * kvh + g) * hd, kv_v(kv, layer, g) + dst, hd);
+      put(k + (t * kvh + g) * hd, kv_k(kv, layer, g), kv_k_scales(kv, layer, g), t);
+      put(v + (t * kvh + g) * hd, kv_v(kv, layer, g), kv_v_scales(kv, layer, g), t);
     }
 }
 
@@ -334,7 +363,7 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
         avx2::attention_scores(kv.dtype(), qh, kh, first, pos, hd, scale, scores.data());
       else
         for (int64_t j = first; j <= pos; ++j) scores[static_cast<size_t>(j)] = dot(qh, kv_row(kh, j), hd) * scale;
-      probabilities(scores.data(), first, pos, simd);
+      probabilities(scores.data(), first, pos, simd, row_scales(kv, layer, g));
       if (simd) {
         avx2::attention_values(kv.dtype(), scores.data(), vh, first, pos, hd, oh);
       } else {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/kv_quant.h"
 #include "cpu/avx2_target.h"
 
 KVINFER_AVX2_BEGIN
@@ -28,6 +29,10 @@ template <DType T>
 inline __m256 load8(const std::byte* p) {
   if constexpr (T == DType::F32) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+  } else if constexpr (T == DType::I8) {
+    return widen8_i8(p);
+  } else if constexpr (T == DType::FP8) {
+    return widen8_e4m3(p);
   } else {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     if constexpr (T == DType::BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -58,7 +63,7 @@ inline __m128 lanes_tree4(const __m256 a[4]) {
 template <DType T, int R>
 inline void scores_of(const float* q, const std::byte* k, size_t row_bytes, int64_t j, int64_t hd, float scale,
                       float* s) {
-  constexpr size_t kSize = T == DType::F32 ? 4 : 2;
+  constexpr size_t kSize = dtype_size(T);
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   const std::byte* rows = k + static_cast<size_t>(j) * row_bytes;
@@ -79,7 +84,7 @@ inline void scores_of(const float* q, const std::byte* k, size_t row_bytes, int6
 
 template <DType T>
 void scores(const float* q, const std::byte* k, int64_t first, int64_t last, int64_t hd, float scale, float* s) {
-  const size_t row_bytes = static_cast<size_t>(hd) * (T == DType::F32 ? 4 : 2);
+  const size_t row_bytes = static_cast<size_t>(hd) * dtype_size(T);
   int64_t j = first;
   for (; j + 8 <= last + 1; j += 8) scores_of<T, 8>(q, k, row_bytes, j, hd, scale, s);
   for (; j + 4 <= last + 1; j += 4) scores_of<T, 4>(q, k, row_bytes, j, hd, scale, s);
@@ -90,7 +95,7 @@ void scores(const float* q, const std::byte* k, int64_t first, int64_t last, int
 template <DType T, int C>
 inline void values_of(const float* p, const std::byte* v, size_t row_bytes, int64_t first, int64_t last, int64_t d0,
                       float* o) {
-  constexpr size_t kSize = T == DType::F32 ? 4 : 2;
+  constexpr size_t kSize = dtype_size(T);
   __m256 acc[C];
   for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
   for (int64_t j = first; j <= last; ++j) {
@@ -103,7 +108,7 @@ inline void values_of(const float* p, const std::byte* v, size_t row_bytes, int6
 
 template <DType T>
 void values(const float* p, const std::byte* v, int64_t first, int64_t last, int64_t hd, float* o) {
-  const size_t row_bytes = static_cast<size_t>(hd) * (T == DType::F32 ? 4 : 2);
+  const size_t row_bytes = static_cast<size_t>(hd) * dtype_size(T);
   int64_t d = 0;
   for (; d + 64 <= hd; d += 64) values_of<T, 8>(p, v, row_bytes, first, last, d, o);
   for (; d + 8 <= hd; d += 8) values_of<T, 1>(p, v, row_bytes, first, last, d, o);
@@ -138,6 +143,8 @@ void attention_scores(DType t, const float* q, const std::byte* k, int64_t first
   switch (t) {
     case DType::F16: return scores<DType::F16>(q, k, first, last, hd, scale, s);
     case DType::BF16: return scores<DType::BF16>(q, k, first, last, hd, scale, s);
+    case DType::I8: return scores<DType::I8>(q, k, first, last, hd, scale, s);
+    case DType::FP8: return scores<DType::FP8>(q, k, first, last, hd, scale, s);
     default: return scores<DType::F32>(q, k, first, last, hd, scale, s);
   }
 }
@@ -146,6 +153,8 @@ void attention_values(DType t, const float* p, const std::byte* v, int64_t first
   switch (t) {
     case DType::F16: return values<DType::F16>(p, v, first, last, hd, o);
     case DType::BF16: return values<DType::BF16>(p, v, first, last, hd, o);
+    case DType::I8: return values<DType::I8>(p, v, first, last, hd, o);
+    case DType::FP8: return values<DType::FP8>(p, v, first, last, hd, o);
     default: return values<DType::F32>(p, v, first, last, hd, o);
   }
 }

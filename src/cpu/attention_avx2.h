@@ -1,7 +1,7 @@
 #pragma once
 // The AVX2/FMA inner loops of CPU attention (attention_avx2.cpp), called only when the CPU has
-// AVX2, FMA and F16C (cpu/cpu_features.h). K and V rows are read in the cache's dtype (f32, f16
-// or bf16) and widened in registers.
+// AVX2, FMA and F16C (cpu/cpu_features.h). K and V rows are read in the cache's dtype (f32, f16,
+// bf16, or an 8-bit type's codes, whose row scales the caller applies) and widened in registers.
 #include <cstddef>
 #include <cstdint>
 

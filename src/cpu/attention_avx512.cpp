@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/kv_quant.h"
 #include "cpu/avx512_target.h"
 
 KVINFER_AVX512_BEGIN
@@ -44,13 +45,32 @@ struct Zmm {
 
 // The bytes of one value of a K or V row in the cache's dtype.
 template <DType T>
-constexpr size_t kValueBytes = T == DType::F32 ? 4 : 2;
+constexpr size_t kValueBytes = dtype_size(T);
+
+// 16 codes of an 8-bit row (c: 16 bytes) as the values they stand for before the row's scale,
+// exactly, as widen8_i8 and widen8_e4m3 (kv_value_inline.h) make them 8 at a time.
+template <DType T>
+inline __m512 widen16_codes(__m128i c) {
+  if constexpr (T == DType::I8) return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c));
+  const __m256i w = _mm256_cvtepu8_epi16(c);  // 16 × u16
+  const __m256i mag = _mm256_and_si256(w, _mm256_set1_epi16(0x7f));
+  const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)), 8);
+  const __m512 f = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_or_si256(_mm256_slli_epi16(mag, 7), sign)), _mm512_set1_ps(256.0f));
+  const __m256i nan = _mm256_cmpeq_epi16(mag, _mm256_set1_epi16(0x7f));
+  if (_mm256_testz_si256(nan, nan)) return f;
+  const __m512i bits = _mm512_or_si512(_mm512_set1_epi32(0x7fc00000), _mm512_slli_epi32(_mm512_cvtepu16_epi32(sign), 16));
+  return _mm512_mask_mov_ps(f, _mm512_movepi32_mask(_mm512_cvtepi16_epi32(nan)), _mm512_castsi512_ps(bits));
+}
 
 // Values d .. d + 7 of the K rows at a and b, widened as avx2::attention_scores widens them (F16C
 // for f16, a shift for bf16): a's in the low half, b's in the high.
 template <DType T>
 inline __m512 pair8(const std::byte* a, const std::byte* b) {
-  if constexpr (T == DType::F32) {
+  if constexpr (is_scaled_kv(T)) {
+    const __m128i c = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a)),
+                                         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b)));
+    return widen16_codes<T>(c);
+  } else if constexpr (T == DType::F32) {
     return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(reinterpret_cast<const float*>(a))),
                               _mm256_loadu_ps(reinterpret_cast<const float*>(b)), 1);
   } else {
@@ -65,7 +85,9 @@ inline __m512 pair8(const std::byte* a, const std::byte* b) {
 // 16 values of a V row at p, widened the same way.
 template <DType T>
 inline __m512 load16(const std::byte* p) {
-  if constexpr (T == DType::F32) {
+  if constexpr (is_scaled_kv(T)) {
+    return widen16_codes<T>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  } else if constexpr (T == DType::F32) {
     return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
   } else {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -176,6 +198,8 @@ void decode_scores(DType t, const float* q, int64_t nq, int64_t hd, const std::b
   switch (t) {
     case DType::F16: decode_scores_of<DType::F16>(q, nq, hd, k, rows, scale, s, lds, local); break;
     case DType::BF16: decode_scores_of<DType::BF16>(q, nq, hd, k, rows, scale, s, lds, local); break;
+    case DType::I8: decode_scores_of<DType::I8>(q, nq, hd, k, rows, scale, s, lds, local); break;
+    case DType::FP8: decode_scores_of<DType::FP8>(q, nq, hd, k, rows, scale, s, lds, local); break;
     default: decode_scores_of<DType::F32>(q, nq, hd, k, rows, scale, s, lds, local); break;
   }
   if (pf) *pf = local;
@@ -187,6 +211,8 @@ void decode_values(DType t, const float* const* p, float* const* o, int64_t nq, 
   switch (t) {
     case DType::F16: decode_values_of<DType::F16>(p, o, nq, v, count, hd, d0, d1, local); break;
     case DType::BF16: decode_values_of<DType::BF16>(p, o, nq, v, count, hd, d0, d1, local); break;
+    case DType::I8: decode_values_of<DType::I8>(p, o, nq, v, count, hd, d0, d1, local); break;
+    case DType::FP8: decode_values_of<DType::FP8>(p, o, nq, v, count, hd, d0, d1, local); break;
     default: decode_values_of<DType::F32>(p, o, nq, v, count, hd, d0, d1, local); break;
   }
   if (pf) *pf = local;

@@ -2,7 +2,8 @@
 // The AVX-512 loops of CPU attention (attention_avx512.cpp), called only when cpu_has_avx512():
 // a prefill's weighted sums of V rows in tiles, and a decode step's scores and sums for the query
 // heads of one KV head, which share its K and V rows. Each result has the bits of the AVX2
-// per-pair loops (attention_avx2.h).
+// per-pair loops (attention_avx2.h). The rows of an 8-bit cache are read as codes: the caller
+// applies their scales.
 #include <cstddef>
 #include <cstdint>
 

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "core/convert.h"
+#include "core/kv_quant.h"
 #include "core/quant.h"
 #include "cpu/convert_avx2.h"
 #include "cpu/convert_avx512.h"
@@ -63,6 +64,10 @@ void to_f32_scalar(DType t, const std::byte* src, float* dst, int64_t n) {
     case DType::Q4_K: return dequantize_row<DType::Q4_K>(src, dst, n);
     case DType::Q5_K: return dequantize_row<DType::Q5_K>(src, dst, n);
     case DType::Q6_K: return dequantize_row<DType::Q6_K>(src, dst, n);
+    case DType::I8:
+    case DType::FP8:
+      for (int64_t i = 0; i < n; ++i) dst[i] = core::kv_code_value(static_cast<uint8_t>(src[i]), t == DType::FP8);
+      return;
   }
   throw Error(ErrorKind::InvalidArgument, fmt::format("to_f32: unknown dtype {}", static_cast<int>(t)));
 }
@@ -86,9 +91,15 @@ void from_f32(DType t, const float* src, std::byte* dst, int64_t n) {
     }
     default: break;
   }
-  // Nothing is ever quantised here: activations and KV caches are plain types, and quantised
-  // weights come from GGUF files as they are.
+  // Nothing is ever quantised here: quantised weights come from GGUF files as they are, and the
+  // 8-bit KV rows need their scale (quantize_kv_row).
   throw Error(ErrorKind::InvalidArgument, fmt::format("from_f32: cannot narrow to {} (only f32, f16 and bf16 are written)", dtype_name(t)));
+}
+
+void quantize_kv_row(DType t, const float* x, int64_t n, std::byte* codes, float* scale) {
+  if (!is_scaled_kv(t))
+    throw Error(ErrorKind::InvalidArgument, fmt::format("quantize_kv_row: {} is not an 8-bit KV cache type", dtype_name(t)));
+  core::quantize_kv_row(x, static_cast<int>(n), t == DType::FP8, reinterpret_cast<uint8_t*>(codes), scale);
 }
 
 }  // namespace kvinfer::cpu

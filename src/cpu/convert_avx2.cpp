@@ -18,11 +18,19 @@
 #include <cstring>
 
 #include "core/convert.h"
+#include "core/kv_quant.h"
 #include "core/quant.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define KVINFER_X86_KERNELS 1
+
+#include "cpu/avx2_target.h"
+
+// The 8-bit KV codes' widening, shared with the attention loops (internal linkage).
+KVINFER_AVX2_BEGIN
+#include "cpu/kv_value_inline.h"
+KVINFER_AVX2_END
 #endif
 
 namespace kvinfer::cpu {
@@ -231,6 +239,15 @@ KVI_AVX2 void q6_k_row(const std::byte* src, float* dst, int64_t blocks) {
   }
 }
 
+// The codes of an 8-bit KV row (int8, E4M3) as the values they stand for before the row's
+// scale: 8 at a time, then one at a time.
+template <DType T>
+KVI_AVX2 void code_row(const std::byte* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, T == DType::I8 ? widen8_i8(src + i) : widen8_e4m3(src + i));
+  for (; i < n; ++i) dst[i] = core::kv_code_value(static_cast<uint8_t>(src[i]), T == DType::FP8);
+}
+
 }  // namespace
 
 bool to_f32_avx2(DType t, const std::byte* src, float* dst, int64_t n) {
@@ -246,6 +263,8 @@ bool to_f32_avx2(DType t, const std::byte* src, float* dst, int64_t n) {
     case DType::Q4_K: k4_row<DType::Q4_K>(src, dst, blocks); return true;
     case DType::Q5_K: k4_row<DType::Q5_K>(src, dst, blocks); return true;
     case DType::Q6_K: q6_k_row(src, dst, blocks); return true;
+    case DType::I8: code_row<DType::I8>(src, dst, n); return true;
+    case DType::FP8: code_row<DType::FP8>(src, dst, n); return true;
     default: return false;  // f32: the scalar copy
   }
 }

@@ -19,10 +19,14 @@ namespace kvinfer::cpu {
 float dot(const float* a, const float* b, int64_t n);
 // Sum of n f32 values in dot's order (8 interleaved partial sums, fixed reduction).
 float sum(const float* a, int64_t n);
-// Widens n elements of dtype `t` to f32.
+// Widens n elements of dtype `t` to f32; the codes of an 8-bit KV type (int8, fp8) become the
+// values they stand for before their row's scale.
 void to_f32(DType t, const std::byte* src, float* dst, int64_t n);
-// Narrows n f32 values to dtype `t` (round to nearest even).
+// Narrows n f32 values to dtype `t` (round to nearest even): f32, f16 or bf16.
 void from_f32(DType t, const float* src, std::byte* dst, int64_t n);
+// One K or V row of n values (head_dim) for an 8-bit KV type: n codes and the row's scale, as
+// kernels/core/kv_quant.h defines them (the CUDA kernels write the same).
+void quantize_kv_row(DType t, const float* x, int64_t n, std::byte* codes, float* scale);
 
 // dst (n) = src (n) in the pair order of bf16 products: each whole 16 values' 8 at even places,
 // then their 8 at odd places; the last n mod 16 in place. dst must not overlap src.
