@@ -15,6 +15,13 @@
 // 256, the smallest >= head_dim) is only a capacity, sizing the tile and the shared-memory rows.
 // Global rows are head_dim elements apart; the 16-byte copies, QK's 8-element chunks and PV's
 // dimension groups stop at head_dim, so the padded bytes of a shared row are never read.
+//
+// 8-bit caches (int8, fp8: one byte a value, one f32 scale per row; kernels/core/kv_quant.h): the
+// tile's rows come as 16-byte copies where the rows and the code blocks allow them (head_dim a
+// multiple of 16, k and v 16-byte aligned), else as 8-byte copies (the code blocks follow the
+// cache's scales and are only 8-byte aligned in general); the tile's K and V scales come with it
+// (4-byte copies). Each score is its K row's scale times q · codes, before the softmax, as on the
+// CPU; PV weights each V row by p · its V row's scale, while l stays the sum of the unscaled p.
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
@@ -22,6 +29,8 @@
 #include <cstdint>
 #include <string>
 
+#include "attention_check.h"
+#include "core/kv_code_load.h"
 #include "core/kv_load.h"
 #include "core/online_softmax.h"
 #include "core/split_plan.h"
@@ -45,11 +54,13 @@ constexpr int kBlocksPerSm = 4;          // split target: about two waves of two
 template <int HDP, DType KV, int HV>
 struct Shape {
   static constexpr DType kKv = KV;
-  static constexpr int kElem = KV == DType::F32 ? 4 : 2;
+  static constexpr bool kScaled = is_scaled_kv(KV);  // int8, fp8: codes and a scale per row
+  static constexpr int kElem = static_cast<int>(dtype_size(KV));
   static constexpr int kRowBytes = HDP * kElem;              // a shared row's capacity
   static constexpr int kTile = kRowBytes <= 256 ? 64 : 32;  // positions per tile: ~16 KB of K
   static constexpr int kPitch = kRowBytes + 16;  // +16 B: the 8 lanes of a quarter-warp hit distinct banks
-  static constexpr int kStageBytes = 2 * kTile * kPitch;  // K tile, then V tile
+  // K tile, V tile, then (8-bit types) the tile's K scales and V scales, (kTile) f32 each.
+  static constexpr int kStageBytes = 2 * kTile * kPitch + (kScaled ? 2 * kTile * 4 : 0);
   // Two stages overlap the next tile's copy with this tile's math; an f32 head_dim-256 stage
   // (66 KB) gets one, so that 64 heads a block still fit sm_80's 163 KB of shared memory.
   static constexpr int kStages = kStageBytes > 40000 ? 1 : 2;
@@ -58,6 +69,7 @@ struct Shape {
   // registers and spilled under the 128 cap on sm_80/86 (ptxas 13.0: 8 B stored, 12 B loaded).
   static constexpr int kQkHeads = HV >= 8 ? (KV == DType::F32 ? 1 : 2) : 4;
   static_assert(HDP % 32 == 0 && HDP <= 256 && kTile >= kMinTile && kTile % 32 == 0);
+  static_assert(!kScaled || 2 * kTile <= kThreads);  // a thread per K scale and per V scale of a tile
 };
 
 // Byte offsets into dynamic shared memory; the K/V stages come first and are reused, after the
@@ -111,6 +123,9 @@ struct DecodeArgs {
   const float* q;          // (heads, hd): the one query row
   const unsigned char* k;  // (kv_heads, capacity, hd) of the cache dtype
   const unsigned char* v;  // (kv_heads, capacity, hd)
+  const float* k_scales;   // 8-bit types: (kv_heads, capacity) the rows' scales; null otherwise
+  const float* v_scales;
+  int copy_bytes;          // of the tile copies: 16, or 8 for 8-bit rows that do not allow 16
   float* out;              // (heads, hd): written directly when splits == 1
   float* part_o;           // (heads, slot_stride, hd) unnormalised partial outputs
   float* part_ml;          // (heads, slot_stride, 2) partial (m, l)
@@ -136,10 +151,16 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
-// 8 consecutive cache elements (16 B of f16/bf16, 32 B of f32) from a 16-byte aligned address.
+// 8 consecutive cache elements (16 B of f16/bf16, 32 B of f32) from a 16-byte aligned address;
+// 8 codes of an 8-bit type (8 B, 8-byte aligned), before their row's scale.
 template <DType KV>
 __device__ __forceinline__ void load8(const unsigned char* p, float (&x)[8]) {
-  if constexpr (KV == DType::F32) {
+  if constexpr (is_scaled_kv(KV)) {
+    const uint64_t r = *reinterpret_cast<const uint64_t*>(p);  // one 8-byte load
+    const uint32_t w[2] = {static_cast<uint32_t>(r), static_cast<uint32_t>(r >> 32)};
+    if constexpr (KV == DType::FP8) core::widen8_e4m3(w, x);
+    else core::widen8_i8(w, x);
+  } else if constexpr (KV == DType::F32) {
     const float4 a = *reinterpret_cast<const float4*>(p), b = *reinterpret_cast<const float4*>(p + 16);
     x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
   } else {
@@ -151,10 +172,11 @@ __device__ __forceinline__ void load8(const unsigned char* p, float (&x)[8]) {
 }
 
 // Scores of position t for NH heads h0, h0 + kQkLanes, ...; -inf past the end of the split.
-// q_s: (heads, hd); chunks = hd / 8.
+// q_s: (heads, hd); chunks = hd / 8. 8-bit types: each score times the K row's scale (ks_s, the
+// tile's K scales).
 template <class S, int NH>
-__device__ __forceinline__ void qk_heads(const unsigned char* k_tile, const float* q_s, float* p_s, int ps, int t,
-                                         int h0, bool live, int hd, int chunks) {
+__device__ __forceinline__ void qk_heads(const unsigned char* k_tile, const float* ks_s, const float* q_s, float* p_s,
+                                         int ps, int t, int h0, bool live, int hd, int chunks) {
   float acc[NH] = {};
   if (live) {
     const unsigned char* k_row = k_tile + t * S::kPitch;
@@ -174,21 +196,28 @@ __device__ __forceinline__ void qk_heads(const unsigned char* k_tile, const floa
       }
     }
   }
+  if constexpr (S::kScaled) {
+    if (live) {
+      const float ks = ks_s[t];
+#pragma unroll
+      for (int j = 0; j < NH; ++j) acc[j] *= ks;
+    }
+  }
 #pragma unroll
   for (int j = 0; j < NH; ++j) p_s[t * ps + h0 + j * S::kQkLanes] = live ? acc[j] : -INFINITY;
 }
 
 template <class S>
-__device__ void qk_tile(const unsigned char* k_tile, const float* q_s, float* p_s, int ps, int heads, int rows,
-                        int hd) {
+__device__ void qk_tile(const unsigned char* k_tile, const float* ks_s, const float* q_s, float* p_s, int ps,
+                        int heads, int rows, int hd) {
   const int t = threadIdx.x % S::kTile, lane_h = threadIdx.x / S::kTile;  // lane_h: warp-uniform
   const int chunks = hd / 8;
   for (int h0 = lane_h; h0 < heads; h0 += S::kQkHeads * S::kQkLanes) {
     const int left = (heads - h0 + S::kQkLanes - 1) / S::kQkLanes;  // heads h0 + j·kQkLanes < heads
-    if (left >= S::kQkHeads) qk_heads<S, S::kQkHeads>(k_tile, q_s, p_s, ps, t, h0, t < rows, hd, chunks);
-    else if (left == 3) qk_heads<S, 3>(k_tile, q_s, p_s, ps, t, h0, t < rows, hd, chunks);
-    else if (left == 2) qk_heads<S, 2>(k_tile, q_s, p_s, ps, t, h0, t < rows, hd, chunks);
-    else qk_heads<S, 1>(k_tile, q_s, p_s, ps, t, h0, t < rows, hd, chunks);
+    if (left >= S::kQkHeads) qk_heads<S, S::kQkHeads>(k_tile, ks_s, q_s, p_s, ps, t, h0, t < rows, hd, chunks);
+    else if (left == 3) qk_heads<S, 3>(k_tile, ks_s, q_s, p_s, ps, t, h0, t < rows, hd, chunks);
+    else if (left == 2) qk_heads<S, 2>(k_tile, ks_s, q_s, p_s, ps, t, h0, t < rows, hd, chunks);
+    else qk_heads<S, 1>(k_tile, ks_s, q_s, p_s, ps, t, h0, t < rows, hd, chunks);
   }
 }
 
@@ -220,10 +249,12 @@ __device__ void softmax_tile(float* p_s, int ps, int heads, float* m_s, float* l
   }
 }
 
-// o (HV heads h_base.., 8 dims at dg·8) = o·alpha + Σ_t p[t] v[t] over t = pg, pg + pgs, ... < rows.
+// o (HV heads h_base.., 8 dims at dg·8) = o·alpha + Σ_t p[t] v[t] over t = pg, pg + pgs, ... < rows;
+// 8-bit types: Σ_t (p[t] · vs[t]) codes[t], vs_s the tile's V scales.
 template <class S, int HV>
-__device__ __forceinline__ void pv_tile(const unsigned char* v_tile, const float* p_s, int ps, const float* alpha_s,
-                                        int h_base, int nh, int dg, int pg, int pgs, int rows, float (&o)[HV][8]) {
+__device__ __forceinline__ void pv_tile(const unsigned char* v_tile, const float* vs_s, const float* p_s, int ps,
+                                        const float* alpha_s, int h_base, int nh, int dg, int pg, int pgs, int rows,
+                                        float (&o)[HV][8]) {
 #pragma unroll
   for (int j = 0; j < HV; ++j) {
     if (j >= nh) continue;
@@ -235,10 +266,12 @@ __device__ __forceinline__ void pv_tile(const unsigned char* v_tile, const float
     float v[8];
     load8<S::kKv>(v_tile + t * S::kPitch + dg * 8 * S::kElem, v);
     const float* p = p_s + t * ps + h_base;
+    float vs = 1.0f;
+    if constexpr (S::kScaled) vs = vs_s[t];
 #pragma unroll
     for (int j = 0; j < HV; ++j) {
       if (j >= nh) continue;
-      const float w = p[j];
+      const float w = S::kScaled ? p[j] * vs : p[j];
 #pragma unroll
       for (int e = 0; e < 8; ++e) o[j][e] = fmaf(w, v[e], o[j][e]);
     }
@@ -266,24 +299,40 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const DecodeA
   const int64_t b = split * plan.per_split;
   const int n = static_cast<int>(min_of(plan.context, b + plan.per_split) - b);  // positions of this split
   const int tiles = (n + S::kTile - 1) / S::kTile;
-  const int row_bytes = hd * S::kElem, copies = row_bytes / 16;  // a global row; its 16-byte copies
-  const size_t row0 = static_cast<size_t>(g * a.capacity + plan.first + b) * row_bytes;
-  const unsigned char* k_rows = a.k + row0;  // (n, hd) of this split
-  const unsigned char* v_rows = a.v + row0;
+  // A global row; its copies of a.copy_bytes (16; 8 for some 8-bit rows).
+  const int row_bytes = hd * S::kElem, copies = row_bytes / a.copy_bytes;
+  const size_t pos0 = static_cast<size_t>(g * a.capacity + plan.first + b);  // this split's first row
+  const unsigned char* k_rows = a.k + pos0 * row_bytes;  // (n, hd) of this split
+  const unsigned char* v_rows = a.v + pos0 * row_bytes;
 
-  // Thread tid copies bytes col .. col+15 of rows r_copy, r_copy + r_step, ... of a tile (threads
-  // past r_step · copies: none). Rows past the split's end are not copied: QK masks them and PV
-  // stops before them. Bytes of a shared row past row_bytes are never written nor read.
-  const int r_step = kThreads / copies, col = (tid % copies) * 16;
+  // Thread tid copies bytes col .. col+copy_bytes-1 of rows r_copy, r_copy + r_step, ... of a
+  // tile (threads past r_step · copies: none). Rows past the split's end are not copied: QK masks
+  // them and PV stops before them. Bytes of a shared row past row_bytes are never written nor
+  // read. 8-bit types: threads 0 .. kTile-1 copy the tile's K scales, the next kTile its V scales.
+  const int r_step = kThreads / copies, col = (tid % copies) * a.copy_bytes;
   const int r_copy = tid < r_step * copies ? tid / copies : int{S::kTile};
   auto load_tile = [&](int tile) {
     unsigned char* dk = smem + (tile % S::kStages) * S::kStageBytes;
     unsigned char* dv = dk + S::kTile * S::kPitch;
     const int t0 = tile * S::kTile, r_end = min_of(int{S::kTile}, n - t0);
-    for (int r = r_copy; r < r_end; r += r_step) {
-      const size_t src = static_cast<size_t>(t0 + r) * row_bytes + col;
-      __pipeline_memcpy_async(dk + r * S::kPitch + col, k_rows + src, 16);
-      __pipeline_memcpy_async(dv + r * S::kPitch + col, v_rows + src, 16);
+    if (S::kElem > 1 || a.copy_bytes == 16) {
+      for (int r = r_copy; r < r_end; r += r_step) {
+        const size_t src = static_cast<size_t>(t0 + r) * row_bytes + col;
+        __pipeline_memcpy_async(dk + r * S::kPitch + col, k_rows + src, 16);
+        __pipeline_memcpy_async(dv + r * S::kPitch + col, v_rows + src, 16);
+      }
+    } else {
+      for (int r = r_copy; r < r_end; r += r_step) {
+        const size_t src = static_cast<size_t>(t0 + r) * row_bytes + col;
+        __pipeline_memcpy_async(dk + r * S::kPitch + col, k_rows + src, 8);
+        __pipeline_memcpy_async(dv + r * S::kPitch + col, v_rows + src, 8);
+      }
+    }
+    if constexpr (S::kScaled) {
+      auto* ds = reinterpret_cast<float*>(dv + S::kTile * S::kPitch);  // (2, kTile): K's, then V's
+      const int r = tid % S::kTile, which = tid / S::kTile;
+      if (which < 2 && r < r_end)
+        __pipeline_memcpy_async(ds + which * S::kTile + r, (which == 0 ? a.k_scales : a.v_scales) + pos0 + t0 + r, 4);
     }
   };
   for (int tile = 0; tile < S::kStages - 1; ++tile) {
@@ -311,12 +360,14 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const DecodeA
     __pipeline_wait_prior(S::kStages - 1);  // this tile's copies have landed; newer ones may be pending
     __syncthreads();
     const unsigned char* k_tile = smem + (tile % S::kStages) * S::kStageBytes;
+    const unsigned char* v_tile = k_tile + S::kTile * S::kPitch;
+    const float* ks_s = reinterpret_cast<const float*>(v_tile + S::kTile * S::kPitch);  // 8-bit types only
     const int rows = min_of(int{S::kTile}, n - tile * S::kTile);
-    qk_tile<S>(k_tile, q_s, p_s, ps, heads, rows, hd);
+    qk_tile<S>(k_tile, ks_s, q_s, p_s, ps, heads, rows, hd);
     __syncthreads();
     softmax_tile<S>(p_s, ps, heads, m_s, l_s, alpha_s);
     __syncthreads();
-    if (pv_active) pv_tile<S, HV>(k_tile + S::kTile * S::kPitch, p_s, ps, alpha_s, h_base, nh, dg, pg, pgs, rows, o);
+    if (pv_active) pv_tile<S, HV>(v_tile, ks_s + S::kTile, p_s, ps, alpha_s, h_base, nh, dg, pg, pgs, rows, o);
     __syncthreads();  // the stage and p_s are free for the next tile
   }
 
@@ -423,7 +474,12 @@ void run(const DecodeCall& c) {
   float* part_o = static_cast<float*>(c.workspace);
   const PlanArgs pa{p.start_on_device, p.window, items, target, S::kTile, c.first, c.context, plan.per_split,
                     static_cast<int>(plan.splits), static_cast<int>(grid_splits)};
-  const DecodeArgs a{p.q, static_cast<const unsigned char*>(p.k), static_cast<const unsigned char*>(p.v), p.out,
+  // 16-byte copies where every row allows them: always for 16- and 32-bit types (head_dim is a
+  // multiple of 8), for 8-bit rows when head_dim is a multiple of 16 and k, v are 16-byte aligned.
+  const bool wide = S::kElem > 1 || (hd % 16 == 0 && reinterpret_cast<uintptr_t>(p.k) % 16 == 0 &&
+                                     reinterpret_cast<uintptr_t>(p.v) % 16 == 0);
+  const DecodeArgs a{p.q, static_cast<const unsigned char*>(p.k), static_cast<const unsigned char*>(p.v),
+                     p.k_scales, p.v_scales, wide ? 16 : 8, p.out,
                      part_o, need > 0 ? part_o + p.heads * grid_splits * hd : nullptr,
                      1.0f / sqrtf(static_cast<float>(hd)) * core::kLog2e, hd, group,
                      c.heads_per_block, c.head_chunks, p.capacity, pa};
@@ -484,6 +540,8 @@ void run_dtype(const AttentionParams& p, int64_t first, void* workspace, size_t 
   if (p.kv_dtype == DType::F32) return run_group<HDP, DType::F32>(p, first, workspace, workspace_bytes, stream);
   if (p.kv_dtype == DType::F16) return run_group<HDP, DType::F16>(p, first, workspace, workspace_bytes, stream);
   if (p.kv_dtype == DType::BF16) return run_group<HDP, DType::BF16>(p, first, workspace, workspace_bytes, stream);
+  if (p.kv_dtype == DType::I8) return run_group<HDP, DType::I8>(p, first, workspace, workspace_bytes, stream);
+  if (p.kv_dtype == DType::FP8) return run_group<HDP, DType::FP8>(p, first, workspace, workspace_bytes, stream);
   throw Error(ErrorKind::Unsupported, "attention_decode: unsupported KV cache dtype");
 }
 
@@ -507,8 +565,7 @@ void attention_decode(const AttentionParams& p, void* workspace, size_t workspac
         "heads (" + s(p.heads) + ") must be a positive multiple of kv_heads (" + s(p.kv_heads) + ", at most 65535)");
   check(p.heads <= 0x7fffffff, "heads (" + s(p.heads) + ") must be at most 2^31 - 1");
   check(p.q && p.k && p.v && p.out, "q, k, v and out must be non-null device pointers");
-  check(reinterpret_cast<uintptr_t>(p.k) % 16 == 0 && reinterpret_cast<uintptr_t>(p.v) % 16 == 0,
-        "k and v must be 16-byte aligned");
+  check_kv_pointers(p, "attention_decode");
   check(p.start >= 0 && p.start + 1 <= p.capacity,
         "position start = " + s(p.start) + " must lie in the cache (capacity " + s(p.capacity) + ")");
   const int64_t first = p.window > 0 ? std::max<int64_t>(0, p.start - p.window + 1) : 0;

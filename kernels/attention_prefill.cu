@@ -1,6 +1,6 @@
 // Tiled causal attention for n >= 1 query rows (FlashAttention-2's loop order on CUDA cores, f32).
-// It serves f32 KV caches; f16 and bf16 caches go to the tensor-core kernel of
-// attention_prefill_mma.cu (the dispatch is attention_prefill(), at the end of this file).
+// It serves f32 and 8-bit (int8, fp8) KV caches; f16 and bf16 caches go to the tensor-core kernel
+// of attention_prefill_mma.cu (the dispatch is attention_prefill(), at the end of this file).
 //
 // GQA-native: the rows of a KV head's group are the (query t, head h) pairs, t-major
 // (r = t · group + h), and a block takes kRows consecutive pairs, so every K/V tile it loads
@@ -19,13 +19,22 @@
 //
 // The tile is the largest of (RPT, CPT) = (4, 2), then (2, 1), whose shared memory fits the
 // device's opt-in limit: 141,824 B for head_dim 256 at (4, 2), 68,864 B at (2, 1) (sm_86: 101,376).
+//
+// 8-bit caches (int8, fp8: codes and an f32 scale per row, kernels/core/kv_quant.h): the codes
+// come in 8-byte loads (their blocks are 8-byte aligned), widened exactly to f32 in shared memory
+// as the other types are, and the tile's K and V scales beside them (kCols f32 each). Each score is
+// q · codes times its K row's scale, before the mask and the softmax; P holds each weight times
+// its V row's scale, while the softmax's l sums the unscaled weights: src/cpu/attention.cpp's
+// order of operations.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <string>
 
+#include "attention_check.h"
 #include "attention_prefill_mma.h"
+#include "core/kv_code_load.h"
 #include "core/kv_load.h"
 #include "core/online_softmax.h"
 #include "cuda_check.h"
@@ -41,12 +50,14 @@ template <int HDP, DType KV, int RPT, int CPT>
 struct Shape {
   static constexpr int kRows = 16 * RPT;        // (query, head) rows per block
   static constexpr int kCols = 16 * CPT;        // key positions per tile
-  static constexpr int kElem = KV == DType::F32 ? 4 : 2;
-  static constexpr int kVec = 16 / kElem;       // elements per 16-byte load
+  static constexpr bool kScaled = is_scaled_kv(KV);  // int8, fp8: codes and a scale per row
+  static constexpr int kElem = static_cast<int>(dtype_size(KV));
+  static constexpr int kVec = kScaled ? 8 : 16 / kElem;  // elements per load: 16 bytes, or 8 codes
   static constexpr int kPitch = HDP + 4;        // floats; +4: a quarter-warp's rows hit distinct banks
   static constexpr int kPPitch = kRows + 4;     // floats per row of P, stored (key, row)
   static constexpr int kDimVecs = HDP / 64;     // float4 output chunks per thread and row
-  static constexpr int kSmemBytes = ((kRows + 2 * kCols) * kPitch + kCols * kPPitch) * 4;
+  static constexpr int kScaleFloats = kScaled ? 2 * kCols : 0;  // the tile's K scales, then V scales
+  static constexpr int kSmemBytes = ((kRows + 2 * kCols) * kPitch + kCols * kPPitch + kScaleFloats) * 4;
   static_assert(HDP % 64 == 0 && (RPT == 1 || RPT == 2 || RPT == 4) && (CPT == 1 || CPT == 2));
 };
 
@@ -60,10 +71,16 @@ __device__ __forceinline__ float row_sum(float x) {
   return x;
 }
 
-// kVec consecutive cache elements from one 16-byte aligned load.
-template <DType KV>
-__device__ __forceinline__ void load16(const unsigned char* p, float (&x)[16 / (KV == DType::F32 ? 4 : 2)]) {
-  if constexpr (KV == DType::F32) {
+// kVec consecutive cache elements from one 16-byte aligned load; 8 codes of an 8-bit type (before
+// their row's scale) from one 8-byte aligned load.
+template <DType KV, int N>
+__device__ __forceinline__ void load_vec(const unsigned char* p, float (&x)[N]) {
+  if constexpr (is_scaled_kv(KV)) {
+    const uint64_t r = *reinterpret_cast<const uint64_t*>(p);  // one 8-byte load
+    const uint32_t w[2] = {static_cast<uint32_t>(r), static_cast<uint32_t>(r >> 32)};
+    if constexpr (KV == DType::FP8) core::widen8_e4m3(w, x);
+    else core::widen8_i8(w, x);
+  } else if constexpr (KV == DType::F32) {
     const float4 a = *reinterpret_cast<const float4*>(p);
     x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
   } else {
@@ -109,6 +126,8 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
   float* k_s = q_s + kRows * S::kPitch;  // (kCols, kPitch) K tile in f32
   float* v_s = k_s + kCols * S::kPitch;  // (kCols, kPitch) V tile in f32
   float* p_s = v_s + kCols * S::kPitch;  // (kCols, kPPitch) weights, key-major
+  float* ks_s = p_s + kCols * S::kPPitch;  // 8-bit types: (kCols) the tile's K scales, then (kCols) V's
+  float* vs_s = ks_s + kCols;
   const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
   const int g = blockIdx.y, group = a.group, hd = a.head_dim;
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
@@ -149,7 +168,7 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
 #pragma unroll
     for (int k = 0; k < S::kDimVecs; ++k) o[i][k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 
-  const int copies = hd / S::kVec;  // 16-byte loads per cache row
+  const int copies = hd / S::kVec;  // loads per cache row
   for (int64_t k0 = k_begin; k0 < k_end; k0 += kCols) {
     // K and V tile, widened to f32; rows past k_end are zeros (they are masked, and 0 · 0 = 0).
     for (int idx = tid; idx < kCols * copies; idx += kThreads) {
@@ -157,8 +176,8 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
       float x[S::kVec], y[S::kVec];
       if (k0 + c < k_end) {
         const size_t off = ((head_row0 + static_cast<size_t>(k0 + c)) * hd + col) * S::kElem;
-        load16<KV>(a.k + off, x);
-        load16<KV>(a.v + off, y);
+        load_vec<KV>(a.k + off, x);
+        load_vec<KV>(a.v + off, y);
       } else {
 #pragma unroll
         for (int e = 0; e < S::kVec; ++e) x[e] = y[e] = 0.0f;
@@ -167,6 +186,13 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
       for (int e = 0; e < S::kVec; e += 4) {
         *reinterpret_cast<float4*>(k_s + c * S::kPitch + col + e) = make_float4(x[e], x[e + 1], x[e + 2], x[e + 3]);
         *reinterpret_cast<float4*>(v_s + c * S::kPitch + col + e) = make_float4(y[e], y[e + 1], y[e + 2], y[e + 3]);
+      }
+    }
+    if constexpr (S::kScaled) {  // keys past k_end: scale 0 (their scores are masked anyway)
+      if (tid < 2 * kCols) {
+        const int c = tid % kCols;
+        const float* scales = tid < kCols ? a.k_scales : a.v_scales;
+        ks_s[tid] = k0 + c < k_end ? scales[head_row0 + static_cast<size_t>(k0 + c)] : 0.0f;
       }
     }
     __syncthreads();
@@ -191,6 +217,14 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
       }
     }
 
+    if constexpr (S::kScaled) {
+#pragma unroll
+      for (int j = 0; j < CPT; ++j) {
+        const float ks = ks_s[tx + 16 * j];
+#pragma unroll
+        for (int i = 0; i < RPT; ++i) s[i][j] *= ks;
+      }
+    }
 #pragma unroll
     for (int i = 0; i < RPT; ++i) {
       float mx = -INFINITY;
@@ -217,6 +251,12 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
       float w[RPT];
 #pragma unroll
       for (int i = 0; i < RPT; ++i) w[i] = s[i][j];
+      if constexpr (S::kScaled) {
+        // A masked key's weight stays 0, whatever its V scale (a non-finite row's is NaN).
+        const float vs = vs_s[tx + 16 * j];
+#pragma unroll
+        for (int i = 0; i < RPT; ++i) w[i] = w[i] != 0.0f ? w[i] * vs : 0.0f;
+      }
       store_rows<RPT>(p_s + (tx + 16 * j) * S::kPPitch + ty * RPT, w);
     }
     __syncthreads();
@@ -291,6 +331,8 @@ template <int HDP>
 void run_dtype(const AttentionParams& p, cudaStream_t stream) {
   switch (p.kv_dtype) {
     case DType::F32: return run_tile<HDP, DType::F32>(p, stream);
+    case DType::I8: return run_tile<HDP, DType::I8>(p, stream);
+    case DType::FP8: return run_tile<HDP, DType::FP8>(p, stream);
     default: break;  // f16 and bf16: attention_prefill_mma.cu
   }
   throw Error(ErrorKind::Unsupported, "attention_prefill: unsupported KV cache dtype");
@@ -310,15 +352,14 @@ void attention_prefill(const AttentionParams& p, cudaStream_t stream) {
   check(p.kv_heads > 0 && p.kv_heads <= 65535 && p.heads > 0 && p.heads % p.kv_heads == 0,
         "heads (" + s(p.heads) + ") must be a positive multiple of kv_heads (" + s(p.kv_heads) + ", at most 65535)");
   check(p.q && p.k && p.v && p.out, "q, k, v and out must be non-null device pointers");
-  check(reinterpret_cast<uintptr_t>(p.k) % 16 == 0 && reinterpret_cast<uintptr_t>(p.v) % 16 == 0,
-        "k and v must be 16-byte aligned");
+  check_kv_pointers(p, "attention_prefill");
   check(p.start >= 0 && p.start + p.n <= p.capacity,
         "positions " + s(p.start) + " .. " + s(p.start + p.n - 1) + " must lie in the cache (capacity " +
             s(p.capacity) + ")");
   check(p.heads / p.kv_heads <= 0x7fffffff && (p.n * (p.heads / p.kv_heads) + 63) / 64 <= 0x7fffffff,
         "n · group is too large for one launch");
   // The one dispatch point: 16-bit caches on tensor cores (every head_dim: the MMA kernel pads
-  // QK's k-dimension to 16 with zeros), f32 caches on this file's kernel.
+  // QK's k-dimension to 16 with zeros), f32 and 8-bit caches on this file's kernel.
   if (p.kv_dtype == DType::F16 || p.kv_dtype == DType::BF16) return attention_prefill_mma(p, stream);
   if (p.head_dim <= 64) return run_dtype<64>(p, stream);
   if (p.head_dim <= 128) return run_dtype<128>(p, stream);

@@ -12,11 +12,14 @@
 
 namespace kvinfer::cuda {
 
-// The launch arguments of both prefill kernels (this one and attention_prefill.cu's f32 kernel).
+// The launch arguments of both prefill kernels (this one and attention_prefill.cu's f32 and 8-bit
+// kernel).
 struct PrefillArgs {
   const float* q;          // (n, heads, hd)
   const unsigned char* k;  // (kv_heads, capacity, hd) of the cache dtype
   const unsigned char* v;  // (kv_heads, capacity, hd)
+  const float* k_scales;   // 8-bit types (the f32 kernel's): (kv_heads, capacity) the rows' scales
+  const float* v_scales;
   float* out;              // (n, heads, hd)
   float q_scale;           // 1/sqrt(hd) · log2(e): scores in the base-2 domain
   int head_dim;            // hd: a multiple of 8, at most the kernel's HDP
@@ -31,6 +34,8 @@ inline PrefillArgs prefill_args(const AttentionParams& p, int rows, int64_t& row
   a.q = p.q;
   a.k = static_cast<const unsigned char*>(p.k);
   a.v = static_cast<const unsigned char*>(p.v);
+  a.k_scales = p.k_scales;
+  a.v_scales = p.v_scales;
   a.out = p.out;
   a.head_dim = static_cast<int>(p.head_dim);
   a.q_scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim)) * core::kLog2e;

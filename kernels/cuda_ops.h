@@ -43,10 +43,12 @@ void add_bias(float* y, const float* bias, int64_t rows, int64_t cols, cudaStrea
 // out (n) = src narrowed to dtype (round to nearest even), for GEMM inputs.
 void convert_from_f32(DType dtype, const float* src, void* out, int64_t n, cudaStream_t stream);
 // Writes k, v (n, kv_heads, head_dim) at positions start .. start+n-1 of one layer's cache
-// blocks k_layer, v_layer: (kv_heads, capacity, head_dim) of kv_dtype.
+// blocks k_layer, v_layer: (kv_heads, capacity, head_dim) of kv_dtype. An 8-bit cache (int8,
+// fp8) gets each row's codes there and its scale in k_scales, v_scales ((kv_heads, capacity) f32,
+// required for those types): the bits core::quantize_kv_row gives on the CPU.
 void store_kv(DType kv_dtype, const float* k, const float* v, int64_t n, int64_t kv_heads, int64_t head_dim,
               int64_t start, int64_t capacity, void* k_layer, void* v_layer, cudaStream_t stream,
-              const int32_t* start_on_device = nullptr);
+              const int32_t* start_on_device = nullptr, float* k_scales = nullptr, float* v_scales = nullptr);
 // *out = index of the largest logit (lowest index on ties, as torch.argmax).
 void argmax(const float* logits, int64_t vocab, int32_t* out, cudaStream_t stream);
 
@@ -64,10 +66,15 @@ void embed_quantized(DType table_dtype, const void* table, int64_t vocab, int64_
 // Causal softmax attention of q over one layer's cache, scale 1/sqrt(head_dim). Query row t sits
 // at position start + t and attends to positions [max(0, pos - window + 1), pos] (window <= 0:
 // no window). Query head h reads KV head h / (heads / kv_heads): any group size.
+// An 8-bit cache (int8, fp8; kernels/core/kv_quant.h) holds codes in k and v and each row's f32
+// scale in k_scales and v_scales: a score is (q · codes) times its K row's scale, and each V row
+// is weighted by its probability times its V row's scale, as src/cpu/attention.cpp does.
 struct AttentionParams {
   const float* q = nullptr;  // (n, heads, head_dim)
   const void* k = nullptr;   // (kv_heads, capacity, head_dim) of kv_dtype
   const void* v = nullptr;   // (kv_heads, capacity, head_dim) of kv_dtype
+  const float* k_scales = nullptr;  // int8, fp8: (kv_heads, capacity) the K rows' scales; else unused
+  const float* v_scales = nullptr;  // int8, fp8: (kv_heads, capacity) the V rows' scales
   float* out = nullptr;      // (n, heads, head_dim)
   DType kv_dtype = DType::F32;
   int64_t n = 0, start = 0, heads = 0, kv_heads = 0, head_dim = 0, capacity = 0, window = 0;

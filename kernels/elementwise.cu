@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/convert.h"
+#include "core/kv_quant.h"
 #include "core/rope.h"
 #include "cuda_check.h"
 #include "cuda_ops.h"
@@ -283,6 +284,41 @@ __global__ void store_kv_kernel(const float* k, const float* v, int64_t n, int64
   }
 }
 
+// 8-bit caches (int8, fp8): one warp per row (one position's K or V row of one KV head, rows
+// ordered (t, kv_head, {K, V})), the bits of core::quantize_kv_row: the row's largest magnitude
+// by a warp max (exact and order-free) and whether it is finite by a warp AND, then each lane
+// codes its values with core::kv_code. head_dim may be any size (lanes stride by 32).
+template <bool FP8>
+__global__ void store_kv_scaled_kernel(const float* k, const float* v, int64_t n, int64_t kv_heads, int64_t head_dim,
+                                       int64_t start, const int32_t* start_on_device, int64_t capacity,
+                                       uint8_t* k_layer, uint8_t* v_layer, float* k_scales, float* v_scales) {
+  if (start_on_device != nullptr) start = *start_on_device;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t rows = n * kv_heads * 2, warps = grid_threads() / 32;
+  for (int64_t r = global_thread() / 32; r < rows; r += warps) {  // warp-uniform: all lanes or none
+    const int64_t tg = r / 2, g = tg % kv_heads, t = tg / kv_heads;  // tg: row (t, g) of k and v
+    const bool is_v = (r & 1) != 0;
+    const float* x = (is_v ? v : k) + tg * head_dim;
+    float amax = 0.0f;
+    int finite = 1;
+    for (int64_t d = lane; d < head_dim; d += 32) {
+      const float m = fabsf(x[d]);
+      finite &= m <= 3.4028234663852886e38f ? 1 : 0;  // NaN and ±inf: not finite
+      amax = m > amax ? m : amax;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float other = __shfl_xor_sync(0xffffffffu, amax, o);
+      amax = other > amax ? other : amax;
+      finite &= __shfl_xor_sync(0xffffffffu, finite, o);
+    }
+    const int64_t slot = g * capacity + start + t;  // (kv_head, position)
+    if (lane == 0) (is_v ? v_scales : k_scales)[slot] = finite ? core::kv_row_scale(amax, FP8) : NAN;
+    uint8_t* codes = (is_v ? v_layer : k_layer) + slot * head_dim;
+    const bool coded = finite && amax > 0.0f;
+    for (int64_t d = lane; d < head_dim; d += 32) codes[d] = coded ? core::kv_code(x[d], amax, FP8) : uint8_t{0};
+  }
+}
+
 // (value, index) a beats (value, index) b: larger value, or equal value and lower index.
 // NaN never wins (as std::max_element, the CPU's argmax, when the first logit is not NaN).
 __device__ __forceinline__ bool beats(float va, int32_t ia, float vb, int32_t ib) {
@@ -449,7 +485,7 @@ void convert_from_f32(DType dtype, const float* src, void* out, int64_t n, cudaS
 
 void store_kv(DType kv_dtype, const float* k, const float* v, int64_t n, int64_t kv_heads, int64_t head_dim,
               int64_t start, int64_t capacity, void* k_layer, void* v_layer, cudaStream_t stream,
-              const int32_t* start_on_device) {
+              const int32_t* start_on_device, float* k_scales, float* v_scales) {
   require_ptr(k, "store_kv", "k");
   require_ptr(v, "store_kv", "v");
   require_ptr(k_layer, "store_kv", "k_layer");
@@ -462,6 +498,17 @@ void store_kv(DType kv_dtype, const float* k, const float* v, int64_t n, int64_t
     return "positions " + std::to_string(start) + " .. " + std::to_string(start + n - 1) + " outside a capacity of " +
            std::to_string(capacity);
   });
+  if (is_scaled_kv(kv_dtype)) {
+    require(k_scales != nullptr && v_scales != nullptr, "store_kv", [&] {
+      return std::string("an ") + std::string(dtype_name(kv_dtype)) + " cache needs k_scales and v_scales (non-null)";
+    });
+    const int64_t rows = n * kv_heads * 2;  // a warp each
+    auto* kernel = kv_dtype == DType::FP8 ? store_kv_scaled_kernel<true> : store_kv_scaled_kernel<false>;
+    launch("store_kv", kernel, blocks_for(rows * 32, kThreads), kThreads, 0, stream, k, v, n, kv_heads, head_dim, start,
+           start_on_device, capacity, static_cast<uint8_t*>(k_layer), static_cast<uint8_t*>(v_layer), k_scales,
+           v_scales);
+    return;
+  }
   visit_dtype(kv_dtype, [&](auto d) {
     using D = decltype(d);
     using T = typename D::T;

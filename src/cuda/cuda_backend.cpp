@@ -267,8 +267,9 @@ void gelu_tanh(Context& c, const float* x, float* out, int64_t n) { cuda::gelu_t
 void add(Context& c, float* x, const float* y, int64_t n) { cuda::add(x, y, n, c.stream); }
 
 void store_kv(Context& c, KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v) {
+  // An 8-bit cache's scales: the layer's (kv_heads, capacity) blocks (null for the other types).
   cuda::store_kv(kv.dtype(), k, v, n, kv.num_kv_heads(), kv.head_dim(), start, kv.capacity(), kv_k(kv, layer, 0),
-                 kv_v(kv, layer, 0), c.stream, c.device_start());
+                 kv_v(kv, layer, 0), c.stream, c.device_start(), kv_k_scales(kv, layer, 0), kv_v_scales(kv, layer, 0));
 }
 
 void attention(Context& c, const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start, int64_t heads,
@@ -277,6 +278,8 @@ void attention(Context& c, const KvCache& kv, int64_t layer, const float* q, int
   p.q = q;
   p.k = kv_k(kv, layer, 0);
   p.v = kv_v(kv, layer, 0);
+  p.k_scales = kv_k_scales(kv, layer, 0);  // 8-bit caches: (kv_heads, capacity) each; null otherwise
+  p.v_scales = kv_v_scales(kv, layer, 0);
   p.out = out;
   p.kv_dtype = kv.dtype();
   p.n = n;
