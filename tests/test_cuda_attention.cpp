@@ -80,6 +80,7 @@ struct Shape {
   int64_t kv_heads, group, head_dim;
   DType dtype;
   int64_t start, n, window;
+  bool codes_at_8 = false;  // 8-bit caches: the code blocks 8 bytes past a 16-byte boundary
   int64_t heads() const { return kv_heads * group; }
 };
 
@@ -87,7 +88,7 @@ std::string describe(Kernel kernel, const Shape& s) {
   return std::string(kernel == Kernel::Decode ? "decode" : "prefill") + " kv_heads " + std::to_string(s.kv_heads) +
          " group " + std::to_string(s.group) + " head_dim " + std::to_string(s.head_dim) + " " +
          std::string(dtype_name(s.dtype)) + " start " + std::to_string(s.start) + " n " + std::to_string(s.n) +
-         " window " + std::to_string(s.window);
+         " window " + std::to_string(s.window) + (s.codes_at_8 ? " (codes 8-byte aligned)" : "");
 }
 
 struct Outcome {
@@ -97,7 +98,7 @@ struct Outcome {
 };
 
 // The prefill kernel for this cache type runs on tensor cores (16-bit operands).
-bool uses_mma(Kernel kernel, DType dt) { return kernel == Kernel::Prefill && dt != DType::F32; }
+bool uses_mma(Kernel kernel, DType dt) { return kernel == Kernel::Prefill && (dt == DType::F16 || dt == DType::BF16); }
 
 // The unit roundoff of a 16-bit type.
 double unit_roundoff(DType dt) { return dt == DType::BF16 ? 0x1p-8 : 0x1p-11; }
@@ -109,12 +110,16 @@ std::vector<float> uniform(std::mt19937& rng, size_t count, float a) {
   return x;
 }
 
-// fp64 attention for row t, head h over the widened cache: out (head_dim).
+// fp64 attention for row t, head h over the widened cache: out (head_dim). An 8-bit cache's rows
+// are their codes times their scales.
 std::vector<double> reference_row(const KvCache& kv, const Shape& s, const std::vector<float>& q, int64_t t,
                                   int64_t h) {
   const int64_t hd = s.head_dim, pos = s.start + t, g = h / s.group;
   const int64_t first = s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0;
   const size_t row_bytes = static_cast<size_t>(hd) * dtype_size(s.dtype);
+  const float* k_scales = kv_k_scales(kv, 0, g);  // null but for 8-bit caches
+  const float* v_scales = kv_v_scales(kv, 0, g);
+  auto scale = [](const float* scales, int64_t j) { return scales ? static_cast<double>(scales[j]) : 1.0; };
   std::vector<float> k(static_cast<size_t>(hd)), v(static_cast<size_t>(hd));
   std::vector<double> score(static_cast<size_t>(pos - first + 1)), out(static_cast<size_t>(hd), 0.0);
   const float* qh = q.data() + (t * s.heads() + h) * hd;
@@ -123,14 +128,14 @@ std::vector<double> reference_row(const KvCache& kv, const Shape& s, const std::
     cpu::to_f32(s.dtype, kv_k(kv, 0, g) + static_cast<size_t>(j) * row_bytes, k.data(), hd);
     double d = 0;
     for (int64_t i = 0; i < hd; ++i) d += static_cast<double>(qh[i]) * k[static_cast<size_t>(i)];
-    score[static_cast<size_t>(j - first)] = d / std::sqrt(static_cast<double>(hd));
+    score[static_cast<size_t>(j - first)] = d * scale(k_scales, j) / std::sqrt(static_cast<double>(hd));
     mx = std::max(mx, score[static_cast<size_t>(j - first)]);
   }
   double sum = 0;
   for (auto& e : score) sum += (e = std::exp(e - mx));
   for (int64_t j = first; j <= pos; ++j) {
     cpu::to_f32(s.dtype, kv_v(kv, 0, g) + static_cast<size_t>(j) * row_bytes, v.data(), hd);
-    const double p = score[static_cast<size_t>(j - first)] / sum;
+    const double p = score[static_cast<size_t>(j - first)] / sum * scale(v_scales, j);
     for (int64_t i = 0; i < hd; ++i) out[static_cast<size_t>(i)] += p * v[static_cast<size_t>(i)];
   }
   return out;
@@ -185,8 +190,17 @@ Outcome run(Kernel kernel, const Shape& s, int64_t ref_stride = 0) {
   cfg.head_dim = hd;
   KvCache kv(cfg, capacity, s.dtype);
   std::mt19937 rng(static_cast<uint32_t>(s.group * 1000003 + hd * 7919 + s.start * 31 + s.n + s.window));
-  const auto k = uniform(rng, static_cast<size_t>(ctx * kvh * hd), 1.0f);  // (ctx, kv_heads, hd)
-  const auto v = uniform(rng, static_cast<size_t>(ctx * kvh * hd), 1.0f);
+  auto k = uniform(rng, static_cast<size_t>(ctx * kvh * hd), 1.0f);  // (ctx, kv_heads, hd)
+  auto v = uniform(rng, static_cast<size_t>(ctx * kvh * hd), 1.0f);
+  if (is_scaled_kv(s.dtype)) {
+    // Rows of different magnitudes (K 0.5 .. 2, V 0.25 .. 4), so that each row's scale matters.
+    std::mt19937 rows_rng(static_cast<uint32_t>(hd + s.start));
+    std::uniform_real_distribution<float> e(-1.0f, 1.0f);
+    for (int64_t r = 0; r < ctx * kvh; ++r) {
+      const float fk = std::exp2(e(rows_rng)), fv = std::exp2(2 * e(rows_rng));
+      for (int64_t i = 0; i < hd; ++i) k[static_cast<size_t>(r * hd + i)] *= fk, v[static_cast<size_t>(r * hd + i)] *= fv;
+    }
+  }
   cpu::store_kv(kv, 0, 0, ctx, k.data(), v.data());
   const std::vector<float> nan_rows(static_cast<size_t>(std::max(ctx, capacity - ctx) * kvh * hd),
                                     std::numeric_limits<float>::quiet_NaN());
@@ -200,15 +214,25 @@ Outcome run(Kernel kernel, const Shape& s, int64_t ref_stride = 0) {
   cpu::attention(kv, 0, q.data(), s.n, s.start, heads, s.window, want.data());
 
   const size_t block_bytes = static_cast<size_t>(kvh * capacity * hd) * dtype_size(s.dtype);
-  DeviceArray<std::byte> k_d(block_bytes), v_d(block_bytes);
-  CUDA_CHECK(cudaMemcpy(k_d.get(), kv_k(kv, 0, 0), block_bytes, cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(v_d.get(), kv_v(kv, 0, 0), block_bytes, cudaMemcpyHostToDevice));
+  const size_t lead = s.codes_at_8 ? 8 : 0;  // where the rows start in their (256-byte aligned) blocks
+  DeviceArray<std::byte> k_d(block_bytes + lead), v_d(block_bytes + lead);
+  CUDA_CHECK(cudaMemcpy(k_d.get() + lead, kv_k(kv, 0, 0), block_bytes, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(v_d.get() + lead, kv_v(kv, 0, 0), block_bytes, cudaMemcpyHostToDevice));
+  // An 8-bit cache's scales, (kv_heads, capacity) each.
+  const bool scaled = is_scaled_kv(s.dtype);
+  const size_t scale_count = scaled ? static_cast<size_t>(kvh * capacity) : 0;
+  DeviceArray<float> ks_d(scale_count), vs_d(scale_count);
+  if (scaled) {
+    CUDA_CHECK(cudaMemcpy(ks_d.get(), kv_k_scales(kv, 0, 0), scale_count * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(vs_d.get(), kv_v_scales(kv, 0, 0), scale_count * sizeof(float), cudaMemcpyHostToDevice));
+  }
   DeviceArray<float> q_d(q.size()), out_d(q.size());
   CUDA_CHECK(cudaMemcpy(q_d.get(), q.data(), q.size() * sizeof(float), cudaMemcpyHostToDevice));
   cuda::AttentionParams p;
   p.q = q_d.get();
-  p.k = k_d.get();
-  p.v = v_d.get();
+  p.k = k_d.get() + lead;
+  p.v = v_d.get() + lead;
+  if (scaled) p.k_scales = ks_d.get(), p.v_scales = vs_d.get();
   p.out = out_d.get();
   p.kv_dtype = s.dtype;
   p.n = s.n;
@@ -385,6 +409,124 @@ TEST(CudaAttention, PrefillThousandsOfPositions) {
   expect_close(Kernel::Prefill, {4, 1, 256, DType::F32, 3, 1, 0}, 1);  // n == 1 through prefill
 }
 
+// 8-bit caches (int8, fp8: codes and a scale per row): decode (several splits) and prefill (the
+// f32 tile kernel) against the CPU on the same codes and scales, and against fp64 on a subset;
+// GQA groups 1, 3, 7 and one over a decode block's 64 heads; head dims that are multiples of 16
+// (16-byte copies) and not (8 and 40: 8-byte copies), with and without a window.
+class CudaAttentionEightBit : public ::testing::TestWithParam<std::tuple<int64_t, int64_t>> {};
+
+TEST_P(CudaAttentionEightBit, DecodeMatchesCpu) {
+  SKIP_WITHOUT_DEVICE();
+  const auto [group, hd] = GetParam();
+  int64_t i = 0;
+  for (DType dt : {DType::I8, DType::FP8})
+    for (int64_t window : {int64_t{0}, int64_t{157}}) {
+      const int64_t start = 250 + 61 * (i++) + group;  // not a tile multiple; several splits
+      expect_close(Kernel::Decode, {2, group, hd, dt, start, 1, window}, i == 1 || i == 4 ? 1 : 0);
+    }
+}
+
+TEST_P(CudaAttentionEightBit, PrefillMatchesCpu) {
+  SKIP_WITHOUT_DEVICE();
+  const auto [group, hd] = GetParam();
+  const int64_t n = group >= 7 ? 40 : 70;
+  for (DType dt : {DType::I8, DType::FP8})
+    for (int64_t window : {int64_t{0}, int64_t{23}}) {
+      expect_close(Kernel::Prefill, {2, group, hd, dt, 0, n, window}, window == 0 ? 7 : 0);
+      expect_close(Kernel::Prefill, {2, group, hd, dt, 245, n / 2 + 2, window});
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaAttentionEightBit,
+                         ::testing::Combine(::testing::Values(1, 3, 7), ::testing::Values(8, 40, 64, 128)),
+                         [](const auto& test) {
+                           return "group" + std::to_string(std::get<0>(test.param)) + "_hd" +
+                                  std::to_string(std::get<1>(test.param));
+                         });
+
+// 8-bit codes 8 bytes past a 16-byte boundary (as a cache's code blocks may lie, after its scales)
+// take 8-byte copies in decode even where head_dim allows 16; head_dim 256; a group over the 64
+// heads of a decode block; long contexts.
+TEST(CudaAttention, EightBitAlignmentsLargeGroupsAndLongContexts) {
+  SKIP_WITHOUT_DEVICE();
+  for (DType dt : {DType::I8, DType::FP8}) {
+    expect_close(Kernel::Decode, {2, 3, 64, dt, 300, 1, 0, true}, 1);
+    expect_close(Kernel::Prefill, {2, 3, 64, dt, 40, 30, 0, true}, 3);
+    expect_close(Kernel::Decode, {2, 4, 256, dt, 333, 1, 100}, 1);
+    expect_close(Kernel::Prefill, {2, 4, 256, dt, 7, 33, 0}, 4);
+    expect_close(Kernel::Decode, {1, 65, 128, dt, 700, 1, 0}, 1);
+    expect_close(Kernel::Prefill, {1, 65, 128, dt, 20, 3, 0}, 1);
+    expect_close(Kernel::Decode, {2, 7, 128, dt, 9000, 1, 0}, 1);
+    expect_close(Kernel::Decode, {2, 7, 128, dt, 9000, 1, 2000});
+  }
+}
+
+// A row with a NaN or an infinity gets a NaN scale (kernels/core/kv_quant.h): the queries that
+// attend it come out NaN, as on the CPU, and the others stay finite and the CPU's, in decode and
+// in prefill (whose tiles hold keys that some of their rows mask: a masked key's weight is 0,
+// whatever its scale).
+TEST(CudaAttention, EightBitNonFiniteRowsReachOnlyTheQueriesThatAttendThem) {
+  SKIP_WITHOUT_DEVICE();
+  const int64_t hd = 64, kvh = 2, group = 3, heads = kvh * group, ctx = 100, capacity = 128, window = 20;
+  ModelConfig cfg;
+  cfg.num_layers = 1, cfg.num_heads = heads, cfg.num_kv_heads = kvh, cfg.head_dim = hd;
+  std::mt19937 rng(5);
+  for (DType dt : {DType::I8, DType::FP8}) {
+    KvCache kv(cfg, capacity, dt);
+    auto k = uniform(rng, static_cast<size_t>(ctx * kvh * hd), 1.0f), v = uniform(rng, k.size(), 1.0f);
+    k[static_cast<size_t>((50 * kvh + 0) * hd + 3)] = INFINITY;  // K row of position 50, KV head 0
+    v[static_cast<size_t>((60 * kvh + 1) * hd + 5)] = NAN;       // V row of position 60, KV head 1
+    cpu::store_kv(kv, 0, 0, ctx, k.data(), v.data());
+    const size_t codes = static_cast<size_t>(kvh * capacity * hd), scales = static_cast<size_t>(kvh * capacity);
+    DeviceArray<std::byte> k_d(codes), v_d(codes);
+    DeviceArray<float> ks_d(scales), vs_d(scales);
+    CUDA_CHECK(cudaMemcpy(k_d.get(), kv_k(kv, 0, 0), codes, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(v_d.get(), kv_v(kv, 0, 0), codes, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(ks_d.get(), kv_k_scales(kv, 0, 0), scales * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(vs_d.get(), kv_v_scales(kv, 0, 0), scales * sizeof(float), cudaMemcpyHostToDevice));
+    for (const auto& [start, n] : {std::pair<int64_t, int64_t>{0, ctx}, {55, 1}, {75, 1}, {85, 1}}) {
+      const auto q = uniform(rng, static_cast<size_t>(n * heads * hd), 2.0f);
+      std::vector<float> want(q.size()), got(q.size());
+      cpu::attention(kv, 0, q.data(), n, start, heads, window, want.data());
+      DeviceArray<float> q_d(q.size()), out_d(q.size());
+      CUDA_CHECK(cudaMemcpy(q_d.get(), q.data(), q.size() * sizeof(float), cudaMemcpyHostToDevice));
+      cuda::AttentionParams p;
+      p.q = q_d.get(), p.k = k_d.get(), p.v = v_d.get(), p.k_scales = ks_d.get(), p.v_scales = vs_d.get();
+      p.out = out_d.get(), p.kv_dtype = dt, p.n = n, p.start = start, p.heads = heads, p.kv_heads = kvh;
+      p.head_dim = hd, p.capacity = capacity, p.window = window;
+      if (n == 1) {
+        DeviceArray<std::byte> ws(cuda::attention_decode_workspace_bytes(heads, hd, capacity));
+        cuda::attention_decode(p, ws.get(), ws.bytes(), nullptr);
+      } else {
+        cuda::attention_prefill(p, nullptr);
+      }
+      CUDA_CHECK(cudaDeviceSynchronize());
+      CUDA_CHECK(cudaMemcpy(got.data(), out_d.get(), got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+      int64_t nonfinite = 0;
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t h = 0; h < heads; ++h) {
+          const int64_t pos = start + t, bad = h / group == 0 ? 50 : 60;  // the row KV head h / group holds
+          const bool attends = pos >= bad && pos - bad < window;
+          for (int64_t i = 0; i < hd; ++i) {
+            const size_t at = static_cast<size_t>((t * heads + h) * hd + i);
+            const std::string where = std::string(dtype_name(dt)) + " position " + std::to_string(pos) + " head " +
+                                      std::to_string(h) + " dim " + std::to_string(i);
+            ASSERT_EQ(std::isfinite(want[at]), !attends) << "the CPU: " << where;
+            ASSERT_EQ(std::isfinite(got[at]), !attends) << where;
+            if (attends) {
+              ++nonfinite;
+            } else {
+              ASSERT_NEAR(got[at], want[at], 1e-4 * (1 + std::abs(want[at]))) << where;
+            }
+          }
+        }
+      if (start == 0) {
+        EXPECT_GT(nonfinite, 0);
+      }
+    }
+  }
+}
+
 TEST(CudaAttention, DecodeRefusesTooSmallWorkspace) {
   SKIP_WITHOUT_DEVICE();
   DeviceArray<std::byte> buf(1 << 20);
@@ -450,6 +592,26 @@ TEST(CudaAttention, RefusesBadArguments) {
   expect_error(prefill(p), "capacity 16");
   p = good(), p.n = 0;
   expect_error(prefill(p), "at least 1");
+  // 8-bit caches: scales required; codes 8-byte aligned suffice (the call then fails later, at
+  // the position check), 4-byte aligned do not.
+  for (DType dt : {DType::I8, DType::FP8}) {
+    p = good(), p.kv_dtype = dt;
+    const std::string needle = "an " + std::string(dtype_name(dt)) + " cache needs k_scales and v_scales";
+    expect_error(decode(p), needle);
+    expect_error(prefill(p), needle);
+    p.k_scales = p.v_scales = dummy;
+    p.v_scales = nullptr;
+    expect_error(decode(p), needle);
+    p.v_scales = dummy + 1;
+    p.k = reinterpret_cast<const std::byte*>(dummy) + 8, p.start = 16;
+    expect_error(decode(p), "capacity 16");
+    p.start = 10, p.n = 7;
+    expect_error(prefill(p), "capacity 16");
+    p = good(), p.kv_dtype = dt, p.k_scales = p.v_scales = dummy;
+    p.v = reinterpret_cast<const std::byte*>(dummy) + 4;
+    expect_error(decode(p), "8-byte aligned");
+    expect_error(prefill(p), "8-byte aligned");
+  }
 }
 
 }  // namespace

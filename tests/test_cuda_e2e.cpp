@@ -4,6 +4,7 @@
 // device; the load-time memory check of quantised models. Skips with a message where no CUDA
 // device exists (the tests are built regardless). In the simulation build (sim/) the device
 // exists when $KVINFER_SIM_DEVICE names one (sm_90, sm_86) and every GPU thread runs on the CPU.
+#include <cuda_runtime_api.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -26,7 +27,9 @@
 #include <nlohmann/json.hpp>
 
 #include "concurrent_generation.h"
+#include "core/kv_cache_access.h"
 #include "core/memory.h"
+#include "cuda_check.h"
 #include "cuda/cuda_backend.h"
 #include "formats/safetensors.h"
 #include "kvinfer/kvinfer.h"
@@ -162,6 +165,123 @@ TEST_P(CudaEndToEnd, DecodeGraphsGiveThePlainLaunchesBits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaEndToEnd, ::testing::ValuesIn(test::kFixtures),
+                         [](const auto& p) { return std::string(p.param); });
+
+// 8-bit KV caches (int8, fp8) end to end, against the CPU's run with the same cache type. At
+// every prompt position and every decode step fed the CPU's greedy token: the logits within a
+// bound and the same argmax; greedy generation on each device alone: the same tokens; on the
+// device, decode steps as CUDA graphs and as plain launches: the same bits (the device position
+// read by store_kv and decode attention). Fixtures: head_dim 8 (8-byte copies in decode), 16 and
+// 32, GQA groups 1, 2, 4 and 7, a sliding window, GPT-2.
+// The bound: where the two caches hold the same codes, the f32 weights' 1e-4 (the simulation:
+// under 4e-6). A code may differ by one where a K/V value, computed in another summation order on
+// each device, lands on either side of a rounding boundary (rare: about 1e-5 of the values at f32
+// precision); one such code moved these fixtures' next logits by up to 0.15 (a code set one step
+// up on the CPU, each fixture, every layer, K and V), so then the bound is kEightBitCodeFlip.
+constexpr float kEightBitSameCodes = 1e-4f;
+constexpr float kEightBitCodeFlip = 0.25f;
+
+// Filled rows whose codes differ between a CPU cache and a device cache of the same shape.
+int64_t differing_rows(const KvCache& cpu_kv, const KvCache& gpu_kv) {
+  const int64_t hd = cpu_kv.head_dim(), kvh = cpu_kv.num_kv_heads(), cap = gpu_kv.capacity();
+  const auto block = static_cast<size_t>(kvh * cap * hd);  // a layer's K (or V) codes, on the device
+  std::vector<std::byte> host(block);
+  int64_t differing = 0;
+  for (int64_t l = 0; l < cpu_kv.num_layers(); ++l)
+    for (int which = 0; which < 2; ++which) {
+      CUDA_CHECK(cudaMemcpy(host.data(), which == 0 ? kv_k(gpu_kv, l, 0) : kv_v(gpu_kv, l, 0), block,
+                            cudaMemcpyDeviceToHost));
+      for (int64_t g = 0; g < kvh; ++g)
+        for (int64_t t = 0; t < cpu_kv.size(); ++t) {
+          const std::byte* want = (which == 0 ? kv_k(cpu_kv, l, g) : kv_v(cpu_kv, l, g)) + t * hd;
+          differing += std::memcmp(host.data() + (g * cap + t) * hd, want, static_cast<size_t>(hd)) != 0;
+        }
+    }
+  return differing;
+}
+constexpr const char* kEightBitFixtures[] = {"llama_gqa4", "llama_group7", "mistral_window", "llama_head_dim",
+                                             "llama_mha", "gpt2_tiny"};
+
+class CudaEightBitKvCache : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaEightBitKvCache, GreedyTokensAndLogitsMatchTheCpusEightBitRun) {
+  REQUIRE_FIXTURE(GetParam());
+  SKIP_WITHOUT_DEVICE();
+  const auto cpu = Model::load(test::model_dir(GetParam()), {.device = Device::CPU});
+  const auto gpu = Model::load(test::model_dir(GetParam()), {.device = Device::CUDA});
+  ASSERT_EQ(gpu->device(), Device::CUDA);
+  const std::vector<int32_t> prompt = test::Reference(GetParam()).prompt_ids;
+  const size_t vocab = static_cast<size_t>(cpu->config().vocab_size), T = prompt.size();
+  constexpr int kSteps = 16;
+  const auto capacity = static_cast<int64_t>(T) + kSteps + 1;
+  auto copy = [](std::span<const float> l) { return std::vector<float>(l.begin(), l.end()); };
+  auto row = [&](const std::vector<float>& l, size_t r) { return std::span<const float>(l).subspan(r * vocab, vocab); };
+  for (DType dtype : {DType::I8, DType::FP8}) {
+    const std::string name(dtype_name(dtype));
+    // Teacher-forced: both fed the CPU's greedy tokens.
+    KvCache cpu_kv(*cpu, capacity, dtype), gpu_kv(*gpu, capacity, dtype);
+    ASSERT_EQ(gpu_kv.dtype(), dtype);
+    Session cs(cpu), gs(gpu);
+    std::vector<float> want = copy(cs.prefill(cpu_kv, prompt, Logits::All));
+    std::vector<float> got = copy(gs.prefill(gpu_kv, prompt, Logits::All));
+    ASSERT_EQ(got.size(), T * vocab);
+    float worst = 0;
+    for (size_t t = 0; t < T; ++t) {
+      const float d = max_abs_diff(row(got, t), row(want, t));
+      EXPECT_LE(d, kEightBitCodeFlip) << name << " prompt position " << t;
+      worst = std::max(worst, d);
+    }
+    int32_t token = argmax(row(want, T - 1));
+    EXPECT_EQ(argmax(row(got, T - 1)), token) << name << " greedy step 0";
+    for (int i = 1; i <= kSteps; ++i) {
+      want = copy(cs.decode(cpu_kv, token));
+      got = copy(gs.decode(gpu_kv, token));
+      const float d = max_abs_diff(got, want);
+      EXPECT_LE(d, kEightBitCodeFlip) << name << " decode step " << i;
+      worst = std::max(worst, d);
+      token = argmax(want);
+      EXPECT_EQ(argmax(got), token) << name << " greedy step " << i;
+    }
+    const int64_t differing = differing_rows(cpu_kv, gpu_kv);
+    if (differing == 0) {
+      EXPECT_LE(worst, kEightBitSameCodes) << name << ": the caches hold the same codes";
+    }
+    std::printf("%s, %s cache: max |GPU - CPU| %.3g (bound %.3g: %lld of %lld rows' codes differ)\n", GetParam(),
+                name.c_str(), worst, differing == 0 ? kEightBitSameCodes : kEightBitCodeFlip,
+                static_cast<long long>(differing),
+                static_cast<long long>(2 * cpu_kv.num_layers() * cpu_kv.num_kv_heads() * cpu_kv.size()));
+
+    // Free-running greedy generation: the CPU's tokens; on the device with and without graphs.
+    GenerateOptions opt;
+    opt.max_new_tokens = kSteps;
+    opt.ignore_eos = true;
+    std::vector<int32_t> cpu_tokens;
+    {
+      KvCache kv(*cpu, capacity, dtype);
+      Session s(cpu);
+      cpu_tokens = generate_greedy(s, kv, prompt, opt).tokens;
+    }
+    std::vector<std::vector<float>> logits[2];  // [plain, graphs] × (step, vocab)
+    for (int graphs = 0; graphs < 2; ++graphs) {
+      test::ScopedEnv env("KVINFER_CUDA_GRAPHS", graphs == 1 ? "1" : "0");
+      const auto before = cuda_backend::graph_counts();
+      KvCache kv(*gpu, capacity, dtype);
+      Session s(gpu);
+      const auto tokens = generate_greedy(s, kv, prompt, opt, [&](int32_t, std::span<const float> l) {
+                            logits[graphs].emplace_back(l.begin(), l.end());
+                            return true;
+                          }).tokens;
+      EXPECT_EQ(tokens, cpu_tokens) << name << (graphs ? " with graphs" : " with plain launches");
+      EXPECT_EQ(cuda_backend::graph_counts().launched - before.launched, graphs * (kSteps - 2)) << name;
+    }
+    ASSERT_EQ(logits[0].size(), logits[1].size());
+    for (size_t i = 0; i < logits[0].size(); ++i)
+      ASSERT_EQ(0, std::memcmp(logits[0][i].data(), logits[1][i].data(), logits[0][i].size() * sizeof(float)))
+          << name << ": step " << i << " differs between graphs and plain launches";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaEightBitKvCache, ::testing::ValuesIn(kEightBitFixtures),
                          [](const auto& p) { return std::string(p.param); });
 
 // GPT-2 (LayerNorm with bias, gelu_new in place, learned positions, fused c_attn) is the only

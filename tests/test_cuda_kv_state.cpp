@@ -1,12 +1,14 @@
 // KV cache state on CUDA (a real device, or the simulation's with $KVINFER_SIM_DEVICE): save and
 // restore, fork and truncate of device caches continue bit for bit; a state saved on one device
 // restores on the other (the fingerprint is of the stored weights, the rows' layout the same).
-// Skips without a device.
+// Each with the model's default cache dtype and with the 8-bit ones (int8, fp8), whose row scales
+// must travel with their codes (save/load, the fork's device prefix copy). Skips without a device.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,7 +22,6 @@ namespace kvinfer {
 namespace {
 
 namespace fs = std::filesystem;
-using test::fresh_run;
 using test::prefill;
 using test::run_steps;
 using test::same_bits;
@@ -39,20 +40,42 @@ std::string bytes_of(const fs::path& p) {
   return {std::istreambuf_iterator<char>(in), {}};
 }
 
-TEST(CudaKvState, SaveRestoreForkTruncateOnTheDevice) {
+// test::fresh_run in a cache of `dtype` (the model's default when unset).
+Trace fresh_run(const std::shared_ptr<const Model>& model, std::span<const int32_t> prompt, int steps,
+                const std::map<int, int32_t>& forced, int64_t capacity, std::optional<DType> dtype) {
+  Session s(model);
+  KvCache kv(*model, capacity, dtype);
+  Trace t;
+  auto last = prefill(s, kv, prompt, t);
+  run_steps(s, kv, last, 0, steps, forced, t);
+  return t;
+}
+
+// The default dtype (the model's: f32), int8 and fp8.
+class CudaKvState : public ::testing::TestWithParam<std::optional<DType>> {};
+
+std::string dtype_label(const ::testing::TestParamInfo<std::optional<DType>>& info) {
+  return info.param ? std::string(dtype_name(*info.param)) : std::string("default");
+}
+
+TEST_P(CudaKvState, SaveRestoreForkTruncateOnTheDevice) {
   SKIP_WITHOUT_DEVICE();
+  const std::optional<DType> dtype = GetParam();
   const auto model = Model::load(test::model_dir("llama_gqa4"), {.device = Device::CUDA});
   ASSERT_EQ(model->device(), Device::CUDA);
   const std::vector<int32_t> prompt = test::Reference("llama_gqa4").prompt_ids;
-  const Trace full = fresh_run(model, prompt, kSteps, {}, kCapacity);
+  const Trace full = fresh_run(model, prompt, kSteps, {}, kCapacity, dtype);
   const int32_t other = (full.fed[kSplit] + 1) % static_cast<int32_t>(model->config().vocab_size);
-  const Trace forked = fresh_run(model, prompt, kSteps, {{kSplit, other}}, kCapacity);
+  const Trace forked = fresh_run(model, prompt, kSteps, {{kSplit, other}}, kCapacity, dtype);
 
   test::TempDir dir;
   const fs::path file = dir.path() / "gpu.kvs";
   Session s(model);
-  KvCache kv(*model, kCapacity);
+  KvCache kv(*model, kCapacity, dtype);
   ASSERT_EQ(kv.device(), Device::CUDA);
+  if (dtype) {
+    ASSERT_EQ(kv.dtype(), *dtype);
+  }
   Trace a;
   auto last = prefill(s, kv, prompt, a);
   run_steps(s, kv, last, 0, kSplit, {}, a);
@@ -62,6 +85,7 @@ TEST(CudaKvState, SaveRestoreForkTruncateOnTheDevice) {
   for (int64_t capacity : {kCapacity, kCapacity + 8}) {
     KvCache r = load_kv_state(*model, file, capacity);
     EXPECT_EQ(r.device(), Device::CUDA);
+    EXPECT_EQ(r.dtype(), kv.dtype());
     EXPECT_TRUE(std::ranges::equal(r.tokens(), kv.tokens()));
     Session s2(model);
     Trace b = a;
@@ -93,8 +117,9 @@ TEST(CudaKvState, SaveRestoreForkTruncateOnTheDevice) {
   EXPECT_TRUE(same_bits(c.logits, forked.logits));
 }
 
-TEST(CudaKvState, StatesMoveBetweenDevices) {
+TEST_P(CudaKvState, StatesMoveBetweenDevices) {
   SKIP_WITHOUT_DEVICE();
+  const std::optional<DType> dtype = GetParam();
   const fs::path dir_model = test::model_dir("llama_gqa4");
   const auto gpu = Model::load(dir_model, {.device = Device::CUDA});
   const auto cpu = Model::load(dir_model, {.device = Device::CPU});
@@ -104,13 +129,14 @@ TEST(CudaKvState, StatesMoveBetweenDevices) {
   test::TempDir dir;
   for (const auto& [from, to] : {std::pair{gpu, cpu}, std::pair{cpu, gpu}}) {
     Session s(from);
-    KvCache kv(*from, kCapacity);
+    KvCache kv(*from, kCapacity, dtype);
     s.prefill(kv, prompt);
     s.decode(kv, 5);
     const fs::path saved = dir.path() / "a.kvs", again = dir.path() / "b.kvs";
     save_kv_state(kv, *from, saved);
     KvCache moved = load_kv_state(*to, saved);
     EXPECT_EQ(moved.device(), to->device());
+    EXPECT_EQ(moved.dtype(), kv.dtype());
     EXPECT_TRUE(std::ranges::equal(moved.tokens(), kv.tokens()));
     save_kv_state(moved, *to, again);  // the same rows, bit for bit
     EXPECT_EQ(bytes_of(saved), bytes_of(again));
@@ -121,6 +147,11 @@ TEST(CudaKvState, StatesMoveBetweenDevices) {
     EXPECT_LT(test::max_abs_diff(l, ref), 1e-3f);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKvState,
+                         ::testing::Values(std::nullopt, std::optional<DType>(DType::I8),
+                                           std::optional<DType>(DType::FP8)),
+                         dtype_label);
 
 }  // namespace
 }  // namespace kvinfer

@@ -7,11 +7,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/convert.h"
+#include "core/kv_code_load.h"
+#include "core/kv_quant.h"
+#include "core/kv_cache_access.h"
 #include "core/rope.h"
 #include "cpu/cpu_ops.h"
 #include "cuda/cuda_backend.h"
@@ -351,6 +355,112 @@ TEST_F(CudaOps, StoreKvMatchesCpuCacheAndWritesNothingElse) {
   }
 }
 
+// Rows (n, kv_heads, hd) for an 8-bit cache: random rows of several magnitudes, then hostile ones
+// at fixed places: huge (±3e38, and FLT_MAX), tiny (1e-30), subnormal (down to the smallest),
+// huge next to tiny (codes that round to 0 and, in fp8, to subnormal codes), all zeros, -0, a NaN,
+// +inf, -inf, and ties (values whose code lies exactly halfway).
+std::vector<float> hostile_kv_rows(int64_t n, int64_t kvh, int64_t hd, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n * kvh * hd));
+  const float magnitudes[] = {1.0f, 1e-3f, 80.0f, 3e5f};
+  for (int64_t r = 0; r < n * kvh; ++r)
+    for (int64_t d = 0; d < hd; ++d) x[static_cast<size_t>(r * hd + d)] = u(rng) * magnitudes[r % 4];
+  const int64_t rows = n * kvh;
+  auto row = [&](int64_t r) { return x.data() + (r % rows) * hd; };
+  auto fill = [&](int64_t r, auto value) {
+    for (int64_t d = 0; d < hd; ++d) row(r)[d] = value(d);
+  };
+  fill(1, [&](int64_t d) { return (d % 2 ? -3e38f : 3e38f) * (0.5f + 0.5f * std::fabs(u(rng))); });
+  fill(2, [&](int64_t d) { return d == hd / 2 ? std::numeric_limits<float>::max() : u(rng) * 3e38f; });
+  fill(3, [&](int64_t) { return u(rng) * 1e-30f; });
+  fill(4, [&](int64_t) { return u(rng) * 1e-40f; });  // subnormal
+  fill(5, [&](int64_t d) { return d == 0 ? std::numeric_limits<float>::denorm_min() : 0.0f; });
+  fill(6, [&](int64_t d) { return d == 1 ? 3e38f : u(rng) * 1e-30f; });   // codes that underflow
+  fill(7, [&](int64_t d) { return d == 0 ? 1.0f : u(rng) * 0x1p-8f; });   // fp8 subnormal codes
+  fill(8, [&](int64_t) { return 0.0f; });
+  fill(9, [&](int64_t d) { return d % 3 == 0 ? -0.0f : 0.0f; });
+  fill(10, [&](int64_t d) { return d == hd - 1 ? NAN : u(rng); });
+  fill(11, [&](int64_t d) { return d == 0 ? INFINITY : u(rng); });
+  fill(12, [&](int64_t d) { return d == hd / 3 ? -INFINITY : u(rng) * 3e38f; });
+  // Ties: amax 127 (or 448 in fp8 terms) and halves between codes.
+  fill(13, [&](int64_t d) { return d == 0 ? 127.0f : static_cast<float>(d % 64) - 31.5f; });
+  fill(14, [&](int64_t d) { return d == 0 ? -448.0f : (static_cast<float>(d % 32) + 0.5f) * 13.0f; });
+  return x;
+}
+
+// The 8-bit caches' store_kv against the CPU's (core::quantize_kv_row): codes and scales the same
+// bits, on random and hostile rows, at head dims below, at and above a warp's 32 lanes; through a
+// device position (CUDA graphs) too; nothing else written.
+TEST_F(CudaOps, StoreKvEightBitMatchesCpuCodesAndScalesBitForBit) {
+  for (DType t : {DType::I8, DType::FP8})
+    for (int64_t hd : {8, 67, 128}) {
+      kvinfer::ModelConfig cfg;
+      cfg.num_layers = 2, cfg.num_kv_heads = 3, cfg.head_dim = hd;
+      const int64_t capacity = 37, start = 30, n = 7, layer = 1, kvh = cfg.num_kv_heads;
+      const auto k = hostile_kv_rows(n, kvh, hd, 15), v = hostile_kv_rows(n, kvh, hd, 16);
+      kvinfer::KvCache kv(cfg, capacity, t, kvinfer::Device::CPU);
+      cpu::store_kv(kv, layer, start, n, k.data(), v.data());
+      const size_t row = static_cast<size_t>(hd);
+      for (bool on_device : {false, true}) {
+        const std::string what = std::string(kvinfer::dtype_name(t)) + " head_dim " + std::to_string(hd) +
+                                 (on_device ? " (device position)" : "");
+        DeviceBuffer d_k(k), d_v(v), d_kl(kvh * capacity * row), d_vl(kvh * capacity * row);
+        DeviceBuffer d_ks(kvh * capacity * sizeof(float)), d_vs(kvh * capacity * sizeof(float));
+        DeviceBuffer d_start(std::vector<int32_t>{static_cast<int32_t>(start)});
+        // With the device position, the host's start is another valid one: the kernel must not use it.
+        cuda::store_kv(t, d_k.as<float>(), d_v.as<float>(), n, kvh, hd, on_device ? 0 : start, capacity, d_kl.ptr,
+                       d_vl.ptr, stream_, on_device ? d_start.as<int32_t>() : nullptr, d_ks.as<float>(),
+                       d_vs.as<float>());
+        sync();
+        const auto kl = d_kl.to_host<std::byte>(), vl = d_vl.to_host<std::byte>();
+        const auto ks = d_ks.to_host<uint32_t>(), vs = d_vs.to_host<uint32_t>();
+        for (int64_t g = 0; g < kvh; ++g)
+          for (int64_t p = 0; p < capacity; ++p) {
+            const size_t off = static_cast<size_t>(g * capacity + p) * row, at = static_cast<size_t>(g * capacity + p);
+            if (p < start) {  // untouched: still poison
+              auto poison = [](std::byte b) { return b == std::byte{0xFF}; };
+              ASSERT_TRUE(std::all_of(kl.begin() + off, kl.begin() + off + row, poison)) << what << " " << g << "," << p;
+              ASSERT_TRUE(std::all_of(vl.begin() + off, vl.begin() + off + row, poison)) << what << " " << g << "," << p;
+              ASSERT_EQ(ks[at], 0xFFFFFFFFu) << what;
+              ASSERT_EQ(vs[at], 0xFFFFFFFFu) << what;
+              continue;
+            }
+            ASSERT_EQ(std::memcmp(kl.data() + off, kv_k(kv, layer, g) + p * row, row), 0) << what << " K codes " << g << "," << p;
+            ASSERT_EQ(std::memcmp(vl.data() + off, kv_v(kv, layer, g) + p * row, row), 0) << what << " V codes " << g << "," << p;
+            ASSERT_EQ(std::memcmp(&ks[at], kv_k_scales(kv, layer, g) + p, 4), 0) << what << " K scale " << g << "," << p;
+            ASSERT_EQ(std::memcmp(&vs[at], kv_v_scales(kv, layer, g) + p, 4), 0) << what << " V scale " << g << "," << p;
+          }
+      }
+      // The hostile rows came out as the header says (so that they test what they claim).
+      const int64_t t0 = start;  // row r of the input is (t, g) = (r / kvh, r % kvh)
+      auto scale_of = [&](int64_t r) { return kv_k_scales(kv, layer, r % kvh)[t0 + r / kvh]; };
+      EXPECT_TRUE(std::isnan(scale_of(10)) && std::isnan(scale_of(11)) && std::isnan(scale_of(12)));
+      EXPECT_EQ(scale_of(8), 0.0f);
+      EXPECT_EQ(scale_of(9), 0.0f);
+      EXPECT_GT(scale_of(4), 0.0f);
+      EXPECT_LT(scale_of(4), 1e-40f);
+    }
+}
+
+// The attention kernels' widening of 8 codes (kernels/core/kv_code_load.h) is core::kv_code_value,
+// bit for bit, for all 256 codes of both types (NaN codes: NaN with the code's sign).
+TEST(CudaKvCodes, WideningIsKvCodeValueForEveryCode) {
+  for (bool fp8 : {false, true})
+    for (uint32_t c0 = 0; c0 < 256; c0 += 8) {
+      uint32_t w[2] = {};
+      for (uint32_t i = 0; i < 8; ++i) w[i / 4] |= (c0 + i) << (8 * (i % 4));
+      float x[8];
+      if (fp8) kvinfer::core::widen8_e4m3(w, x);
+      else kvinfer::core::widen8_i8(w, x);
+      for (uint32_t i = 0; i < 8; ++i) {
+        const float want = kvinfer::core::kv_code_value(static_cast<uint8_t>(c0 + i), fp8);
+        EXPECT_EQ(kvinfer::core::f32_to_bits(x[i]), kvinfer::core::f32_to_bits(want))
+            << (fp8 ? "fp8" : "int8") << " code " << c0 + i << ": " << x[i] << " vs " << want;
+      }
+    }
+}
+
 TEST_F(CudaOps, ArgmaxMatchesCpuWithTiesAndLargeVocabularies) {
   DeviceBuffer d_out(sizeof(int32_t));
   auto gpu_argmax = [&](const std::vector<float>& logits) {
@@ -511,6 +621,8 @@ TEST(CudaOpsArguments, LaunchersRejectBadArgumentsWithClearErrors) {
   EXPECT_THAT(message([&] { cuda::rms_norm(p, p, 0, 4, 1e-6f, p, nullptr); }), HasSubstr("n must be positive, got 0"));
   EXPECT_THAT(message([&] { cuda::store_kv(DType::F32, p, p, 4, 1, 8, 6, 9, p, p, nullptr); }),
               HasSubstr("positions 6 .. 9 outside a capacity of 9"));
+  EXPECT_THAT(message([&] { cuda::store_kv(DType::I8, p, p, 4, 1, 8, 0, 9, p, p, nullptr, nullptr, p, nullptr); }),
+              HasSubstr("an int8 cache needs k_scales and v_scales"));
   EXPECT_THAT(message([&] { cuda::argmax(p, 0, nullptr, nullptr); }), HasSubstr("out is a null pointer"));
   EXPECT_THAT(message([&] { cuda::dequantize_f16(DType::Q4_K, p, 4, 160, p, nullptr); }),
               HasSubstr("multiple of the q4_k block size 256"));
