@@ -321,7 +321,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--kv-dtype", a.kv_dtype,
                  "KV cache dtype: auto (the library's default: the weights' dtype, f16 "
-                 "for quantised weights), f32, f16, bf16")
+                 "for quantised weights), f32, f16, bf16, int8, fp8")
       ->type_name("DTYPE")
       ->capture_default_str();
   app.add_option("-p,--prompt-tokens", a.prompt_tokens, "P: prompt length, P random ids in [0, vocab) from --seed")

@@ -65,7 +65,8 @@ void add_model_options(CLI::App& app, ModelOptions& o, const char* ctx_help) {
                "instead of copying them onto huge pages (and packing them for decode) at load; the file must then not be "
                "truncated or rewritten while the tool runs; default: off, copied (the file is closed after the load)");
   app.add_option("--kv-dtype", o.kv_dtype,
-                 "KV cache element type: auto (the weights' dtype; f16 for quantised weights), f32, f16, bf16")
+                 "KV cache element type: auto (the weights' dtype; f16 for quantised weights), f32, f16, bf16, int8, "
+                 "fp8 (8-bit: half of f16's bytes, docs/kv-cache.md)")
       ->capture_default_str();
 }
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -51,7 +52,10 @@ int main(int argc, char** argv) {
   app.add_option("-b,--batch", batch, "sequences, each with its own cache; at least 1")
       ->check(tool::at_least(1))
       ->capture_default_str();
-  app.add_option("--kv-dtype", kv_dtype_name, "cache element type: f32, f16, bf16")->capture_default_str();
+  app.add_option("--kv-dtype", kv_dtype_name,
+                 "cache element type of the headline figures: f32, f16, bf16, int8, fp8 (the table after them lists "
+                 "every type)")
+      ->capture_default_str();
   app.add_flag("--json", json, "print one JSON object instead of the table");
   app.footer(tool::kExitStatusHelp);
   return tool::run(app, argc, argv, [&] {
@@ -75,7 +79,26 @@ int main(int argc, char** argv) {
     const uint64_t per_sequence = kvinfer::plan_kv_bytes(c, n, dtype);
     const uint64_t total = checked_product(per_sequence, batch, "-b/--batch");
 
+    // Every cache type side by side: the 8-bit ones with their rows' scales counted.
+    struct Row {
+      kvinfer::DType dtype;
+      uint64_t per_token, per_sequence, total;
+    };
+    std::vector<Row> rows;
+    for (kvinfer::DType t : {kvinfer::DType::F32, kvinfer::DType::F16, kvinfer::DType::BF16, kvinfer::DType::I8,
+                             kvinfer::DType::FP8}) {
+      const uint64_t seq = kvinfer::plan_kv_bytes(c, n, t);
+      rows.push_back({t, kvinfer::kv_bytes_per_token(c, t), seq, checked_product(seq, batch, "-b/--batch")});
+    }
+
     if (json) {
+      nlohmann::json every = nlohmann::json::array();
+      for (const Row& r : rows)
+        every.push_back({{"kv_dtype", kvinfer::dtype_name(r.dtype)},
+                         {"bytes_per_token", r.per_token},
+                         {"scale_bytes_per_token", 2 * c.num_layers * c.num_kv_heads * kvinfer::kv_scale_bytes(r.dtype)},
+                         {"bytes_per_sequence", r.per_sequence},
+                         {"bytes_total", r.total}});
       nlohmann::json j = {
           {"model", path.string()}, {"format", format}, {"architecture", kvinfer::architecture_name(c.arch)},
           {"layers", c.num_layers}, {"heads", c.num_heads}, {"kv_heads", c.num_kv_heads}, {"head_dim", c.head_dim},
@@ -83,6 +106,7 @@ int main(int argc, char** argv) {
           {"beyond_context", beyond}, {"batch", batch}, {"bytes_per_token", per_token},
           {"bytes_per_sequence", per_sequence}, {"bytes_total", total}, {"weight_bytes", nullptr}};
       if (info.has_weights) j["weight_bytes"] = weights;
+      j["every_kv_dtype"] = every;
       // Names from a stranger's file may hold invalid UTF-8: replaced, not thrown on.
       tool::write_stdout(j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
       return tool::kExitOk;
@@ -105,6 +129,14 @@ int main(int argc, char** argv) {
       out.append(info.format == kvinfer::ModelFormat::ConfigJson
                      ? "weights         - (a bare config.json names no weights)\n"
                      : "weights         - (no model.safetensors or index in the directory)\n");
+    out.append(fmt::format("\nevery cache type, {} tokens × {} sequence{} (int8 and fp8: an f32 scale per row included)\n",
+                           kvinfer::format_count(n), kvinfer::format_count(batch), batch == 1 ? "" : "s"));
+    out.append(fmt::format("{:<6} {:>24} {:>28} {:>28} {:>7}\n", "dtype", "per token", "per sequence", "total", "vs f16"));
+    const double f16 = static_cast<double>(rows[1].per_token);
+    for (const Row& r : rows)
+      out.append(fmt::format("{:<6} {:>24} {:>28} {:>28} {:>6.3f}×\n", kvinfer::dtype_name(r.dtype),
+                             bytes_text(r.per_token), bytes_text(r.per_sequence), bytes_text(r.total),
+                             static_cast<double>(r.per_token) / f16));
     tool::write_stdout(out);
     return tool::kExitOk;
   });

@@ -15,7 +15,7 @@ namespace kvinfer::test {
 
 inline void expect_cache_on_equals_off(const std::shared_ptr<const Model>& model, std::span<const int32_t> prompt,
                                        int64_t steps = 32) {
-  for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::FP8}) {
     SCOPED_TRACE(std::string(dtype_name(dtype)));
     std::vector<std::vector<float>> logits[2];  // [cache off, cache on] × (step, vocab)
     std::vector<int32_t> tokens[2];

@@ -187,7 +187,7 @@ TEST(KvPlan, SmallModelsAt4096) {
 
 TEST(KvPlan, KvCacheFromConfigMatchesPlan) {
   const ModelConfig smol = kvinfer::load_config(config_path("smollm2-135m-instruct.json"));
-  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::FP8}) {
     SCOPED_TRACE(std::string(kvinfer::dtype_name(dt)));
     const KvCache cache(smol, 1000, dt);
     EXPECT_EQ(cache.bytes(), plan_kv_bytes(smol, 1000, dt));
@@ -308,7 +308,7 @@ TEST(KvPlan, KvHeadsSetTheRatioMhaGqaMqa) {
   EXPECT_EQ(gqa.group_size(), 4);
   EXPECT_EQ(mqa.group_size(), 32);
 
-  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::FP8}) {
     SCOPED_TRACE(std::string(kvinfer::dtype_name(dt)));
     const uint64_t b_mha = plan_kv_bytes(mha, 8192, dt);
     const uint64_t b_gqa = plan_kv_bytes(gqa, 8192, dt);

@@ -25,11 +25,11 @@ struct DecodeStepBytes {
 
 // Bytes of the decode step that attends `context` positions (the new token's included, so
 // context >= 1: the step that decodes token P + 1 after a P-token prompt attends P + 1), with a
-// KV cache of dtype kv_dtype (f32, f16 or bf16):
+// KV cache of dtype kv_dtype (f32, f16, bf16, int8 or fp8):
 //   weights as stored (quantised blocks as stored: dtype_row_bytes), each read once, the LM head
 //   once even when tied, one embedding row;
-//   KV read  = 2 × layers × kv_heads × head_dim × min(context, sliding_window) × kv bytes;
-//   KV write = 2 × layers × kv_heads × head_dim × kv bytes.
+//   KV read  = kv_bytes_per_token × min(context, sliding_window) (an 8-bit row's scale included);
+//   KV write = kv_bytes_per_token.
 // Activations (a few hidden-sized vectors) and the logits written (vocab × 4 bytes) are left
 // out. Throws kvinfer::Error for context < 1, a quantised kv_dtype, or 64-bit overflow.
 DecodeStepBytes decode_step_bytes(const Model& model, int64_t context, DType kv_dtype);
