@@ -154,18 +154,22 @@ void KvCache::assign_prefix(const KvCache& src, int64_t n) {
 }
 
 // The (layer, {K,V}, kv_head) blocks in order: the scales' (8-bit types), then the rows'.
+namespace {
+size_t block_index(int64_t layer, int which, int64_t kv_head, int64_t kv_heads) {
+  return (static_cast<size_t>(layer) * 2 + static_cast<size_t>(which)) * static_cast<size_t>(kv_heads) +
+         static_cast<size_t>(kv_head);
+}
+}  // namespace
+
 size_t KvCache::head_offset(int64_t layer, int which, int64_t kv_head) const {
-  const size_t block = (static_cast<size_t>(layer) * 2 + static_cast<size_t>(which)) * static_cast<size_t>(num_kv_heads_) +
-                       static_cast<size_t>(kv_head);
-  const size_t blocks = static_cast<size_t>(num_layers_) * 2 * static_cast<size_t>(num_kv_heads_);
-  const size_t scales = blocks * static_cast<size_t>(capacity_) * kv_scale_bytes(dtype_);
-  return scales + block * static_cast<size_t>(capacity_ * head_dim_) * dtype_size(dtype_);
+  const size_t scales = block_index(num_layers_, 0, 0, num_kv_heads_) * static_cast<size_t>(capacity_) *
+                        kv_scale_bytes(dtype_);  // all the blocks' scales
+  return scales + block_index(layer, which, kv_head, num_kv_heads_) * static_cast<size_t>(capacity_ * head_dim_) *
+                      dtype_size(dtype_);
 }
 
 size_t KvCache::scale_offset(int64_t layer, int which, int64_t kv_head) const {
-  const size_t block = (static_cast<size_t>(layer) * 2 + static_cast<size_t>(which)) * static_cast<size_t>(num_kv_heads_) +
-                       static_cast<size_t>(kv_head);
-  return block * static_cast<size_t>(capacity_) * kv_scale_bytes(dtype_);
+  return block_index(layer, which, kv_head, num_kv_heads_) * static_cast<size_t>(capacity_) * kv_scale_bytes(dtype_);
 }
 
 float* KvCache::scales(int64_t layer, int which, int64_t kv_head) {

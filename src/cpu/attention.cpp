@@ -223,7 +223,9 @@ void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t 
     for (int64_t i = 0; rest < j1 && i < group; ++i)
       avx2::attention_scores(dtype, qg + i * hd, kh, rest, j1 - 1, hd, scale, sg + i * count);
   };
-  auto weights = [&](int64_t h) { probabilities(s.data() + h * count, 0, count - 1, true, row_scales(kv, layer, h / group, first)); };
+  auto weights = [&](int64_t h) {
+    probabilities(s.data() + h * count, 0, count - 1, true, row_scales(kv, layer, h / group, first));
+  };
   auto sums = [&](int64_t g, int64_t d0, int64_t d1) {  // KV head g's query heads, columns [d0, d1)
     avx512::decode_values(dtype, p.data() + g * group, o.data() + g * group, group, kv_v(kv, layer, g) + skip, count, hd,
                           d0, d1);

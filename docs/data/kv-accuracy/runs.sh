@@ -1,6 +1,7 @@
 #!/bin/bash
 # Accuracy of the KV cache types on the default model over GPL-3 (one process at a time).
-P=/work/main/build/examples/kvinfer-perplexity
+# Run from the repository root after tools/setup.sh.
+P=build/examples/kvinfer-perplexity
 T=/usr/share/common-licenses/GPL-3
 for c in 512 2048; do
   $P -f $T -c $c -t 2 --kv-dtype f32 --save-logits /tmp/base-$c.bin --json > /tmp/ppl-$c-f32.json

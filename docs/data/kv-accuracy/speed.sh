@@ -1,6 +1,7 @@
 #!/bin/bash
 # Decode step time at 64, 4096 and 8192 positions of cache, f16 vs int8 vs fp8, interleaved.
-B=/work/main/build/bench/kvinfer-bench; M=/work/main/models/SmolLM2-135M-Instruct.Q4_1.gguf
+# Run from the repository root after tools/setup.sh.
+B=build/bench/kvinfer-bench; M=models/SmolLM2-135M-Instruct.Q4_1.gguf
 for round in 1 2 3; do
   for ctx in 64 4096 8192; do
     for d in f16 int8 fp8; do
