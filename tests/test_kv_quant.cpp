@@ -20,6 +20,7 @@
 #include "cpu/cpu_ops.h"
 #include "cpu_test_util.h"
 #include "kvinfer/kvinfer.h"
+#include "reference.h"
 
 namespace kvinfer {
 namespace {
@@ -257,6 +258,36 @@ TEST(KvQuant, CacheBytesAreThePlanWithTheScales) {
   EXPECT_EQ(parse_dtype("e4m3"), DType::FP8);
   EXPECT_THROW(parse_dtype("q8_0"), Error);
   EXPECT_THROW(KvCache(cfg, 8, DType::Q8_0), Error);
+}
+
+// An 8-bit cache saved and restored, or forked, continues with the bits of the uninterrupted
+// run: the scales travel with the rows (KV state files, copy, assign_prefix).
+TEST(KvQuant, SavedAndForkedCachesContinueBitForBit) {
+  const auto model = Model::load(test::model_dir("llama_gqa4"), {.device = Device::CPU});
+  const std::vector<int32_t> prompt = test::Reference("llama_gqa4").prompt_ids;
+  const std::vector<int32_t> next = {5, 17, 3, 42};
+  const auto file = std::filesystem::path(::testing::TempDir()) / "kv_quant_state.kvs";
+  for (DType dtype : {DType::I8, DType::FP8}) {
+    Session s(model);
+    KvCache kv(*model, 64, dtype);
+    s.prefill(kv, prompt);
+    save_kv_state(kv, *model, file);
+    KvCache fork = kv.copy();
+    std::vector<std::vector<float>> want;
+    for (int32_t id : next) {
+      const auto l = s.decode(kv, id);
+      want.emplace_back(l.begin(), l.end());
+    }
+    KvCache restored = load_kv_state(*model, file);
+    EXPECT_EQ(restored.dtype(), dtype);
+    for (KvCache* c : {&restored, &fork})
+      for (size_t i = 0; i < next.size(); ++i) {
+        const auto l = s.decode(*c, next[i]);
+        ASSERT_EQ(0, std::memcmp(l.data(), want[i].data(), want[i].size() * sizeof(float)))
+            << dtype_name(dtype) << " step " << i << (c == &fork ? " (fork)" : " (restored)");
+      }
+  }
+  std::filesystem::remove(file);
 }
 
 }  // namespace
