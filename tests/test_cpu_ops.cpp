@@ -26,6 +26,7 @@
 #include "cpu/elementwise_avx2.h"
 #include "cpu_test_util.h"
 #include "core/kv_cache_access.h"
+#include "core/kv_quant.h"
 #include "kvinfer/error.h"
 
 namespace kvinfer {
@@ -496,11 +497,13 @@ TEST(CpuOps, AttentionIsDotsThenAWeightedSumOfWidenedRows) {
       for (int64_t t = 0; t < n; ++t)
         for (int64_t h = 0; h < heads; ++h) {
           const int64_t g = h / (heads / kvh), pos = start + t;
-          const float* qh = q.data() + (t * heads + h) * hd;
+          // An 8-bit cache's keys are rotated, so its queries are (core::rotate_query); its rows
+          // are codes: each score times its K row's scale, each probability times its V row's.
+          std::vector<float> qr(q.begin() + (t * heads + h) * hd, q.begin() + (t * heads + h + 1) * hd);
+          if (is_scaled_kv(dtype)) core::rotate_query(qr.data(), static_cast<int>(hd));
+          const float* qh = qr.data();
           std::vector<float> s;
           float mx = -INFINITY;
-          // An 8-bit cache's rows are codes: each score times its K row's scale, each
-          // probability times its V row's.
           const float* ks = kv_k_scales(kv, 0, g);
           const float* vs = kv_v_scales(kv, 0, g);
           for (int64_t j = 0; j <= pos; ++j) {

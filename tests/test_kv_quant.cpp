@@ -1,10 +1,11 @@
-// The 8-bit KV cache types (int8 and fp8 E4M3, one f32 scale per row): the codes against
-// definitions computed here independently, hostile rows, the SIMD widening against the scalar
-// one, attention over a quantised cache against a double-precision reference, and the cache's
-// bytes, copies and saved state.
+// The 8-bit KV cache types (int8 and fp8 E4M3, one f32 scale per row, keys rotated): the codes
+// and the rotation against definitions computed here independently, hostile rows, the SIMD
+// widening against the scalar one, attention over a quantised cache against a double-precision
+// reference, and the cache's bytes, copies and saved state.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -33,6 +34,24 @@ double e4m3_definition(int code) {
   const int s = code >> 7, e = (code >> 3) & 15, m = code & 7;
   const double mag = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, e - 7);
   return s ? -mag : mag;
+}
+
+// The blockwise Walsh–Hadamard matrix from its definition: within a block of b (the largest
+// power of two dividing n), H[i][j] = (−1)^popcount(i & j); zero across blocks.
+double hadamard(int64_t n, int64_t i, int64_t j) {
+  const int64_t b = n & -n;
+  if (i / b != j / b) return 0.0;
+  return std::popcount(static_cast<uint64_t>((i % b) & (j % b))) % 2 ? -1.0 : 1.0;
+}
+
+// A stored key back from its rotation: Hᵀ y / b (H is symmetric and HᵀH = b·I).
+std::vector<double> unrotate(const std::vector<double>& y) {
+  const auto n = static_cast<int64_t>(y.size());
+  std::vector<double> x(y.size(), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) x[static_cast<size_t>(i)] += hadamard(n, j, i) * y[static_cast<size_t>(j)];
+  for (double& e : x) e /= static_cast<double>(n & -n);
+  return x;
 }
 
 TEST(KvQuant, E4m3DecodesEveryCodeByItsDefinition) {
@@ -136,6 +155,75 @@ TEST(KvQuant, HostileRowsAreHandledAsDocumented) {
   }
 }
 
+// A key row's rotation (kernels/core/kv_quant.h) against the blockwise Hadamard matrix's
+// definition, and a rotated query's scores against a rotated key equal to the plain ones.
+TEST(KvQuant, KeysRotateByTheBlockwiseHadamardTransform) {
+  for (int n : {1, 3, 16, 64, 80, 96, 128, 256}) {
+    const auto x = randn(static_cast<size_t>(n), 7), q = randn(static_cast<size_t>(n), 8);
+    std::vector<float> y = x, qr = q;
+    core::hadamard_rotate(y.data(), n);
+    core::rotate_query(qr.data(), n);
+    double plain = 0, rotated = 0, norm = 0;
+    for (int i = 0; i < n; ++i) {
+      double want = 0;
+      for (int j = 0; j < n; ++j) want += hadamard(n, i, j) * x[static_cast<size_t>(j)];
+      EXPECT_NEAR(y[static_cast<size_t>(i)], want, 1e-5 * (n & -n)) << "n " << n << " i " << i;
+      plain += static_cast<double>(q[static_cast<size_t>(i)]) * x[static_cast<size_t>(i)];
+      rotated += static_cast<double>(qr[static_cast<size_t>(i)]) * y[static_cast<size_t>(i)];
+      norm += std::fabs(static_cast<double>(q[static_cast<size_t>(i)]) * x[static_cast<size_t>(i)]);
+    }
+    EXPECT_NEAR(rotated, plain, 1e-6 * norm) << "n " << n;
+  }
+}
+
+// Why keys are rotated: int8 keys whose large values sit in a few channels, the same in every
+// row (as real models' do), lose far less of their scores when rotated first. (fp8 keeps each
+// value's relative precision, so on these keys rotation costs it; on the default model's keys
+// it halves fp8's KL: docs/kv-cache.md.)
+TEST(KvQuant, RotatedInt8KeysKeepScoresOfKeysWithOutlierChannels) {
+  const int hd = 64, rows = 200;
+  double err_rotated = 0, err_plain = 0;
+  std::vector<float> work(hd), qr(hd);
+  std::vector<uint8_t> codes(hd);
+  auto value = [&](int d) { return static_cast<double>(core::kv_code_value(codes[static_cast<size_t>(d)], false)); };
+  for (int r = 0; r < rows; ++r) {
+    auto k = randn(hd, static_cast<uint32_t>(100 + r)), q = randn(hd, static_cast<uint32_t>(1000 + r));
+    k[3] += 25.0f;  // two outlier channels
+    k[40] -= 18.0f;
+    double exact = 0, plain = 0, rotated = 0;
+    for (int d = 0; d < hd; ++d) exact += static_cast<double>(q[d]) * k[d];
+    float scale = 0;
+    core::quantize_kv_row(k.data(), hd, false, codes.data(), &scale);  // the row as it is
+    for (int d = 0; d < hd; ++d) plain += static_cast<double>(q[d]) * value(d) * scale;
+    core::quantize_kv_key_row(k.data(), hd, false, codes.data(), &scale, work.data());  // rotated
+    qr = q;
+    core::rotate_query(qr.data(), hd);
+    for (int d = 0; d < hd; ++d) rotated += static_cast<double>(qr[d]) * value(d) * scale;
+    err_plain += (plain - exact) * (plain - exact);
+    err_rotated += (rotated - exact) * (rotated - exact);
+  }
+  EXPECT_LT(err_rotated * 9.0, err_plain) << "rotated " << std::sqrt(err_rotated / rows) << ", plain "
+                                          << std::sqrt(err_plain / rows);
+}
+
+// A key whose rotation overflows f32 reads back as NaN (as a non-finite row); one just below
+// keeps its precision.
+TEST(KvQuant, KeysWhoseRotationOverflowsReadBackAsNaN) {
+  for (bool fp8 : {false, true}) {
+    std::vector<float> work(64);
+    std::vector<uint8_t> codes(64, 0xAB);
+    float scale = 0;
+    const std::vector<float> huge(64, 3e38f);  // their sum: +inf
+    core::quantize_kv_key_row(huge.data(), 64, fp8, codes.data(), &scale, work.data());
+    EXPECT_TRUE(std::isnan(scale)) << fp8;
+    EXPECT_EQ(codes, std::vector<uint8_t>(64, 0)) << fp8;
+    const std::vector<float> large(64, 5e36f);  // sum 3.2e38: finite
+    core::quantize_kv_key_row(large.data(), 64, fp8, codes.data(), &scale, work.data());
+    EXPECT_TRUE(std::isfinite(scale)) << fp8;
+    EXPECT_EQ(core::kv_code_value(codes[0], fp8) * scale, 64 * 5e36f) << fp8;  // all of it in the first value
+  }
+}
+
 // The AVX2 widening of the codes (to_f32) gives the scalar definition's bits for all 256 codes.
 TEST(KvQuant, SimdWideningOfEveryCodeIsExact) {
   std::vector<std::byte> all(256 + 7);
@@ -154,63 +242,70 @@ TEST(KvQuant, SimdWideningOfEveryCodeIsExact) {
 //     2e-6 the f32 cache meets against its own reference;
 // (b) against the unquantised K and V: the error the 8 bits cost, bounded.
 TEST(KvQuant, AttentionMatchesDoubleReferenceOfTheQuantisedRows) {
-  ModelConfig cfg;
-  cfg.num_layers = 1;
-  cfg.num_heads = 6;
-  cfg.num_kv_heads = 2;
-  cfg.head_dim = 64;
-  const int64_t ctx = 150, hd = 64, heads = 6, kvh = 2, group = 3;
-  for (DType dtype : {DType::I8, DType::FP8}) {
-    KvCache kv(cfg, ctx, dtype);
-    const auto k = randn(static_cast<size_t>(ctx * kvh * hd), 41), v = randn(k.size(), 42);
-    cpu::store_kv(kv, 0, 0, ctx, k.data(), v.data());
-    std::vector<double> kq(k.size()), vq(v.size());  // what the cache holds, (pos, kvh, hd)
-    for (int64_t j = 0; j < ctx; ++j)
-      for (int64_t g = 0; g < kvh; ++g)
-        for (int64_t d = 0; d < hd; ++d) {
-          const size_t i = static_cast<size_t>((j * kvh + g) * hd + d), at = static_cast<size_t>(j * hd + d);
-          kq[i] = core::kv_code_value(static_cast<uint8_t>(kv_k(kv, 0, g)[at]), dtype == DType::FP8) *
-                  static_cast<double>(kv_k_scales(kv, 0, g)[j]);
-          vq[i] = core::kv_code_value(static_cast<uint8_t>(kv_v(kv, 0, g)[at]), dtype == DType::FP8) *
-                  static_cast<double>(kv_v_scales(kv, 0, g)[j]);
-        }
-    auto reference = [&](const std::vector<float>& q, int64_t n, int64_t window, const std::vector<double>& kr,
-                         const std::vector<double>& vr) {
-      std::vector<double> out(static_cast<size_t>(n * heads * hd), 0.0);
-      for (int64_t t = 0; t < n; ++t)
-        for (int64_t h = 0; h < heads; ++h) {
-          const int64_t g = h / group, pos = ctx - n + t;
-          const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
-          std::vector<double> s;
-          double mx = -1e300, sum = 0;
-          for (int64_t j = first; j <= pos; ++j) {
-            double dsum = 0;
-            for (int64_t d = 0; d < hd; ++d)
-              dsum += static_cast<double>(q[static_cast<size_t>((t * heads + h) * hd + d)]) *
-                      kr[static_cast<size_t>((j * kvh + g) * hd + d)];
-            s.push_back(dsum / std::sqrt(static_cast<double>(hd)));
-            mx = std::max(mx, s.back());
+  const int64_t ctx = 150, heads = 6, kvh = 2, group = 3;
+  for (int64_t hd : {int64_t{64}, int64_t{96}}) {  // one rotation block of 64; three of 32
+    for (DType dtype : {DType::I8, DType::FP8}) {
+      ModelConfig cfg;
+      cfg.num_layers = 1;
+      cfg.num_heads = heads;
+      cfg.num_kv_heads = kvh;
+      cfg.head_dim = hd;
+      KvCache kv(cfg, ctx, dtype);
+      const auto k = randn(static_cast<size_t>(ctx * kvh * hd), 41), v = randn(k.size(), 42);
+      cpu::store_kv(kv, 0, 0, ctx, k.data(), v.data());
+      std::vector<double> kq(k.size()), vq(v.size());  // what the cache holds, (pos, kvh, hd)
+      for (int64_t j = 0; j < ctx; ++j)
+        for (int64_t g = 0; g < kvh; ++g) {
+          std::vector<double> rotated(static_cast<size_t>(hd));
+          for (int64_t d = 0; d < hd; ++d) {
+            const size_t i = static_cast<size_t>((j * kvh + g) * hd + d), at = static_cast<size_t>(j * hd + d);
+            rotated[static_cast<size_t>(d)] =
+                core::kv_code_value(static_cast<uint8_t>(kv_k(kv, 0, g)[at]), dtype == DType::FP8) *
+                static_cast<double>(kv_k_scales(kv, 0, g)[j]);
+            vq[i] = core::kv_code_value(static_cast<uint8_t>(kv_v(kv, 0, g)[at]), dtype == DType::FP8) *
+                    static_cast<double>(kv_v_scales(kv, 0, g)[j]);
           }
-          for (double& e : s) sum += (e = std::exp(e - mx));
-          for (int64_t j = first; j <= pos; ++j)
-            for (int64_t d = 0; d < hd; ++d)
-              out[static_cast<size_t>((t * heads + h) * hd + d)] +=
-                  s[static_cast<size_t>(j - first)] / sum * vr[static_cast<size_t>((j * kvh + g) * hd + d)];
+          const std::vector<double> key = unrotate(rotated);  // the key the codes stand for
+          std::copy(key.begin(), key.end(), kq.begin() + (j * kvh + g) * hd);
         }
-      return out;
-    };
-    const std::vector<double> k_exact(k.begin(), k.end()), v_exact(v.begin(), v.end());
-    for (int64_t n : {int64_t{70}, int64_t{1}})
-      for (int64_t window : {int64_t{0}, int64_t{9}}) {
-        const auto q = randn(static_cast<size_t>(n * heads * hd), static_cast<uint32_t>(43 + n));
-        std::vector<float> out(q.size(), std::nanf(""));
-        cpu::attention(kv, 0, q.data(), n, ctx - n, heads, window, out.data());
-        EXPECT_LT(rel_error(out, reference(q, n, window, kq, vq)), 2e-6)
-            << dtype_name(dtype) << " n " << n << " window " << window;
-        // int8 keeps about 8 bits of each row; E4M3 about 4 (3 mantissa bits).
-        EXPECT_LT(rel_error(out, reference(q, n, window, k_exact, v_exact)), dtype == DType::I8 ? 0.02 : 0.1)
-            << dtype_name(dtype) << " n " << n << " window " << window;
-      }
+      auto reference = [&](const std::vector<float>& q, int64_t n, int64_t window, const std::vector<double>& kr,
+                           const std::vector<double>& vr) {
+        std::vector<double> out(static_cast<size_t>(n * heads * hd), 0.0);
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t h = 0; h < heads; ++h) {
+            const int64_t g = h / group, pos = ctx - n + t;
+            const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+            std::vector<double> s;
+            double mx = -1e300, sum = 0;
+            for (int64_t j = first; j <= pos; ++j) {
+              double dsum = 0;
+              for (int64_t d = 0; d < hd; ++d)
+                dsum += static_cast<double>(q[static_cast<size_t>((t * heads + h) * hd + d)]) *
+                        kr[static_cast<size_t>((j * kvh + g) * hd + d)];
+              s.push_back(dsum / std::sqrt(static_cast<double>(hd)));
+              mx = std::max(mx, s.back());
+            }
+            for (double& e : s) sum += (e = std::exp(e - mx));
+            for (int64_t j = first; j <= pos; ++j)
+              for (int64_t d = 0; d < hd; ++d)
+                out[static_cast<size_t>((t * heads + h) * hd + d)] +=
+                    s[static_cast<size_t>(j - first)] / sum * vr[static_cast<size_t>((j * kvh + g) * hd + d)];
+          }
+        return out;
+      };
+      const std::vector<double> k_exact(k.begin(), k.end()), v_exact(v.begin(), v.end());
+      for (int64_t n : {int64_t{70}, int64_t{1}})
+        for (int64_t window : {int64_t{0}, int64_t{9}}) {
+          const auto q = randn(static_cast<size_t>(n * heads * hd), static_cast<uint32_t>(43 + n));
+          std::vector<float> out(q.size(), std::nanf(""));
+          cpu::attention(kv, 0, q.data(), n, ctx - n, heads, window, out.data());
+          EXPECT_LT(rel_error(out, reference(q, n, window, kq, vq)), 2e-6)
+              << dtype_name(dtype) << " n " << n << " window " << window;
+          // int8 keeps about 8 bits of each row; E4M3 about 4 (3 mantissa bits).
+          EXPECT_LT(rel_error(out, reference(q, n, window, k_exact, v_exact)), dtype == DType::I8 ? 0.02 : 0.1)
+              << dtype_name(dtype) << " n " << n << " window " << window;
+        }
+    }
   }
 }
 

@@ -333,6 +333,10 @@ TEST_F(Hostile, Dtype) {
   kv_state::Header h = header(good);
   h.dtype = 7;
   EXPECT_THAT(load_error(with_header(good, h)), HasSubstr("'dtype'"));
+  for (uint32_t unrotated : {kv_state::kUnrotatedI8, kv_state::kUnrotatedFP8}) {  // keys of another meaning
+    h.dtype = unrotated;
+    EXPECT_THAT(load_error(with_header(good, h)), AllOf(HasSubstr("'dtype'"), HasSubstr("rotated")));
+  }
   h.dtype = kv_state::kF32;  // f32 rows would need twice the bytes
   EXPECT_THAT(load_error(with_header(good, h)), HasSubstr("truncated"));
   h.dtype = kv_state::kBF16;  // the same size, other bits: the payload still checks, and loads as bf16

@@ -190,8 +190,11 @@ KvCache load_kv_state(const Model& model, const std::filesystem::path& file, std
   if (h.header_checksum != kv_state::header_checksum(head))
     bad(file, "header_checksum", "does not match the header: the header is corrupt");
   const std::optional<DType> dtype = dtype_of_code(h.dtype);
+  if (h.dtype == kv_state::kUnrotatedI8 || h.dtype == kv_state::kUnrotatedFP8)
+    bad(file, "dtype", fmt::format("code {}: an 8-bit cache saved before kvinfer stored such keys rotated; this "
+                                   "build cannot read it (prefill its tokens again)", h.dtype));
   if (!dtype)
-    bad(file, "dtype", fmt::format("unknown cache dtype code {} (0 f32, 1 f16, 2 bf16, 3 int8, 4 fp8)", h.dtype));
+    bad(file, "dtype", fmt::format("unknown cache dtype code {} (0 f32, 1 f16, 2 bf16, 5 int8, 6 fp8)", h.dtype));
   constexpr uint32_t kMaxDim = 1u << 20;
   for (const auto& [name, v] : {std::pair<const char*, uint32_t>{"layers", h.layers}, {"kv_heads", h.kv_heads},
                                 {"head_dim", h.head_dim}})

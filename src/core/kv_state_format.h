@@ -10,7 +10,8 @@
 //       24     4  layers
 //       28     4  kv_heads
 //       32     4  head_dim
-//       36     4  dtype: 0 f32, 1 f16, 2 bf16, 3 int8, 4 fp8
+//       36     4  dtype: 0 f32, 1 f16, 2 bf16, 5 int8, 6 fp8 (keys rotated; 3 and 4 were the
+//                 8-bit caches before their keys were rotated, no longer read)
 //       40     8  capacity: the saved cache's, the default of a restore
 //       48     8  tokens: n, the filled positions
 //       56     8  payload_checksum: hash64 of the token ids, then of each row block, chained
@@ -30,7 +31,8 @@ namespace kvinfer::kv_state {
 inline constexpr std::array<char, 8> kMagic{'K', 'V', 'I', 'S', 'T', 'A', 'T', 'E'};
 inline constexpr uint32_t kVersion = 1;
 inline constexpr size_t kHeaderBytes = 72;
-inline constexpr uint32_t kF32 = 0, kF16 = 1, kBF16 = 2, kI8 = 3, kFP8 = 4;
+inline constexpr uint32_t kF32 = 0, kF16 = 1, kBF16 = 2, kI8 = 5, kFP8 = 6;
+inline constexpr uint32_t kUnrotatedI8 = 3, kUnrotatedFP8 = 4;  // refused
 
 struct Header {
   std::array<char, 8> magic = kMagic;

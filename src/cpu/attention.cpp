@@ -7,6 +7,7 @@
 #endif
 
 #include "core/kv_cache_access.h"
+#include "core/kv_quant.h"
 #include "core/online_softmax.h"
 #include "cpu/aligned.h"
 #include "cpu/attention_avx2.h"
@@ -285,12 +286,12 @@ void store_kv(KvCache& kv, int64_t layer, int64_t start, int64_t n, const float*
   const int64_t hd = kv.head_dim(), kvh = kv.num_kv_heads();
   const DType dtype = kv.dtype();
   const size_t esz = dtype_size(dtype);
-  // Row t of KV head g: narrowed, or for an 8-bit cache quantised with its scale (on its own
-  // either way: a row's bytes never depend on the others written with it).
-  auto put = [&](const float* x, std::byte* rows, float* scales, int64_t t) {
+  // Row t of KV head g: narrowed, or for an 8-bit cache quantised with its scale, a key rotated
+  // first (on its own either way: a row's bytes never depend on the others written with it).
+  auto put = [&](KvRow which, const float* x, std::byte* rows, float* scales, int64_t t) {
     std::byte* dst = rows + static_cast<size_t>((start + t) * hd) * esz;
     if (scales != nullptr)
-      quantize_kv_row(dtype, x, hd, dst, scales + start + t);
+      quantize_kv_row(dtype, which, x, hd, dst, scales + start + t);
     else
       from_f32(dtype, x, dst, hd);
   };
@@ -307,14 +308,23 @@ void store_kv(KvCache& kv, int64_t layer, int64_t start, int64_t n, const float*
 #pragma omp parallel for schedule(static) if (n > 1 && n * kvh * hd >= (1 << 15))
   for (int64_t t = 0; t < n; ++t)
     for (int64_t g = 0; g < kvh; ++g) {
-      put(k + (t * kvh + g) * hd, kv_k(kv, layer, g), kv_k_scales(kv, layer, g), t);
-      put(v + (t * kvh + g) * hd, kv_v(kv, layer, g), kv_v_scales(kv, layer, g), t);
+      put(KvRow::Key, k + (t * kvh + g) * hd, kv_k(kv, layer, g), kv_k_scales(kv, layer, g), t);
+      put(KvRow::Value, v + (t * kvh + g) * hd, kv_v(kv, layer, g), kv_v_scales(kv, layer, g), t);
     }
 }
 
 void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start, int64_t heads,
                int64_t window, float* out, bool one_thread) {
   const int64_t hd = kv.head_dim();
+  // An 8-bit cache holds its keys rotated (kernels/core/kv_quant.h): the queries are rotated to
+  // match, once per head, and every kernel below then reads the codes as it reads any row.
+  std::vector<float> rotated;  // (n, heads, head_dim) the queries rotated, for an 8-bit cache
+  if (is_scaled_kv(kv.dtype())) {
+    rotated.assign(q, q + n * heads * hd);
+#pragma omp parallel for schedule(static) if (!one_thread && n * heads >= 256)
+    for (int64_t i = 0; i < n * heads; ++i) core::rotate_query(rotated.data() + i * hd, static_cast<int>(hd));
+    q = rotated.data();
+  }
   const int64_t group = heads / kv.num_kv_heads();
   const size_t row_bytes = static_cast<size_t>(hd) * dtype_size(kv.dtype());
   // Scores in the base-2 domain (kernels/core/online_softmax.h, shared with the CUDA kernels):

@@ -1,3 +1,5 @@
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "core/convert.h"
@@ -96,10 +98,15 @@ void from_f32(DType t, const float* src, std::byte* dst, int64_t n) {
   throw Error(ErrorKind::InvalidArgument, fmt::format("from_f32: cannot narrow to {} (only f32, f16 and bf16 are written)", dtype_name(t)));
 }
 
-void quantize_kv_row(DType t, const float* x, int64_t n, std::byte* codes, float* scale) {
+void quantize_kv_row(DType t, KvRow row, const float* x, int64_t n, std::byte* codes, float* scale) {
   if (!is_scaled_kv(t))
     throw Error(ErrorKind::InvalidArgument, fmt::format("quantize_kv_row: {} is not an 8-bit KV cache type", dtype_name(t)));
-  core::quantize_kv_row(x, static_cast<int>(n), t == DType::FP8, reinterpret_cast<uint8_t*>(codes), scale);
+  const bool fp8 = t == DType::FP8;
+  auto* c = reinterpret_cast<uint8_t*>(codes);
+  if (row == KvRow::Value) return core::quantize_kv_row(x, static_cast<int>(n), fp8, c, scale);
+  float small[256];  // the rotated key
+  std::vector<float> large(n > 256 ? static_cast<size_t>(n) : 0);
+  core::quantize_kv_key_row(x, static_cast<int>(n), fp8, c, scale, n > 256 ? large.data() : small);
 }
 
 }  // namespace kvinfer::cpu

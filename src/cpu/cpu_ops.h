@@ -25,8 +25,9 @@ void to_f32(DType t, const std::byte* src, float* dst, int64_t n);
 // Narrows n f32 values to dtype `t` (round to nearest even): f32, f16 or bf16.
 void from_f32(DType t, const float* src, std::byte* dst, int64_t n);
 // One K or V row of n values (head_dim) for an 8-bit KV type: n codes and the row's scale, as
-// kernels/core/kv_quant.h defines them (the CUDA kernels write the same).
-void quantize_kv_row(DType t, const float* x, int64_t n, std::byte* codes, float* scale);
+// kernels/core/kv_quant.h defines them (the CUDA kernels write the same); a key row rotated.
+enum class KvRow { Key, Value };
+void quantize_kv_row(DType t, KvRow row, const float* x, int64_t n, std::byte* codes, float* scale);
 
 // dst (n) = src (n) in the pair order of bf16 products: each whole 16 values' 8 at even places,
 // then their 8 at odd places; the last n mod 16 in place. dst must not overlap src.
