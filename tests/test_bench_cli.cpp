@@ -258,6 +258,7 @@ TEST(BenchCli, ListsShapesAndEveryOptionWithItsDefault) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("gpt2-medium"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("smollm2-135m"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("qwen2.5-0.5b"), std::string::npos) << r.out;
 
   Output h = bench({"--help"});
   ASSERT_EQ(h.code, 0) << h.err;

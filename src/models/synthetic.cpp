@@ -72,6 +72,12 @@ std::vector<SyntheticShape> make_shapes() {
                llama_shape({49152, 576, 1536, 30, 9, 3, 64, 8192, 100000.0, true})});
   v.push_back({"tinyllama-1.1b", "TinyLlama-1.1B: 22 layers, hidden 2048, 32 heads / 4 KV heads (GQA 8)",
                llama_shape({32000, 2048, 5632, 22, 32, 4, 64, 2048, 10000.0, false})});
+  // Qwen2.5-0.5B: a small model with a 32K context, for decode at long positions.
+  ModelConfig q = llama_shape({151936, 896, 4864, 24, 14, 2, 64, 32768, 1000000.0, true});
+  q.arch = Architecture::Qwen2;
+  q.norm_eps = 1e-6;
+  q.attention_bias = true;
+  v.push_back({"qwen2.5-0.5b", "Qwen2.5-0.5B (494M): 24 layers, hidden 896, 14 heads / 2 KV heads (GQA 7), tied, 32768 positions", q});
   ModelConfig l1 = llama_shape({128256, 2048, 8192, 16, 32, 8, 64, 131072, 500000.0, true});
   l1.rope_scaling = {RopeScaling::Type::Llama3, 32.0, 1.0, 4.0, 8192};
   v.push_back({"llama-1b", "Llama-3.2-1B (1.2B): 16 layers, hidden 2048, 32 heads / 8 KV heads (GQA 4), tied", l1});
