@@ -3,7 +3,8 @@
 // caches); Q8_0 .. Q6_K are ggml's block-quantised weight formats, read from GGUF files and used in
 // place: `block_elements` consecutive values of a row share one block of `block_bytes` bytes.
 // I8 and FP8 are KV cache types only: one byte a value, and one f32 scale per row of head_dim
-// values (per position and KV head), kept beside the rows (docs/kv-cache.md, "8-bit caches").
+// values (per position and KV head), kept beside the rows; key rows are stored rotated by a
+// Walsh–Hadamard transform (docs/kv-cache.md, "8-bit caches").
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
