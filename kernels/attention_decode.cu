@@ -20,8 +20,10 @@
 // tile's rows come as 16-byte copies where the rows and the code blocks allow them (head_dim a
 // multiple of 16, k and v 16-byte aligned), else as 8-byte copies (the code blocks follow the
 // cache's scales and are only 8-byte aligned in general); the tile's K and V scales come with it
-// (4-byte copies). Each score is its K row's scale times q · codes, before the softmax, as on the
-// CPU; PV weights each V row by p · its V row's scale, while l stays the sum of the unscaled p.
+// (4-byte copies). The keys are stored rotated (kernels/core/kv_quant.h), so the query in shared
+// memory is too: H q / b per head (kv_rotation.h; the 1/b folded into q_scale). Each score is its
+// K row's scale times q · codes, before the softmax, as on the CPU; PV weights each V row by
+// p · its V row's scale, while l stays the sum of the unscaled p.
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
@@ -36,6 +38,7 @@
 #include "core/split_plan.h"
 #include "cuda_check.h"
 #include "cuda_ops.h"
+#include "kv_rotation.h"
 #include "launch.h"
 
 namespace kvinfer::cuda {
@@ -129,7 +132,7 @@ struct DecodeArgs {
   float* out;              // (heads, hd): written directly when splits == 1
   float* part_o;           // (heads, slot_stride, hd) unnormalised partial outputs
   float* part_ml;          // (heads, slot_stride, 2) partial (m, l)
-  float q_scale;           // 1/sqrt(hd) · log2(e): scores in the base-2 domain
+  float q_scale;           // 1/sqrt(hd) · log2(e): scores in the base-2 domain (8-bit types: / b too)
   int head_dim;            // hd: a multiple of 8, at most the kernel's HDP
   int group;
   int heads_per_block, head_chunks;  // blockIdx.x = split · head_chunks + chunk; the last chunk may hold fewer
@@ -339,7 +342,14 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const DecodeA
     if (tile < tiles) load_tile(tile);
     __pipeline_commit();
   }
-  for (int i = tid; i < heads * hd; i += kThreads) q_s[i] = a.q[head0 * hd + i] * a.q_scale;
+  if constexpr (S::kScaled) {
+    // The keys are stored rotated (kernels/core/kv_quant.h): each head's q becomes H q / b, the
+    // 1/b in q_scale, before any score (the CPU's rotate_query, then the scale).
+    for (int i = tid; i < heads * hd; i += kThreads) q_s[i] = a.q[head0 * hd + i];
+    hadamard_rotate_rows(q_s, heads, hd, hd, a.q_scale, tid, kThreads);
+  } else {
+    for (int i = tid; i < heads * hd; i += kThreads) q_s[i] = a.q[head0 * hd + i] * a.q_scale;
+  }
   for (int h = tid; h < heads; h += kThreads) m_s[h] = -INFINITY, l_s[h] = 0.0f;
 
   // PV roles: thread tid = pr · chunks + dg takes dimensions dg·8 .. +7 (chunks = hd / 8 of
@@ -478,10 +488,12 @@ void run(const DecodeCall& c) {
   // multiple of 8), for 8-bit rows when head_dim is a multiple of 16 and k, v are 16-byte aligned.
   const bool wide = S::kElem > 1 || (hd % 16 == 0 && reinterpret_cast<uintptr_t>(p.k) % 16 == 0 &&
                                      reinterpret_cast<uintptr_t>(p.v) % 16 == 0);
+  float q_scale = 1.0f / sqrtf(static_cast<float>(hd)) * core::kLog2e;
+  if constexpr (S::kScaled) q_scale *= 1.0f / static_cast<float>(core::kv_rotation_block(hd));  // a power of two: exact
   const DecodeArgs a{p.q, static_cast<const unsigned char*>(p.k), static_cast<const unsigned char*>(p.v),
                      p.k_scales, p.v_scales, wide ? 16 : 8, p.out,
                      part_o, need > 0 ? part_o + p.heads * grid_splits * hd : nullptr,
-                     1.0f / sqrtf(static_cast<float>(hd)) * core::kLog2e, hd, group,
+                     q_scale, hd, group,
                      c.heads_per_block, c.head_chunks, p.capacity, pa};
   const Layout lay = layout<S, HV>(c.heads_per_block, hd);
   launch("attention_decode (split)", kernel,

@@ -22,7 +22,8 @@
 //
 // 8-bit caches (int8, fp8: codes and an f32 scale per row, kernels/core/kv_quant.h): the codes
 // come in 8-byte loads (their blocks are 8-byte aligned), widened exactly to f32 in shared memory
-// as the other types are, and the tile's K and V scales beside them (kCols f32 each). Each score is
+// as the other types are, and the tile's K and V scales beside them (kCols f32 each). The keys are
+// stored rotated, so the queries in shared memory are rotated too (H q / b). Each score is
 // q · codes times its K row's scale, before the mask and the softmax; P holds each weight times
 // its V row's scale, while the softmax's l sums the unscaled weights: src/cpu/attention.cpp's
 // order of operations.
@@ -39,6 +40,7 @@
 #include "core/online_softmax.h"
 #include "cuda_check.h"
 #include "cuda_ops.h"
+#include "kv_rotation.h"
 #include "launch.h"
 
 namespace kvinfer::cuda {
@@ -138,16 +140,20 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
   const int64_t k_begin = lo > 0 ? lo : 0, k_end = last_pos + 1;
   const size_t head_row0 = static_cast<size_t>(g) * a.capacity;  // cache row of (g, position 0)
 
+  // 8-bit types: the keys are stored rotated (kernels/core/kv_quant.h), so each row's q becomes
+  // H q / b (kv_rotation.h, the 1/b in q_scale) before any score: the CPU's rotate_query.
   for (int idx = tid; idx < kRows * hd; idx += kThreads) {
     const int i = idx / hd, d = idx % hd;
     const int64_t r = r0 + i;
     float x = 0.0f;  // padding rows past rows_total: zeros, fully masked below
     if (r < a.rows_total) {
       const int64_t t = r / group, h = r % group;
-      x = a.q[((t * a.heads) + static_cast<int64_t>(g) * group + h) * hd + d] * a.q_scale;
+      x = a.q[((t * a.heads) + static_cast<int64_t>(g) * group + h) * hd + d];
+      if constexpr (!S::kScaled) x *= a.q_scale;
     }
     q_s[i * S::kPitch + d] = x;
   }
+  if constexpr (S::kScaled) hadamard_rotate_rows(q_s, kRows, hd, S::kPitch, a.q_scale, tid, kThreads);
   // V's dims hd .. HDP-1 (never written by the tile loads): zero, so PV adds exactly 0 there.
   // QK reads no dim >= hd of q_s or k_s.
   if (hd < HDP)
@@ -311,7 +317,9 @@ void run(const AttentionParams& p, cudaStream_t stream) {
   auto* kernel = prefill_kernel<HDP, KV, RPT, CPT>;
   [[maybe_unused]] static const bool allowed = allow_max_shared(kernel);
   int64_t row_tiles = 0;
-  const PrefillArgs a = prefill_args(p, S::kRows, row_tiles);
+  PrefillArgs a = prefill_args(p, S::kRows, row_tiles);
+  // 8-bit types: rotate_query's 1/b (a power of two: exact) with the scale.
+  if constexpr (S::kScaled) a.q_scale *= 1.0f / static_cast<float>(core::kv_rotation_block(a.head_dim));
   launch("attention_prefill", kernel, dim3(static_cast<unsigned>(row_tiles), static_cast<unsigned>(p.kv_heads)),
          dim3(kThreads), static_cast<size_t>(S::kSmemBytes), stream, a);
 }

@@ -21,7 +21,8 @@ struct PrefillArgs {
   const float* k_scales;   // 8-bit types (the f32 kernel's): (kv_heads, capacity) the rows' scales
   const float* v_scales;
   float* out;              // (n, heads, hd)
-  float q_scale;           // 1/sqrt(hd) · log2(e): scores in the base-2 domain
+  float q_scale;           // 1/sqrt(hd) · log2(e): scores in the base-2 domain (8-bit types: / b, set by
+                           // attention_prefill.cu for their rotated keys)
   int head_dim;            // hd: a multiple of 8, at most the kernel's HDP
   int group;
   int64_t heads, start, capacity, window, rows_total;  // rows_total = n · group

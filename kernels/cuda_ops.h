@@ -45,7 +45,8 @@ void convert_from_f32(DType dtype, const float* src, void* out, int64_t n, cudaS
 // Writes k, v (n, kv_heads, head_dim) at positions start .. start+n-1 of one layer's cache
 // blocks k_layer, v_layer: (kv_heads, capacity, head_dim) of kv_dtype. An 8-bit cache (int8,
 // fp8) gets each row's codes there and its scale in k_scales, v_scales ((kv_heads, capacity) f32,
-// required for those types): the bits core::quantize_kv_row gives on the CPU.
+// required for those types): the bits the CPU's store_kv writes (core::quantize_kv_key_row for a K
+// row, stored rotated; core::quantize_kv_row for a V row). head_dim at most 12288 for those types.
 void store_kv(DType kv_dtype, const float* k, const float* v, int64_t n, int64_t kv_heads, int64_t head_dim,
               int64_t start, int64_t capacity, void* k_layer, void* v_layer, cudaStream_t stream,
               const int32_t* start_on_device = nullptr, float* k_scales = nullptr, float* v_scales = nullptr);
@@ -67,8 +68,9 @@ void embed_quantized(DType table_dtype, const void* table, int64_t vocab, int64_
 // at position start + t and attends to positions [max(0, pos - window + 1), pos] (window <= 0:
 // no window). Query head h reads KV head h / (heads / kv_heads): any group size.
 // An 8-bit cache (int8, fp8; kernels/core/kv_quant.h) holds codes in k and v and each row's f32
-// scale in k_scales and v_scales: a score is (q · codes) times its K row's scale, and each V row
-// is weighted by its probability times its V row's scale, as src/cpu/attention.cpp does.
+// scale in k_scales and v_scales, its K rows rotated: a score is (H q / b · codes) times its K
+// row's scale (core::rotate_query), and each V row is weighted by its probability times its V
+// row's scale, as src/cpu/attention.cpp does.
 struct AttentionParams {
   const float* q = nullptr;  // (n, heads, head_dim)
   const void* k = nullptr;   // (kv_heads, capacity, head_dim) of kv_dtype

@@ -3,6 +3,7 @@
 // the summation order of rms_norm and layer_norm and the contraction of rope's products into FMAs).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -13,6 +14,7 @@
 #include "core/rope.h"
 #include "cuda_check.h"
 #include "cuda_ops.h"
+#include "kv_rotation.h"
 #include "launch.h"
 
 namespace kvinfer::cuda {
@@ -25,6 +27,8 @@ constexpr int kArgmaxThreads = 1024;    // argmax: one block for the whole vocab
 constexpr int kRopeHeadsPerBlock = 8;   // rope: heads sharing one cos/sin evaluation
 constexpr int64_t kMaxBlocks = 1 << 20; // grid-stride loops cover the rest
 constexpr int64_t kMaxGridY = 65535;
+constexpr int64_t kStoreKvSharedBytes = 48 * 1024;  // store_kv, 8-bit caches: a block's shared K rows
+constexpr int64_t kStoreKvMaxHeadDim = kStoreKvSharedBytes / 4;  // one warp's row in them
 
 // Storage formats: load widens to f32 (exact), store narrows with round to nearest even.
 struct F32 {
@@ -285,20 +289,31 @@ __global__ void store_kv_kernel(const float* k, const float* v, int64_t n, int64
 }
 
 // 8-bit caches (int8, fp8): one warp per row (one position's K or V row of one KV head, rows
-// ordered (t, kv_head, {K, V})), the bits of core::quantize_kv_row: the row's largest magnitude
-// by a warp max (exact and order-free) and whether it is finite by a warp AND, then each lane
-// codes its values with core::kv_code. head_dim may be any size (lanes stride by 32).
+// ordered (t, kv_head, {K, V})), the bits of the CPU's cpu::store_kv. A K row is stored rotated
+// (core::quantize_kv_key_row; kernels/core/kv_quant.h says why): the warp copies it to its slice
+// of shared memory (`work`, head_dim floats a warp) and rotates it there (kv_rotation.h: the
+// CPU's butterfly stages, so the CPU's bits); a V row is coded as it is (core::quantize_kv_row).
+// Then the row's largest magnitude by a warp max (exact and order-free) and whether it is finite
+// by a warp AND, and each lane codes its values with core::kv_code. head_dim may be any size
+// (lanes stride by 32).
 template <bool FP8>
 __global__ void store_kv_scaled_kernel(const float* k, const float* v, int64_t n, int64_t kv_heads, int64_t head_dim,
                                        int64_t start, const int32_t* start_on_device, int64_t capacity,
                                        uint8_t* k_layer, uint8_t* v_layer, float* k_scales, float* v_scales) {
   if (start_on_device != nullptr) start = *start_on_device;
   const int lane = static_cast<int>(threadIdx.x % 32);
+  float* work = dynamic_shared<float>() + (threadIdx.x / 32) * head_dim;  // this warp's K row
   const int64_t rows = n * kv_heads * 2, warps = grid_threads() / 32;
   for (int64_t r = global_thread() / 32; r < rows; r += warps) {  // warp-uniform: all lanes or none
     const int64_t tg = r / 2, g = tg % kv_heads, t = tg / kv_heads;  // tg: row (t, g) of k and v
     const bool is_v = (r & 1) != 0;
     const float* x = (is_v ? v : k) + tg * head_dim;
+    if (!is_v) {
+      __syncwarp();  // the warp's previous row has been read from `work`
+      for (int64_t d = lane; d < head_dim; d += 32) work[d] = x[d];
+      hadamard_rotate_warp(work, static_cast<int>(head_dim), lane);
+      x = work;
+    }
     float amax = 0.0f;
     int finite = 1;
     for (int64_t d = lane; d < head_dim; d += 32) {
@@ -502,11 +517,18 @@ void store_kv(DType kv_dtype, const float* k, const float* v, int64_t n, int64_t
     require(k_scales != nullptr && v_scales != nullptr, "store_kv", [&] {
       return std::string("an ") + std::string(dtype_name(kv_dtype)) + " cache needs k_scales and v_scales (non-null)";
     });
-    const int64_t rows = n * kv_heads * 2;  // a warp each
+    // A warp per row, and head_dim floats of shared memory per warp (a K row, rotated there):
+    // kThreads a block, fewer for rows too long for 8 of them in the default 48 KiB.
+    require(head_dim <= kStoreKvMaxHeadDim, "store_kv", [&] {
+      return "head_dim " + std::to_string(head_dim) + " is too large for an " + std::string(dtype_name(kv_dtype)) +
+             " cache (its key rows are rotated in shared memory: at most " + std::to_string(kStoreKvMaxHeadDim) + ")";
+    });
+    const int64_t rows = n * kv_heads * 2, row_bytes = head_dim * static_cast<int64_t>(sizeof(float));
+    const int threads = 32 * static_cast<int>(std::min<int64_t>(kThreads / 32, kStoreKvSharedBytes / row_bytes));
     auto* kernel = kv_dtype == DType::FP8 ? store_kv_scaled_kernel<true> : store_kv_scaled_kernel<false>;
-    launch("store_kv", kernel, blocks_for(rows * 32, kThreads), kThreads, 0, stream, k, v, n, kv_heads, head_dim, start,
-           start_on_device, capacity, static_cast<uint8_t*>(k_layer), static_cast<uint8_t*>(v_layer), k_scales,
-           v_scales);
+    launch("store_kv", kernel, blocks_for(rows * 32, threads), threads, static_cast<size_t>(threads / 32 * row_bytes),
+           stream, k, v, n, kv_heads, head_dim, start, start_on_device, capacity, static_cast<uint8_t*>(k_layer),
+           static_cast<uint8_t*>(v_layer), k_scales, v_scales);
     return;
   }
   visit_dtype(kv_dtype, [&](auto d) {

@@ -25,6 +25,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -37,6 +38,7 @@
 #include "cuda_check.h"
 #include "cuda_ops.h"
 #include "core/kv_cache_access.h"
+#include "core/kv_quant.h"
 #include "kvinfer/kvinfer.h"
 
 namespace kvinfer {
@@ -110,8 +112,21 @@ std::vector<float> uniform(std::mt19937& rng, size_t count, float a) {
   return x;
 }
 
+// x (n, a multiple of b) ← H x / b in fp64, blockwise (b = core::kv_rotation_block(n)): the
+// query of an 8-bit cache, whose keys are stored rotated (kernels/core/kv_quant.h). Written from
+// the definition (H's entry (i, j) within a block is (-1)^popcount(i & j)), not the butterfly.
+std::vector<double> rotated_query(const float* x, int64_t n) {
+  const int64_t b = core::kv_rotation_block(static_cast<int>(n));
+  std::vector<double> y(static_cast<size_t>(n), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = i / b * b; j < (i / b + 1) * b; ++j)
+      y[static_cast<size_t>(i)] += (std::popcount(static_cast<uint64_t>(i & j) % b) % 2 ? -1.0 : 1.0) * x[j];
+  for (double& e : y) e /= static_cast<double>(b);
+  return y;
+}
+
 // fp64 attention for row t, head h over the widened cache: out (head_dim). An 8-bit cache's rows
-// are their codes times their scales.
+// are their codes times their scales, its K rows rotated: the query is rotated to match.
 std::vector<double> reference_row(const KvCache& kv, const Shape& s, const std::vector<float>& q, int64_t t,
                                   int64_t h) {
   const int64_t hd = s.head_dim, pos = s.start + t, g = h / s.group;
@@ -122,12 +137,14 @@ std::vector<double> reference_row(const KvCache& kv, const Shape& s, const std::
   auto scale = [](const float* scales, int64_t j) { return scales ? static_cast<double>(scales[j]) : 1.0; };
   std::vector<float> k(static_cast<size_t>(hd)), v(static_cast<size_t>(hd));
   std::vector<double> score(static_cast<size_t>(pos - first + 1)), out(static_cast<size_t>(hd), 0.0);
-  const float* qh = q.data() + (t * s.heads() + h) * hd;
+  const float* q_row = q.data() + (t * s.heads() + h) * hd;
+  const std::vector<double> qh =
+      is_scaled_kv(s.dtype) ? rotated_query(q_row, hd) : std::vector<double>(q_row, q_row + hd);
   double mx = -INFINITY;
   for (int64_t j = first; j <= pos; ++j) {
     cpu::to_f32(s.dtype, kv_k(kv, 0, g) + static_cast<size_t>(j) * row_bytes, k.data(), hd);
     double d = 0;
-    for (int64_t i = 0; i < hd; ++i) d += static_cast<double>(qh[i]) * k[static_cast<size_t>(i)];
+    for (int64_t i = 0; i < hd; ++i) d += qh[static_cast<size_t>(i)] * k[static_cast<size_t>(i)];
     score[static_cast<size_t>(j - first)] = d * scale(k_scales, j) / std::sqrt(static_cast<double>(hd));
     mx = std::max(mx, score[static_cast<size_t>(j - first)]);
   }
@@ -409,10 +426,11 @@ TEST(CudaAttention, PrefillThousandsOfPositions) {
   expect_close(Kernel::Prefill, {4, 1, 256, DType::F32, 3, 1, 0}, 1);  // n == 1 through prefill
 }
 
-// 8-bit caches (int8, fp8: codes and a scale per row): decode (several splits) and prefill (the
-// f32 tile kernel) against the CPU on the same codes and scales, and against fp64 on a subset;
-// GQA groups 1, 3, 7 and one over a decode block's 64 heads; head dims that are multiples of 16
-// (16-byte copies) and not (8 and 40: 8-byte copies), with and without a window.
+// 8-bit caches (int8, fp8: codes and a scale per row, the K rows rotated): decode (several
+// splits) and prefill (the f32 tile kernel) against the CPU on the same codes and scales, and
+// against fp64 (the query rotated) on a subset; GQA groups 1, 3, 7 and one over a decode block's
+// 64 heads; head dims that are multiples of 16 (16-byte copies) and not (8 and 40: 8-byte
+// copies), with and without a window; rotation blocks of 8 (8, 40), 32 (96), 64 and 128.
 class CudaAttentionEightBit : public ::testing::TestWithParam<std::tuple<int64_t, int64_t>> {};
 
 TEST_P(CudaAttentionEightBit, DecodeMatchesCpu) {
@@ -438,7 +456,7 @@ TEST_P(CudaAttentionEightBit, PrefillMatchesCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaAttentionEightBit,
-                         ::testing::Combine(::testing::Values(1, 3, 7), ::testing::Values(8, 40, 64, 128)),
+                         ::testing::Combine(::testing::Values(1, 3, 7), ::testing::Values(8, 40, 64, 96, 128)),
                          [](const auto& test) {
                            return "group" + std::to_string(std::get<0>(test.param)) + "_hd" +
                                   std::to_string(std::get<1>(test.param));
@@ -459,6 +477,82 @@ TEST(CudaAttention, EightBitAlignmentsLargeGroupsAndLongContexts) {
     expect_close(Kernel::Decode, {2, 7, 128, dt, 9000, 1, 0}, 1);
     expect_close(Kernel::Decode, {2, 7, 128, dt, 9000, 1, 2000});
   }
+}
+
+// The device alone, from the f32 K and V rows to the output: cuda::store_kv codes the rows (the
+// keys rotated), decode and prefill attend them (the queries rotated), and the result is exact
+// attention over the f32 rows (fp64) to within the 8-bit codes' error. Unlike the tests above,
+// this needs no CPU cache: a convention both devices got wrong the same way (a key stored
+// unrotated, a query left unrotated) fails here. The keys have a few large channels, as a
+// model's do. The bounds are 2.5× the largest error measured in the simulation (int8 / fp8: 6e-3
+// / 3.5e-2 relative to max |exact|); a query left unrotated measured 1.2 to 5.6, keys stored
+// unrotated 0.35 to 0.55.
+TEST(CudaAttention, EightBitStoreAndAttendOnTheDeviceApproximateExactAttention) {
+  SKIP_WITHOUT_DEVICE();
+  const int64_t kvh = 2, group = 3, heads = kvh * group, ctx = 150;
+  for (int64_t hd : {96, 128})
+    for (DType dt : {DType::I8, DType::FP8}) {
+      std::mt19937 rng(static_cast<uint32_t>(hd * 3 + (dt == DType::FP8)));
+      auto k = uniform(rng, static_cast<size_t>(ctx * kvh * hd), 1.0f);  // (ctx, kv_heads, hd)
+      auto v = uniform(rng, k.size(), 1.0f);
+      for (int64_t r = 0; r < ctx * kvh; ++r)
+        for (int64_t d : {5, 17, 60}) k[static_cast<size_t>(r * hd + d)] *= 12.0f;  // the large channels
+      DeviceArray<float> k_d(k.size()), v_d(v.size());
+      CUDA_CHECK(cudaMemcpy(k_d.get(), k.data(), k.size() * sizeof(float), cudaMemcpyHostToDevice));
+      CUDA_CHECK(cudaMemcpy(v_d.get(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
+      const size_t codes = static_cast<size_t>(kvh * ctx * hd), scales = static_cast<size_t>(kvh * ctx);
+      DeviceArray<std::byte> kc_d(codes), vc_d(codes);
+      DeviceArray<float> ks_d(scales), vs_d(scales);
+      cuda::store_kv(dt, k_d.get(), v_d.get(), ctx, kvh, hd, 0, ctx, kc_d.get(), vc_d.get(), nullptr, nullptr,
+                     ks_d.get(), vs_d.get());
+      for (const auto& [start, n] : {std::pair<int64_t, int64_t>{ctx - 1, 1}, {0, ctx}}) {
+        // |q| up to 0.5: with the large channels, scores of a standard deviation of ~2.
+        const auto q = uniform(rng, static_cast<size_t>(n * heads * hd), 0.5f);
+        DeviceArray<float> q_d(q.size()), out_d(q.size());
+        CUDA_CHECK(cudaMemcpy(q_d.get(), q.data(), q.size() * sizeof(float), cudaMemcpyHostToDevice));
+        cuda::AttentionParams p;
+        p.q = q_d.get(), p.k = kc_d.get(), p.v = vc_d.get(), p.k_scales = ks_d.get(), p.v_scales = vs_d.get();
+        p.out = out_d.get(), p.kv_dtype = dt, p.n = n, p.start = start, p.heads = heads, p.kv_heads = kvh;
+        p.head_dim = hd, p.capacity = ctx;
+        if (n == 1) {
+          DeviceArray<std::byte> ws(cuda::attention_decode_workspace_bytes(heads, hd, ctx));
+          cuda::attention_decode(p, ws.get(), ws.bytes(), nullptr);
+        } else {
+          cuda::attention_prefill(p, nullptr);
+        }
+        CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<float> got(q.size());
+        CUDA_CHECK(cudaMemcpy(got.data(), out_d.get(), got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        double err = 0, scale = 0;
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t h = 0; h < heads; ++h) {
+            const int64_t pos = start + t, g = h / group;
+            const float* qh = q.data() + (t * heads + h) * hd;
+            std::vector<double> score(static_cast<size_t>(pos + 1)), out(static_cast<size_t>(hd), 0.0);
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j <= pos; ++j) {
+              const float* kj = k.data() + (j * kvh + g) * hd;
+              double d = 0;
+              for (int64_t i = 0; i < hd; ++i) d += static_cast<double>(qh[i]) * kj[i];
+              mx = std::max(mx, score[static_cast<size_t>(j)] = d / std::sqrt(static_cast<double>(hd)));
+            }
+            for (auto& e : score) sum += (e = std::exp(e - mx));
+            for (int64_t j = 0; j <= pos; ++j)
+              for (int64_t i = 0; i < hd; ++i)
+                out[static_cast<size_t>(i)] += score[static_cast<size_t>(j)] / sum * v[static_cast<size_t>((j * kvh + g) * hd + i)];
+            for (int64_t i = 0; i < hd; ++i) {
+              const double want = out[static_cast<size_t>(i)], have = got[static_cast<size_t>((t * heads + h) * hd + i)];
+              err = std::isfinite(have) ? std::max(err, std::abs(have - want)) : INFINITY;
+              scale = std::max(scale, std::abs(want));
+            }
+          }
+        const double bound = dt == DType::I8 ? 1.5e-2 : 9e-2;
+        EXPECT_LE(err / scale, bound) << dtype_name(dt) << " head_dim " << hd << (n == 1 ? " decode" : " prefill");
+        if (std::getenv("KVINFER_TEST_VERBOSE"))
+          std::printf("%s head_dim %lld %s: max |gpu - exact| / max |exact| = %.3g\n", std::string(dtype_name(dt)).c_str(),
+                      static_cast<long long>(hd), n == 1 ? "decode" : "prefill", err / scale);
+      }
+    }
 }
 
 // A row with a NaN or an infinity gets a NaN scale (kernels/core/kv_quant.h): the queries that

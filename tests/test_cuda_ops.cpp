@@ -389,12 +389,15 @@ std::vector<float> hostile_kv_rows(int64_t n, int64_t kvh, int64_t hd, uint32_t 
   return x;
 }
 
-// The 8-bit caches' store_kv against the CPU's (core::quantize_kv_row): codes and scales the same
-// bits, on random and hostile rows, at head dims below, at and above a warp's 32 lanes; through a
-// device position (CUDA graphs) too; nothing else written.
+// The 8-bit caches' store_kv against the CPU's (cpu::store_kv, and core::quantize_kv_key_row and
+// core::quantize_kv_row directly): codes and scales the same bits, on random and hostile rows, at
+// head dims below, at and above a warp's 32 lanes: 8, 64, 128, 256 (one rotation block), 96 (three
+// of 32), 67 (no rotation: blocks of 1), and 2048 (6 warps a block: their rows fill 48 KiB of
+// shared memory); through a device position (CUDA graphs) too; nothing else written. The K rows are stored rotated, the V rows as they are: a row of huge values whose
+// rotation overflows f32 gets a NaN scale and zero codes as a K row, a finite scale as a V row.
 TEST_F(CudaOps, StoreKvEightBitMatchesCpuCodesAndScalesBitForBit) {
   for (DType t : {DType::I8, DType::FP8})
-    for (int64_t hd : {8, 67, 128}) {
+    for (int64_t hd : {8, 64, 67, 96, 128, 256, 2048}) {
       kvinfer::ModelConfig cfg;
       cfg.num_layers = 2, cfg.num_kv_heads = 3, cfg.head_dim = hd;
       const int64_t capacity = 37, start = 30, n = 7, layer = 1, kvh = cfg.num_kv_heads;
@@ -402,6 +405,15 @@ TEST_F(CudaOps, StoreKvEightBitMatchesCpuCodesAndScalesBitForBit) {
       kvinfer::KvCache kv(cfg, capacity, t, kvinfer::Device::CPU);
       cpu::store_kv(kv, layer, start, n, k.data(), v.data());
       const size_t row = static_cast<size_t>(hd);
+      const bool fp8 = t == DType::FP8;
+      // The core functions' codes and scales of input row r (t, g) = (r / kvh, r % kvh).
+      std::vector<uint8_t> k_codes(static_cast<size_t>(n * kvh) * row), v_codes(k_codes.size());
+      std::vector<float> k_sc(static_cast<size_t>(n * kvh)), v_sc(k_sc.size()), work(row);
+      for (size_t r = 0; r < k_sc.size(); ++r) {
+        kvinfer::core::quantize_kv_key_row(k.data() + r * row, static_cast<int>(hd), fp8, k_codes.data() + r * row,
+                                           &k_sc[r], work.data());
+        kvinfer::core::quantize_kv_row(v.data() + r * row, static_cast<int>(hd), fp8, v_codes.data() + r * row, &v_sc[r]);
+      }
       for (bool on_device : {false, true}) {
         const std::string what = std::string(kvinfer::dtype_name(t)) + " head_dim " + std::to_string(hd) +
                                  (on_device ? " (device position)" : "");
@@ -430,16 +442,38 @@ TEST_F(CudaOps, StoreKvEightBitMatchesCpuCodesAndScalesBitForBit) {
             ASSERT_EQ(std::memcmp(vl.data() + off, kv_v(kv, layer, g) + p * row, row), 0) << what << " V codes " << g << "," << p;
             ASSERT_EQ(std::memcmp(&ks[at], kv_k_scales(kv, layer, g) + p, 4), 0) << what << " K scale " << g << "," << p;
             ASSERT_EQ(std::memcmp(&vs[at], kv_v_scales(kv, layer, g) + p, 4), 0) << what << " V scale " << g << "," << p;
+            const size_t r = static_cast<size_t>((p - start) * kvh + g);  // the input row
+            ASSERT_EQ(std::memcmp(kl.data() + off, k_codes.data() + r * row, row), 0) << what << " K codes (core) " << r;
+            ASSERT_EQ(std::memcmp(vl.data() + off, v_codes.data() + r * row, row), 0) << what << " V codes (core) " << r;
+            ASSERT_EQ(std::memcmp(&ks[at], &k_sc[r], 4), 0) << what << " K scale (core) " << r;
+            ASSERT_EQ(std::memcmp(&vs[at], &v_sc[r], 4), 0) << what << " V scale (core) " << r;
           }
       }
-      // The hostile rows came out as the header says (so that they test what they claim).
+      // The hostile rows came out as the header says (so that they test what they claim): the V
+      // rows are coded as they are.
       const int64_t t0 = start;  // row r of the input is (t, g) = (r / kvh, r % kvh)
-      auto scale_of = [&](int64_t r) { return kv_k_scales(kv, layer, r % kvh)[t0 + r / kvh]; };
-      EXPECT_TRUE(std::isnan(scale_of(10)) && std::isnan(scale_of(11)) && std::isnan(scale_of(12)));
-      EXPECT_EQ(scale_of(8), 0.0f);
-      EXPECT_EQ(scale_of(9), 0.0f);
-      EXPECT_GT(scale_of(4), 0.0f);
-      EXPECT_LT(scale_of(4), 1e-40f);
+      auto v_scale = [&](int64_t r) { return kv_v_scales(kv, layer, r % kvh)[t0 + r / kvh]; };
+      auto k_scale = [&](int64_t r) { return kv_k_scales(kv, layer, r % kvh)[t0 + r / kvh]; };
+      auto k_row = [&](int64_t r) { return kv_k(kv, layer, r % kvh) + (t0 + r / kvh) * hd; };
+      EXPECT_TRUE(std::isnan(v_scale(10)) && std::isnan(v_scale(11)) && std::isnan(v_scale(12)));
+      EXPECT_EQ(v_scale(8), 0.0f);
+      EXPECT_EQ(v_scale(9), 0.0f);
+      EXPECT_GT(v_scale(4), 0.0f);
+      EXPECT_LT(v_scale(4), 1e-40f);
+      // The K rows: non-finite and zero rows stay so after the rotation, subnormal ones stay
+      // subnormal (sums of subnormals are exact) and keep a positive scale; the ±3e38 row
+      // (row 1) overflows in the rotation's first stage, unless it has none (head_dim 67).
+      EXPECT_TRUE(std::isnan(k_scale(10)) && std::isnan(k_scale(11)) && std::isnan(k_scale(12)));
+      EXPECT_EQ(k_scale(8), 0.0f);
+      EXPECT_EQ(k_scale(9), 0.0f);
+      EXPECT_GT(k_scale(4), 0.0f);
+      EXPECT_TRUE(std::isfinite(v_scale(1)) && v_scale(1) > 1e35f);
+      if (kvinfer::core::kv_rotation_block(static_cast<int>(hd)) > 1) {
+        EXPECT_TRUE(std::isnan(k_scale(1))) << hd;
+        EXPECT_TRUE(std::all_of(k_row(1), k_row(1) + hd, [](std::byte b) { return b == std::byte{0}; })) << hd;
+      } else {
+        EXPECT_TRUE(std::isfinite(k_scale(1))) << hd;  // not rotated
+      }
     }
 }
 
@@ -623,6 +657,9 @@ TEST(CudaOpsArguments, LaunchersRejectBadArgumentsWithClearErrors) {
               HasSubstr("positions 6 .. 9 outside a capacity of 9"));
   EXPECT_THAT(message([&] { cuda::store_kv(DType::I8, p, p, 4, 1, 8, 0, 9, p, p, nullptr, nullptr, p, nullptr); }),
               HasSubstr("an int8 cache needs k_scales and v_scales"));
+  // An 8-bit cache's K rows are rotated in shared memory: a row of 12288 floats (48 KiB) at most.
+  EXPECT_THAT(message([&] { cuda::store_kv(DType::FP8, p, p, 1, 1, 12289, 0, 9, p, p, nullptr, nullptr, p, p); }),
+              HasSubstr("head_dim 12289 is too large for an fp8 cache"));
   EXPECT_THAT(message([&] { cuda::argmax(p, 0, nullptr, nullptr); }), HasSubstr("out is a null pointer"));
   EXPECT_THAT(message([&] { cuda::dequantize_f16(DType::Q4_K, p, 4, 160, p, nullptr); }),
               HasSubstr("multiple of the q4_k block size 256"));
