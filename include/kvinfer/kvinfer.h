@@ -1,5 +1,6 @@
 #pragma once
 // The whole public API of kvinfer.
+#include "kvinfer/beam_search.h"
 #include "kvinfer/chat.h"
 #include "kvinfer/chat_template.h"
 #include "kvinfer/config.h"
