@@ -50,7 +50,7 @@ struct SchedulerOptions {
 struct SchedulerRequest {
   std::vector<int32_t> prompt;  // at least one id
   // max_new_tokens, stop_ids, ignore_eos, sampling; stop_strings with text; cancel is asked
-  // before every step. use_kv_cache must be true.
+  // before every step. use_kv_cache must be true and speculative off.
   GenerateOptions options;
   bool text = false;  // stream text (the model's tokenizer): pieces as generate() gives them
 };

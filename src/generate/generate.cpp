@@ -1,4 +1,5 @@
-// The generation loop: prefill, then sample → (stop?) → decode, one token at a time.
+// The generation loop: prefill, then sample → (stop?) → decode, one token at a time; with
+// speculative decoding on, generate/speculative.cpp's loop instead.
 #include "kvinfer/generate.h"
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "generate/speculative.h"
 #include "generate/stop_strings.h"
 #include "kvinfer/error.h"
 #include "kvinfer/tokenizer.h"
@@ -18,17 +20,12 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// What the caller does with each sampled id. `last` says the loop ends after it whatever the
-// step answers; returning false ends the loop with `stop` as the reason.
-struct Step {
-  std::function<bool(int32_t id, std::span<const float> logits, bool last, StopReason& stop)> fn;
-  // fn reads `logits`: they are copied to the host. Otherwise fn gets an empty span, and on CUDA
-  // the logits never leave the device (Session::step, Session::sample).
-  bool wants_logits = false;
-};
+using detail::Step;
 
 GenerateResult run(Session& session, KvCache& kv, std::span<const int32_t> prompt, const GenerateOptions& options,
                    Sampler& sampler, const Step& step) {
+  detail::validate_speculative(options.speculative, options.use_kv_cache);
+  if (options.speculative.enabled()) return detail::run_speculative(session, kv, prompt, options, sampler, step);
   if (options.max_new_tokens < 0)
     throw Error(ErrorKind::InvalidArgument, fmt::format("max_new_tokens must be >= 0, got {}", options.max_new_tokens));
   if (prompt.empty()) throw Error(ErrorKind::InvalidArgument, "generation needs a prompt of at least one token");

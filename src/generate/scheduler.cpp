@@ -143,6 +143,9 @@ RequestId Scheduler::submit(SchedulerRequest request, SequenceTokenCallback on_t
   if (o.max_new_tokens < 0)
     refuse(ErrorKind::InvalidArgument, fmt::format("max_new_tokens must be >= 0, got {}", o.max_new_tokens));
   if (!o.use_kv_cache) refuse(ErrorKind::InvalidArgument, "the scheduler runs with the KV cache (use_kv_cache = false)");
+  if (o.speculative.enabled())
+    refuse(ErrorKind::InvalidArgument,
+           "the scheduler does not decode speculatively (options.speculative): its steps already batch many sequences");
   if (request.text && !model.has_tokenizer())
     refuse(ErrorKind::InvalidArgument, "a text request needs the model's tokenizer; this model has none");
   if (!request.text && !o.stop_strings.empty())
