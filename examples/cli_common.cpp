@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -96,6 +97,77 @@ void add_sampling_options(CLI::App& app, SamplingOptions& o) {
   app.add_option("--logit-bias", o.logit_bias, "ID=BIAS added to a token's logit (repeatable); -inf bans it");
   app.add_option("--stop", o.stop, "stop when the text contains this string (repeatable); it is not printed");
   app.add_flag("--ignore-eos", o.ignore_eos, "do not stop at the model's end-of-generation tokens");
+}
+
+void add_speculative_options(CLI::App& app, SpeculativeFlags& o) {
+  app.add_option("--lookup", o.lookup,
+                 "speculative decoding by prompt lookup: draft the tokens that followed the most recent earlier "
+                 "occurrence of the last N..1 tokens (prompt and output so far) and verify them in one pass; the "
+                 "output is unchanged (docs/speculative.md); 0 = off")
+      ->check(tool::at_least(0))
+      ->capture_default_str();
+  app.add_option("--draft-model", o.draft_model,
+                 "speculative decoding with a draft model: a cheaper model with this model's vocabulary (HF "
+                 "directory or .gguf) drafts tokens that the model verifies in one pass; the output is unchanged")
+      ->type_name("PATH")
+      ->check(tool::not_empty());
+  app.add_flag("--draft-int8-activations", o.draft_int8_activations,
+               "load the draft model with 8-bit activations (as --int8-activations); without --draft-model the "
+               "draft is the model's own file so loaded: a cheap self-draft");
+  app.add_option("--draft-tokens", o.draft_tokens,
+                 "speculative decoding: draft at most K tokens a pass, 1 to 256; K adapts (starts at min(4, K), +2 "
+                 "after a pass that accepts every draft, -1 after a rejection, pauses after rejections at 1) unless "
+                 "--draft-fixed")
+      ->type_name("K")
+      ->capture_default_str();
+  app.add_flag("--draft-fixed", o.draft_fixed, "speculative decoding: draft K tokens every pass (no adaptive k)");
+}
+
+bool check_speculative_options(const CLI::App& app, const SpeculativeFlags& o, bool no_kv_cache) {
+  const bool model = !o.draft_model.empty() || o.draft_int8_activations;
+  const char* drafter = o.lookup > 0 ? "--lookup" : !o.draft_model.empty() ? "--draft-model" : "--draft-int8-activations";
+  if (o.lookup > 0 && model)
+    throw tool::UsageError(fmt::format("--lookup and {} both choose a drafter: use one",
+                                       !o.draft_model.empty() ? "--draft-model" : "--draft-int8-activations"));
+  if (o.draft_tokens < 1 || o.draft_tokens > 256)
+    throw tool::UsageError(fmt::format("--draft-tokens: {} is not 1 to 256", o.draft_tokens));
+  const bool on = o.lookup > 0 || model;
+  if (!on && (app.count("--draft-tokens") > 0 || o.draft_fixed))
+    throw tool::UsageError(fmt::format("{} needs a drafter: --lookup N or --draft-model PATH",
+                                       o.draft_fixed ? "--draft-fixed" : "--draft-tokens"));
+  if (on && no_kv_cache)
+    throw tool::UsageError(fmt::format(
+        "--no-kv-cache cannot be combined with {}: speculative decoding verifies drafts against the cache", drafter));
+  return on;
+}
+
+std::unique_ptr<kvinfer::DraftModel> load_draft_model(const SpeculativeFlags& o, const ModelOptions& target_options,
+                                                      const kvinfer::Model& target, int64_t capacity) {
+  if (o.draft_model.empty() && !o.draft_int8_activations) return nullptr;
+  ModelOptions d = target_options;
+  d.model = o.draft_model.empty() ? model_path(target_options.model).string() : o.draft_model;
+  d.int8_activations = o.draft_int8_activations;
+  d.ctx = 0;  // its cache is `capacity` tokens, checked by KvCache against its context length
+  d.extend_context = false;
+  try {
+    auto draft = load_model(d);
+    // A draft with a shorter context drafts only while the history fits it.
+    const int64_t draft_capacity = std::min(capacity, draft->context_length());
+    return std::make_unique<kvinfer::DraftModel>(std::move(draft), target, draft_capacity, kv_dtype(target_options));
+  } catch (const tool::UsageError&) {
+    throw;
+  } catch (const kvinfer::Error& e) {
+    const std::string what = e.what();
+    // The library's errors start with "draft model:" where they are about the draft already.
+    throw kvinfer::Error(e.kind(), what.rfind("draft model", 0) == 0 ? what : fmt::format("--draft-model: {}", what));
+  }
+}
+
+void set_speculative(kvinfer::GenerateOptions& options, const SpeculativeFlags& o, kvinfer::DraftModel* draft) {
+  options.speculative.lookup_ngram = o.lookup;
+  options.speculative.draft_model = draft;
+  options.speculative.max_draft_tokens = o.draft_tokens;
+  options.speculative.adaptive = !o.draft_fixed;
 }
 
 namespace {
@@ -282,15 +354,25 @@ void check_generate_options(const kvinfer::GenerateOptions& g, const kvinfer::Mo
   validate_sampling(g.sampling, model.config().vocab_size);
 }
 
+namespace {
+// " | speculative lookup 3: drafted 120, accepted 97 (80.8 %), 31 verify passes", in the stats line.
+std::string speculative_stats(const kvinfer::GenerationStats& s, const kvinfer::SpeculativeOptions& o) {
+  return fmt::format(" | speculative {}: drafted {}, accepted {} ({:.1f} %), {} verify passes",
+                     o.lookup_ngram > 0 ? fmt::format("lookup {}", o.lookup_ngram) : std::string("draft model"),
+                     s.drafted_tokens, s.accepted_tokens, 100.0 * s.acceptance_rate(), s.verify_passes);
+}
+}  // namespace
+
 std::string stats_line(const kvinfer::GenerationStats& s, kvinfer::StopReason stop, const kvinfer::KvCache& kv,
                        const kvinfer::GenerateOptions& options) {
   return fmt::format(
       "[prompt {} tokens at {:.1f} tok/s | generated {} tokens at {:.1f} tok/s | first token {:.1f} ms | "
-      "kv cache{} {} {}/{} tokens {} on {} | stop: {} | seed {}]",
+      "kv cache{} {} {}/{} tokens {} on {} | stop: {} | seed {}{}]",
       s.prompt_tokens, s.prefill_tokens_per_second(), s.generated_tokens, s.decode_tokens_per_second(),
       s.ttft_seconds * 1000.0, options.use_kv_cache ? "" : " (off: recomputed every step)", kvinfer::dtype_name(kv.dtype()), kv.size(), kv.capacity(),
       kvinfer::format_bytes(kv.bytes()), kvinfer::device_name(kv.device()), kvinfer::stop_reason_name(stop),
-      options.sampling.temperature == 0 ? std::string("- (greedy)") : std::to_string(options.sampling.seed));
+      options.sampling.temperature == 0 ? std::string("- (greedy)") : std::to_string(options.sampling.seed),
+      options.speculative.enabled() ? speculative_stats(s, options.speculative) : std::string());
 }
 
 }  // namespace cli

@@ -43,6 +43,15 @@ struct SamplingOptions {
   bool ignore_eos = false;
 };
 
+// Speculative decoding's options (kvinfer-generate): a drafter and its k.
+struct SpeculativeFlags {
+  int32_t lookup = 0;                   // --lookup N: prompt lookup with n-grams up to N; 0: off
+  std::string draft_model;              // --draft-model PATH
+  bool draft_int8_activations = false;  // --draft-int8-activations: alone, the target's own file
+  int32_t draft_tokens = 8;             // --draft-tokens K: at most K drafted tokens a pass
+  bool draft_fixed = false;             // --draft-fixed: always K (no adaptive k)
+};
+
 void add_model_options(CLI::App& app, ModelOptions& o, const char* ctx_help);
 // -m/--model alone, optional: for tools that read a model without running it.
 void add_model_option(CLI::App& app, std::string& model);
@@ -68,13 +77,27 @@ std::optional<kvinfer::DType> kv_dtype(const ModelOptions& o);
 // The generation options the flags describe, each value checked (UsageError naming the option);
 // a seed of -1 becomes a random one (reported).
 kvinfer::GenerateOptions generate_options(const SamplingOptions& o);
+void add_speculative_options(CLI::App& app, SpeculativeFlags& o);
+// The combination checked before any load (UsageError naming the options): one drafter, not with
+// --no-kv-cache, --draft-tokens and --draft-fixed only with a drafter. True when one is chosen.
+bool check_speculative_options(const CLI::App& app, const SpeculativeFlags& o, bool no_kv_cache);
+// The draft model the options name (--draft-model, else the target's file), loaded as the target
+// was (device, threads, weights in place) with --draft-int8-activations, with a cache of
+// `capacity` tokens; its vocabulary checked against the target's (kvinfer::Error naming the
+// difference). Null when no draft model is asked for.
+std::unique_ptr<kvinfer::DraftModel> load_draft_model(const SpeculativeFlags& o, const ModelOptions& target_options,
+                                                      const kvinfer::Model& target, int64_t capacity);
+// options.speculative as the flags say, pointing at `draft` (which must outlive the generation).
+void set_speculative(kvinfer::GenerateOptions& options, const SpeculativeFlags& o, kvinfer::DraftModel* draft);
+
 // The checks that need the model: --logit-bias ids in its vocabulary.
 void check_generate_options(const kvinfer::GenerateOptions& g, const kvinfer::Model& model);
 // A token id the user gave in `option`, checked against the model's vocabulary.
 void check_token_id(int64_t id, const kvinfer::Model& model, std::string_view option);
 
 
-// One line: prompt and generated tokens, their rates, time to first token, cache use, stop.
+// One line: prompt and generated tokens, their rates, time to first token, cache use, stop; with
+// speculative decoding, the tokens drafted and accepted too.
 std::string stats_line(const kvinfer::GenerationStats& s, kvinfer::StopReason stop, const kvinfer::KvCache& kv,
                        const kvinfer::GenerateOptions& options);
 

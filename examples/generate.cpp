@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   CLI::App app{"kvinfer-generate: generate text with a model, streaming it to stdout", "kvinfer-generate"};
   cli::ModelOptions model_opt;
   cli::SamplingOptions sample_opt;
+  cli::SpeculativeFlags spec_opt;
   std::string prompt, prompt_file, ids_text, system;
   bool no_cache = false, chat = false;
   cli::add_model_options(app, model_opt,
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
   app.add_option("--system", system, "system message for --chat");
   app.add_flag("--no-kv-cache", no_cache, "recompute the whole sequence every step (cache-off baseline)");
   cli::add_sampling_options(app, sample_opt);
+  cli::add_speculative_options(app, spec_opt);
   app.footer(tool::kExitStatusHelp);
   return tool::run(app, argc, argv, [&] {
     const bool given_ids = app.count("--ids") > 0, given_prompt = app.count("--prompt") > 0;
@@ -64,6 +66,7 @@ int main(int argc, char** argv) {
     if (given_prompt && !prompt_file.empty()) throw tool::UsageError("-p and -f both give the prompt: use one");
     kvinfer::GenerateOptions options = cli::generate_options(sample_opt);
     options.use_kv_cache = !no_cache;
+    cli::check_speculative_options(app, spec_opt, no_cache);
     std::vector<int32_t> ids;
     if (given_ids) ids = parse_ids(ids_text);
     // Read before the model loads: an unreadable prompt should not cost a load.
@@ -101,6 +104,9 @@ int main(int argc, char** argv) {
           model_opt.ctx > 0 ? "-c/--ctx" : "the model's context length"));
     kvinfer::KvCache kv(*model, std::max<int64_t>(capacity, 1), cli::kv_dtype(model_opt));
     kvinfer::Session session(model);
+    // The draft's cache holds what the target's does (the draft never runs past it).
+    const std::unique_ptr<kvinfer::DraftModel> draft = cli::load_draft_model(spec_opt, model_opt, *model, kv.capacity());
+    cli::set_speculative(options, spec_opt, draft.get());
 
     kvinfer::GenerateResult result;
     if (given_ids) {
