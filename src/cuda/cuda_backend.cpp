@@ -21,6 +21,7 @@
 #include "cuda_check.h"
 #include "cuda_gemm.h"
 #include "cuda_gemv.h"
+#include "cuda_moe.h"
 #include "cuda_ops.h"
 #include "cuda_sample.h"
 #include "core/kv_cache_access.h"
@@ -265,6 +266,48 @@ void silu_mul(Context& c, const float* gate, const float* up, float* out, int64_
 void gelu_tanh(Context& c, const float* x, float* out, int64_t n) { cuda::gelu_tanh(x, out, n, c.stream); }
 
 void add(Context& c, float* x, const float* y, int64_t n) { cuda::add(x, y, n, c.stream); }
+
+void moe_route(Context& c, const float* logits, int64_t n, int64_t experts, int64_t k, bool normalize, int32_t* ids,
+               float* weights) {
+  cuda::moe_route(logits, n, experts, k, normalize, ids, weights, c.stream);
+}
+
+namespace {
+// The device pointers of one kind of expert matrix, which must share a dtype and a shape.
+cuda::ExpertMatrices expert_table(const std::vector<Linear>& experts, const char* what) {
+  if (experts.empty() || static_cast<int64_t>(experts.size()) > core::kMaxExperts)
+    throw Error(ErrorKind::Unsupported, fmt::format("moe_experts: {} experts of kind '{}' (1 to {} are supported)",
+                                                    experts.size(), what, core::kMaxExperts));
+  cuda::ExpertMatrices t{};
+  const Matrix& first = experts[0].weight;
+  for (size_t e = 0; e < experts.size(); ++e) {
+    const Matrix& m = experts[e].weight;
+    if (m.dtype != first.dtype || m.rows != first.rows || m.cols != first.cols || !experts[e].bias.empty())
+      throw Error(ErrorKind::Unsupported, fmt::format("moe_experts: expert {}'s {} matrix differs from expert 0's in dtype "
+                                                      "or shape, or has a bias; CUDA needs them alike", e, what));
+    t.w[e] = m.data;
+  }
+  return t;
+}
+}  // namespace
+
+void moe_experts(Context& c, const MoeWeights& m, const float* x, int64_t n, int64_t hidden, const int32_t* ids,
+                 const float* weights, int64_t k, const MoeScratch& s, float* out) {
+  const int64_t experts = m.experts(), inter = m.gate[0].weight.rows, pairs = n * k;
+  // Every (row, chosen expert) pair: gate and up from the row's input, down from the pair's own.
+  cuda::moe_gemv(m.gate[0].weight.dtype, expert_table(m.gate, "gate"), experts, ids, pairs, inter, hidden, x, k,
+                 s.gate, c.stream);  // (pairs, inter)
+  cuda::moe_gemv(m.up[0].weight.dtype, expert_table(m.up, "up"), experts, ids, pairs, inter, hidden, x, k, s.up,
+                 c.stream);  // (pairs, inter)
+  cuda::silu_mul(s.gate, s.up, s.gate, pairs * inter, c.stream);
+  cuda::moe_gemv(m.down[0].weight.dtype, expert_table(m.down, "down"), experts, ids, pairs, hidden, inter, s.gate, 1,
+                 s.y, c.stream);  // (pairs, hidden)
+  cuda::moe_combine(s.y, weights, n, k, hidden, out, c.stream);
+}
+
+void add_gated(Context& c, float* out, const float* gate, const float* y, int64_t n, int64_t dim) {
+  cuda::add_gated(out, gate, y, n, dim, c.stream);
+}
 
 void store_kv(Context& c, KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v) {
   // An 8-bit cache's scales: the layer's (kv_heads, capacity) blocks (null for the other types).
