@@ -28,10 +28,14 @@ void moe_route(const float* logits, int64_t n, int64_t experts, int64_t k, bool 
 // its input (gate, up), 1 when each pair has its own (down). f32 accumulation in a fixed order.
 void moe_gemv(DType dtype, const ExpertMatrices& experts, int64_t num_experts, const int32_t* ids, int64_t pairs,
               int64_t rows, int64_t cols, const float* x, int64_t x_per, float* y, cudaStream_t stream);
-// out (n, dim) = Σ_j weights[t, j] · y[t·k + j], added from 0 in j order, each product rounded
-// (the CPU's moe_experts adds, bit for bit).
+// out (n, dim) = Σ_j weights[t, j] · y[row of pair t·k + j], added from 0 in j order, each product
+// rounded (the CPU's moe_experts adds, bit for bit). The row of pair p is p, or rows[p] when rows
+// is set (a prefill's pairs grouped by expert).
 void moe_combine(const float* y, const float* weights, int64_t n, int64_t k, int64_t dim, float* out,
-                 cudaStream_t stream);
+                 cudaStream_t stream, const int32_t* rows = nullptr);
+// xg (pairs, dim): row g = x row (pairs_of[g] / k): a prefill's input rows in the experts' order.
+void moe_gather(const float* x, const int32_t* pairs_of, int64_t pairs, int64_t k, int64_t dim, float* xg,
+                cudaStream_t stream);
 // out (n, dim) += sigmoid(gate[t]) · y (n, dim)
 void add_gated(float* out, const float* gate, const float* y, int64_t n, int64_t dim, cudaStream_t stream);
 

@@ -80,14 +80,24 @@ __global__ void __launch_bounds__(kRowWarps* kWarp)
 }
 
 __global__ void moe_combine_kernel(const float* y, const float* weights, int64_t n, int64_t k, int64_t dim,
-                                   float* out) {
+                                   float* out, const int32_t* rows) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n * dim; i += stride) {
     const int64_t t = i / dim, c = i % dim;
     float s = 0.0f;
-    for (int64_t j = 0; j < k; ++j) s = __fadd_rn(s, __fmul_rn(y[(t * k + j) * dim + c], weights[t * k + j]));
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t row = rows != nullptr ? rows[t * k + j] : t * k + j;
+      s = __fadd_rn(s, __fmul_rn(y[row * dim + c], weights[t * k + j]));
+    }
     out[i] = s;
   }
+}
+
+__global__ void moe_gather_kernel(const float* x, const int32_t* pairs_of, int64_t pairs, int64_t k, int64_t dim,
+                                  float* xg) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < pairs * dim; i += stride)
+    xg[i] = x[pairs_of[i / dim] / k * dim + i % dim];
 }
 
 __global__ void add_gated_kernel(float* out, const float* gate, const float* y, int64_t n, int64_t dim) {
@@ -148,10 +158,17 @@ void moe_gemv(DType dtype, const ExpertMatrices& experts, int64_t num_experts, c
 }
 
 void moe_combine(const float* y, const float* weights, int64_t n, int64_t k, int64_t dim, float* out,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, const int32_t* rows) {
   require(y && weights && out && n > 0 && k > 0 && dim > 0, "moe_combine", "bad arguments");
   launch("moe_combine", moe_combine_kernel, dim3(blocks_for(n * dim, kThreads)), dim3(kThreads), 0, stream, y, weights,
-         n, k, dim, out);
+         n, k, dim, out, rows);
+}
+
+void moe_gather(const float* x, const int32_t* pairs_of, int64_t pairs, int64_t k, int64_t dim, float* xg,
+                cudaStream_t stream) {
+  require(x && pairs_of && xg && pairs > 0 && k > 0 && dim > 0, "moe_gather", "bad arguments");
+  launch("moe_gather", moe_gather_kernel, dim3(blocks_for(pairs * dim, kThreads)), dim3(kThreads), 0, stream, x,
+         pairs_of, pairs, k, dim, xg);
 }
 
 void add_gated(float* out, const float* gate, const float* y, int64_t n, int64_t dim, cudaStream_t stream) {

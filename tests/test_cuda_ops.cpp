@@ -728,7 +728,7 @@ TEST_F(CudaOps, MoeExpertsMatchCpuForEveryWeightType) {
   for (DType t : kQuantTypes)  // the types quantize_row writes (not Q5_0/Q5_1: core::dequantize_group alike)
     if (kvinfer::can_quantize(t)) types.push_back(t);
   for (DType t : types)
-    for (int64_t n : {1, 7}) {
+    for (int64_t n : {1, 7, 40}) {  // 40 rows: a prefill, grouped by expert (cuBLAS for the larger groups)
       const auto bytes_of = [&](const std::vector<float>& v, int64_t rows, int64_t cols) {
         std::vector<std::byte> b(static_cast<size_t>(rows) * kvinfer::dtype_row_bytes(t, cols));
         for (int64_t r = 0; r < rows; ++r) {
@@ -773,7 +773,10 @@ TEST_F(CudaOps, MoeExpertsMatchCpuForEveryWeightType) {
       std::vector<float> out(ref.size());
       kvinfer::cuda_backend::to_host(*ctx, d_out.as<float>(), out.data(), static_cast<int64_t>(out.size()));
       const double tol32 = 16 * kU32 * std::sqrt(static_cast<double>(hidden));
-      EXPECT_LE(max_rel_err(out, ref), 4 * tol32) << kvinfer::dtype_name(t) << ", n " << n;
+      // A group of more than 8 rows goes through cuBLAS, its input narrowed to the weights' dtype
+      // (f16 for quantised weights): that type's rounding, twice (two products), on top.
+      const double narrowed = n <= 8 || t == DType::F32 ? 0 : t == DType::BF16 ? 0x1p-8 : 0x1p-11;
+      EXPECT_LE(max_rel_err(out, ref), 4 * tol32 + 4 * narrowed) << kvinfer::dtype_name(t) << ", n " << n;
     }
 }
 

@@ -90,8 +90,8 @@ std::vector<SyntheticShape> make_shapes() {
   moe.num_experts = 8;
   moe.num_experts_per_tok = 2;
   moe.moe_intermediate_size = 2048;
-  v.push_back({"moe-8x2", "Mixtral-style MoE (0.9B, 0.23B active): 16 layers, hidden 1024, 8 experts of 2048, top 2", moe});
-  v.push_back({"moe-8x2-dense", "moe-8x2's active size as a dense model: 16 layers, hidden 1024, MLP 4096",
+  v.push_back({"moe-8x2", "Mixtral-style MoE (0.91B, 0.31B active): 16 layers, hidden 1024, 8 experts of 2048, top 2", moe});
+  v.push_back({"moe-8x2-dense", "moe-8x2's active size as a dense model (0.31B): 16 layers, hidden 1024, MLP 4096",
                llama_shape({32000, 1024, 4096, 16, 16, 4, 64, 4096, 1000000.0, false})});
   return v;
 }

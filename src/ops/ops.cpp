@@ -92,7 +92,7 @@ void moe_route(const Exec& e, const float* logits, int64_t n, int64_t experts, i
 
 void moe_experts(const Exec& e, const MoeWeights& m, const float* x, int64_t n, int64_t hidden, const int32_t* ids,
                  const float* weights, int64_t k, const MoeScratch& scratch, float* out) {
-  if (e.device == Device::CUDA) return cuda_backend::moe_experts(*e.cuda, m, x, n, hidden, ids, weights, k, scratch, out);
+  if (e.device == Device::CUDA) return cuda_backend::moe_experts(*e.cuda, m, x, n, hidden, ids, weights, k, scratch, out, e.segments);
   cpu::moe_experts(m, x, n, hidden, ids, weights, k, scratch, out, e.int8_activations);
 }
 
