@@ -438,7 +438,8 @@ TEST(RealConfigs, EveryFixtureConfigParses) {
     ModelConfig c = load_config(entry.path() / "config.json");
     // chatml_tiny's vocabulary is its trained tokenizer's; the others use 128 random ids.
     EXPECT_EQ(c.vocab_size, entry.path().filename() == "chatml_tiny" ? 384 : 128);
-    EXPECT_EQ(c.num_layers, entry.path().filename() == "gpt2_untied_f16" ? 3 : 2);
+    const bool three = entry.path().filename() == "gpt2_untied_f16" || entry.path().filename() == "qwen2_moe_tiny";
+    EXPECT_EQ(c.num_layers, three ? 3 : 2);
   }
   ModelConfig gqa = load_config(test::fixture_dir("llama_gqa4") / "config.json");
   EXPECT_THAT(gqa.eos_token_ids, ElementsAre(1, 2));
@@ -447,6 +448,58 @@ TEST(RealConfigs, EveryFixtureConfigParses) {
   EXPECT_EQ(rope.rope_scaling.type, RopeScaling::Type::Llama3);
   EXPECT_EQ(rope.rope_scaling.original_max_position_embeddings, 32);
   EXPECT_EQ(rope.rope_theta, 500000.0);
+}
+
+// Mixtral and Qwen2-MoE: the experts' keys, Qwen2-MoE's dense layers, and one error per bad key.
+TEST(Config, MixtureOfExperts) {
+  json m = llama();
+  m["architectures"] = {"MixtralForCausalLM"};
+  m["num_local_experts"] = 8;
+  m["num_experts_per_tok"] = 2;
+  m["sliding_window"] = nullptr;
+  ModelConfig c = parse(m);
+  EXPECT_EQ(c.arch, Architecture::Mixtral);
+  EXPECT_EQ(c.num_experts, 8);
+  EXPECT_EQ(c.num_experts_per_tok, 2);
+  EXPECT_EQ(c.moe_intermediate_size, 11008);
+  EXPECT_TRUE(c.norm_topk_prob);
+  EXPECT_FALSE(c.sliding_window);
+  EXPECT_TRUE(c.is_moe_layer(0) && c.is_moe_layer(31));
+
+  json q = llama();
+  q["architectures"] = {"Qwen2MoeForCausalLM"};
+  q["num_experts"] = 60;
+  q["num_experts_per_tok"] = 4;
+  q["moe_intermediate_size"] = 1408;
+  q["shared_expert_intermediate_size"] = 5632;
+  q["decoder_sparse_step"] = 2;
+  q["mlp_only_layers"] = {4};
+  c = parse(q);
+  EXPECT_EQ(c.arch, Architecture::Qwen2Moe);
+  EXPECT_TRUE(c.attention_bias);  // qkv_bias defaults to true
+  EXPECT_FALSE(c.norm_topk_prob);
+  EXPECT_EQ(c.shared_expert_intermediate_size, 5632);
+  // Sparse step 2: layers 1, 3, 5, ... are MoE, but 4 is dense anyway and 5 is not listed.
+  EXPECT_FALSE(c.is_moe_layer(0));
+  EXPECT_TRUE(c.is_moe_layer(1));
+  EXPECT_FALSE(c.is_moe_layer(4));
+  EXPECT_TRUE(c.is_moe_layer(5));
+
+  json bad = m;
+  bad["num_experts_per_tok"] = 9;
+  EXPECT_THAT(parse_error(bad), HasSubstr("'num_experts_per_tok' (9) exceeds num_local_experts (8)"));
+  bad = m;
+  bad.erase("num_local_experts");
+  EXPECT_THAT(parse_error(bad), HasSubstr("'num_local_experts' is missing"));
+  bad = m;
+  bad["num_local_experts"] = 300;
+  EXPECT_THAT(parse_error(bad), HasSubstr("kvinfer supports at most 256 experts"));
+  bad = q;
+  bad["mlp_only_layers"] = {32};
+  EXPECT_THAT(parse_error(bad), HasSubstr("'mlp_only_layers' holds 32"));
+  bad = q;
+  bad.erase("moe_intermediate_size");
+  EXPECT_THAT(parse_error(bad), HasSubstr("'moe_intermediate_size' is missing"));
 }
 
 }  // namespace

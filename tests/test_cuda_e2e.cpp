@@ -346,6 +346,10 @@ const GgufCase kGgufCases[] = {
     {"chatml_tiny.f32.gguf", "chatml_tiny", DType::F32, PromptFrom::Text},
     {"gpt2_tiny.f32.gguf", "gpt2_tiny", DType::F32, PromptFrom::Hf},
     {"gpt2_tiny.q8_0.gguf", "gpt2_tiny", DType::Q8_0, PromptFrom::Own},
+    {"mixtral_tiny.f32.gguf", "mixtral_tiny", DType::F32, PromptFrom::Hf},
+    {"mixtral_tiny.q8_0.gguf", "mixtral_tiny", DType::Q8_0, PromptFrom::Own},
+    {"qwen2_moe_tiny.f32.gguf", "qwen2_moe_tiny", DType::F32, PromptFrom::Hf},
+    {"qwen2_moe_tiny.q8_0.gguf", "qwen2_moe_tiny", DType::Q8_0, PromptFrom::Own},
 };
 
 std::vector<int32_t> gguf_prompt(const GgufCase& g) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,12 +17,14 @@
 #include "core/kv_code_load.h"
 #include "core/kv_quant.h"
 #include "core/kv_cache_access.h"
+#include "core/quantize.h"
 #include "core/rope.h"
 #include "cpu/cpu_ops.h"
 #include "cuda/cuda_backend.h"
 #include "cuda_check.h"
 #include "cuda_test_buffer.h"
 #include "cuda_gemm.h"
+#include "cuda_moe.h"
 #include "cuda_ops.h"
 #include "kvinfer/device.h"
 #include "kvinfer/generate.h"
@@ -695,6 +698,100 @@ TEST(CudaOpsArguments, LayerNormAndGeluTanhRejectBadArgumentsWithClearErrors) {
               HasSubstr("cuda::gelu_tanh: x is a null pointer"));
   EXPECT_THAT(message([&] { cuda::gelu_tanh(p, nullptr, 4, nullptr); }), HasSubstr("out is a null pointer"));
   EXPECT_THAT(message([&] { cuda::gelu_tanh(p, p, -3, nullptr); }), HasSubstr("n must be positive, got -3"));
+}
+
+// ---- mixture of experts (kernels/moe.cu) against src/cpu/moe.cpp ------------------------------
+
+// Routing on the device: the same experts as the CPU, the weights within a few ulp (expf).
+TEST_F(CudaOps, MoeRouteMatchesCpu) {
+  for (bool normalize : {true, false})
+    for (auto [experts, k] : {std::pair{4, 2}, {8, 2}, {60, 4}, {256, 8}}) {
+      const int64_t n = 37;
+      const auto logits = random_floats(static_cast<size_t>(n * experts), static_cast<uint32_t>(experts + k), -4.0f, 4.0f);
+      std::vector<int32_t> ids(static_cast<size_t>(n * k));
+      std::vector<float> w(ids.size());
+      cpu::moe_route(logits.data(), n, experts, k, normalize, ids.data(), w.data());
+      DeviceBuffer d_logits(logits), d_ids(ids.size() * sizeof(int32_t)), d_w(w.size() * sizeof(float));
+      cuda::moe_route(d_logits.as<float>(), n, experts, k, normalize, d_ids.as<int32_t>(), d_w.as<float>(), stream_);
+      sync();
+      EXPECT_EQ(d_ids.to_host<int32_t>(), ids) << experts << " experts, k " << k;
+      EXPECT_LE(max_rel_err(d_w.to_host<float>(), w), 8 * kU32) << experts << " experts, k " << k;
+    }
+}
+
+// Every (row, expert) pair on the device against the CPU's grouped experts, for every weight
+// type, one row (decode) and several; the device picks each pair's expert from the routed ids.
+TEST_F(CudaOps, MoeExpertsMatchCpuForEveryWeightType) {
+  auto ctx = kvinfer::cuda_backend::create_context();
+  const int64_t experts = 5, k = 2, hidden = 512, inter = 256;
+  std::vector<DType> types(std::begin(kDtypes), std::end(kDtypes));
+  for (DType t : kQuantTypes)  // the types quantize_row writes (not Q5_0/Q5_1: core::dequantize_group alike)
+    if (kvinfer::can_quantize(t)) types.push_back(t);
+  for (DType t : types)
+    for (int64_t n : {1, 7, 40}) {  // 40 rows: a prefill, grouped by expert (cuBLAS for the larger groups)
+      const auto bytes_of = [&](const std::vector<float>& v, int64_t rows, int64_t cols) {
+        std::vector<std::byte> b(static_cast<size_t>(rows) * kvinfer::dtype_row_bytes(t, cols));
+        for (int64_t r = 0; r < rows; ++r) {
+          std::byte* row = b.data() + static_cast<size_t>(r) * kvinfer::dtype_row_bytes(t, cols);
+          if (kvinfer::is_quantized(t))
+            kvinfer::quantize_row(t, v.data() + r * cols, row, cols);
+          else
+            cpu::from_f32(t, v.data() + r * cols, row, cols);
+        }
+        return b;
+      };
+      std::vector<std::vector<std::byte>> host;  // (experts × 3) stored matrices
+      std::vector<std::unique_ptr<DeviceBuffer>> dev;
+      kvinfer::MoeWeights hm, dm;
+      for (int64_t e = 0; e < experts; ++e)
+        for (int part = 0; part < 3; ++part) {
+          const int64_t rows = part == 2 ? hidden : inter, cols = part == 2 ? inter : hidden;
+          host.push_back(bytes_of(random_floats(static_cast<size_t>(rows * cols), static_cast<uint32_t>(e * 3 + part), -0.2f, 0.2f),
+                                  rows, cols));
+          dev.push_back(std::make_unique<DeviceBuffer>(host.back()));
+          const kvinfer::Linear h{.weight = {.dtype = t, .data = host.back().data(), .rows = rows, .cols = cols},
+                                  .bias = {}};
+          const kvinfer::Linear d{.weight = {.dtype = t, .data = dev.back()->as<std::byte>(), .rows = rows, .cols = cols},
+                                  .bias = {}};
+          (part == 0 ? hm.gate : part == 1 ? hm.up : hm.down).push_back(h);
+          (part == 0 ? dm.gate : part == 1 ? dm.up : dm.down).push_back(d);
+        }
+      const auto x = random_floats(static_cast<size_t>(n * hidden), 31);
+      const auto logits = random_floats(static_cast<size_t>(n * experts), 32, -3.0f, 3.0f);
+      std::vector<int32_t> ids(static_cast<size_t>(n * k));
+      std::vector<float> w(ids.size());
+      cpu::moe_route(logits.data(), n, experts, k, true, ids.data(), w.data());
+      std::vector<float> sx(static_cast<size_t>(n * hidden)), sg(static_cast<size_t>(n * k * inter)), su(sg.size()),
+          sy(static_cast<size_t>(n * k * hidden)), ref(static_cast<size_t>(n * hidden));
+      cpu::moe_experts(hm, x.data(), n, hidden, ids.data(), w.data(), k, {sx.data(), sg.data(), su.data(), sy.data()},
+                       ref.data());
+      DeviceBuffer d_x(x), d_ids(ids), d_w(w), d_g(sg.size() * 4), d_u(su.size() * 4), d_y(sy.size() * 4),
+          d_out(ref.size() * 4);
+      kvinfer::cuda_backend::moe_experts(*ctx, dm, d_x.as<float>(), n, hidden, d_ids.as<int32_t>(), d_w.as<float>(), k,
+                                         {nullptr, d_g.as<float>(), d_u.as<float>(), d_y.as<float>()},
+                                         d_out.as<float>());
+      std::vector<float> out(ref.size());
+      kvinfer::cuda_backend::to_host(*ctx, d_out.as<float>(), out.data(), static_cast<int64_t>(out.size()));
+      const double tol32 = 16 * kU32 * std::sqrt(static_cast<double>(hidden));
+      // A group of more than 8 rows goes through cuBLAS, its input narrowed to the weights' dtype
+      // (f16 for quantised weights): that type's rounding, twice (two products), on top.
+      const double narrowed = n <= 8 || t == DType::F32 ? 0 : t == DType::BF16 ? 0x1p-8 : 0x1p-11;
+      EXPECT_LE(max_rel_err(out, ref), 4 * tol32 + 4 * narrowed) << kvinfer::dtype_name(t) << ", n " << n;
+    }
+}
+
+TEST_F(CudaOps, AddGatedMatchesCpuBitForBit) {
+  const int64_t n = 5, dim = 333;
+  auto out = random_floats(static_cast<size_t>(n * dim), 41);
+  const auto gate = random_floats(static_cast<size_t>(n), 42, -6.0f, 6.0f);
+  const auto y = random_floats(static_cast<size_t>(n * dim), 43);
+  DeviceBuffer d_out(out), d_gate(gate), d_y(y);
+  cuda::add_gated(d_out.as<float>(), d_gate.as<float>(), d_y.as<float>(), n, dim, stream_);
+  sync();
+  cpu::add_gated(out.data(), gate.data(), y.data(), n, dim);
+  const auto got = d_out.to_host<float>();
+  // sigmoid's expf may differ from glibc's by an ulp: then so may the product.
+  EXPECT_LE(max_rel_err(got, out), 4 * kU32);
 }
 
 }  // namespace

@@ -55,6 +55,10 @@ const GgufFixture kGgufFixtures[] = {
     {"llama_f16.f16.gguf", "llama_f16", DType::F16, false},
     {"gpt2_tiny.f32.gguf", "gpt2_tiny", DType::F32, false},
     {"gpt2_tiny.q8_0.gguf", "gpt2_tiny", DType::Q8_0, true},
+    {"mixtral_tiny.f32.gguf", "mixtral_tiny", DType::F32, false},
+    {"mixtral_tiny.q8_0.gguf", "mixtral_tiny", DType::Q8_0, true},
+    {"qwen2_moe_tiny.f32.gguf", "qwen2_moe_tiny", DType::F32, false},
+    {"qwen2_moe_tiny.q8_0.gguf", "qwen2_moe_tiny", DType::Q8_0, true},
 };
 
 // reference.safetensors of tools/make_fixtures.py, from any path.
@@ -105,7 +109,9 @@ void expect_config_of_hf_fixture(const ModelConfig& g, const ModelConfig& h) {
     EXPECT_EQ(g.rope_scaling.factor, h.rope_scaling.factor);
   }
   EXPECT_EQ(h.rope_layout, RopeLayout::HalfSplit);
-  EXPECT_EQ(g.rope_layout, g.arch == Architecture::Llama ? RopeLayout::Interleaved : RopeLayout::HalfSplit);
+  // "llama" files (Mixtral's too) hold permuted Q/K rows.
+  EXPECT_EQ(g.rope_layout, g.arch == Architecture::Llama || g.arch == Architecture::Mixtral ? RopeLayout::Interleaved
+                                                                                           : RopeLayout::HalfSplit);
   EXPECT_EQ(g.max_position_embeddings, h.max_position_embeddings);
   EXPECT_EQ(g.sliding_window, h.sliding_window);
   // llama.cpp's GPT-2 converter writes output.weight, a copy of token_embd.
@@ -114,6 +120,12 @@ void expect_config_of_hf_fixture(const ModelConfig& g, const ModelConfig& h) {
   EXPECT_EQ(g.attention_out_bias, h.attention_out_bias);
   EXPECT_EQ(g.mlp_bias, h.mlp_bias);
   EXPECT_EQ(g.bos_token_id, h.bos_token_id);
+  EXPECT_EQ(g.num_experts, h.num_experts);
+  EXPECT_EQ(g.num_experts_per_tok, h.num_experts_per_tok);
+  EXPECT_EQ(g.moe_intermediate_size, h.moe_intermediate_size);
+  EXPECT_EQ(g.shared_expert_intermediate_size, h.shared_expert_intermediate_size);
+  EXPECT_EQ(g.norm_topk_prob, h.norm_topk_prob);
+  EXPECT_EQ(g.dense_layers, h.dense_layers);
   if (h.eos_token_ids.size() <= 1)
     EXPECT_EQ(g.eos_token_ids, h.eos_token_ids);
   else
@@ -201,9 +213,28 @@ TEST_P(GgufModel, LoadsTheFilesBytesWithTheHfFixturesConfig) {
           expect_tensor(m->weight, p + name + ".weight");
         continue;
       }
-      for (auto [m, name] : {std::pair{&L.q, "attn_q"}, {&L.k, "attn_k"}, {&L.v, "attn_v"}, {&L.o, "attn_output"},
-                             {&L.gate, "ffn_gate"}, {&L.up, "ffn_up"}, {&L.down, "ffn_down"}})
+      for (auto [m, name] : {std::pair{&L.q, "attn_q"}, {&L.k, "attn_k"}, {&L.v, "attn_v"}, {&L.o, "attn_output"}})
         expect_tensor(m->weight, p + name + ".weight");
+      if (L.moe.empty()) {
+        for (auto [m, name] : {std::pair{&L.gate, "ffn_gate"}, {&L.up, "ffn_up"}, {&L.down, "ffn_down"}})
+          expect_tensor(m->weight, p + name + ".weight");
+        continue;
+      }
+      // Experts: each one's matrices are its row block of the stacked tensor, in place or copied.
+      expect_tensor(L.moe.router.weight, p + "ffn_gate_inp.weight");
+      for (auto [experts, name] : {std::pair{&L.moe.gate, "ffn_gate_exps"}, {&L.moe.up, "ffn_up_exps"},
+                                   {&L.moe.down, "ffn_down_exps"}}) {
+        const std::string stacked = p + name + ".weight";
+        const uint64_t each = file.tensor(stacked).bytes / experts->size();
+        ASSERT_EQ(static_cast<int64_t>(experts->size()), model->config().num_experts);
+        for (size_t e = 0; e < experts->size(); ++e)
+          expect_bytes((*experts)[e].weight, stacked, e * each, each, fmt::format("{} expert {}", stacked, e));
+      }
+      if (model->config().shared_expert_intermediate_size > 0) {
+        for (auto [m, name] : {std::pair{&L.gate, "ffn_gate_shexp"}, {&L.up, "ffn_up_shexp"},
+                               {&L.down, "ffn_down_shexp"}, {&L.shared_expert_gate, "ffn_gate_inp_shexp"}})
+          expect_tensor(m->weight, p + name + ".weight");
+      }
     }
     // Where this CPU reads the type packed, the fixtures run the packed kernels.
     EXPECT_EQ(packed > 0, cpu::packs_rows(GetParam().dtype, model_->config().hidden_size) && !in_place);

@@ -208,6 +208,22 @@ TEST(KvPlan, KvCacheFromConfigMatchesPlan) {
   EXPECT_EQ(cache.size(), 0);
 }
 
+// Mixture-of-experts models: the cache is the attention's, whatever the experts (Mixtral, with
+// Mistral's attention; Qwen2-MoE, with a dense layer among its MoE ones).
+TEST(KvPlan, MixtureOfExpertsPlansTheAttentionsCache) {
+  for (const char* name : {"mixtral_tiny", "qwen2_moe_tiny"}) {
+    SCOPED_TRACE(name);
+    const ModelConfig c =
+        kvinfer::load_config(std::filesystem::path(KVINFER_TEST_DATA) / "models" / name / "config.json");
+    ASSERT_GT(c.num_experts, 0);
+    const uint64_t per_token = 2 * static_cast<uint64_t>(c.num_layers * c.num_kv_heads * c.head_dim) * 4;
+    EXPECT_EQ(kv_bytes_per_token(c, DType::F32), per_token);
+    EXPECT_EQ(plan_kv_bytes(c, 100, DType::F32), 100 * per_token);
+    const KvCache cache(c, 100, DType::F16);
+    EXPECT_EQ(cache.bytes(), 100 * per_token / 2);
+  }
+}
+
 TEST(KvPlan, KvCacheLayoutIsOneContiguousBlock) {
   // (layer, {K, V}, kv_head, position < capacity, head_dim), row-major.
   constexpr int64_t L = 3, H = 2, D = 8, C = 5;

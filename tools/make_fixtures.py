@@ -44,12 +44,17 @@ from transformers import (
     LlamaForCausalLM,
     MistralConfig,
     MistralForCausalLM,
+    MixtralConfig,
+    MixtralForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
+    Qwen2MoeConfig,
+    Qwen2MoeForCausalLM,
 )
 
 N_GREEDY = 32
 MIN_MARGIN = 1e-3
+MIN_ROUTE_GAP = 1e-4  # MoE fixtures: every token's k-th and (k+1)-th expert probabilities differ by this
 MAX_SEED_TRIES = 50
 BIAS_STD = 0.1  # HF initialises biases to 0 -> randomise them so bias handling is tested
 NORM_STD = 0.1  # HF initialises RMSNorm weights to 1 -> use 1 + N(0, NORM_STD)
@@ -158,7 +163,63 @@ FIXTURES = [
           tie_word_embeddings=False, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
           bos_token_id=1, eos_token_id=2),
      11, 15000, {"no_common": True, "save_dtype": torch.float16}),
+    # Mixture of experts. Mixtral: 4 experts, top 2, renormalised; Mistral's attention (no window,
+    # as Mixtral 8x7B: a GGUF "llama" file has no window key).
+    ("mixtral_tiny", MixtralForCausalLM, MixtralConfig,
+     dict(hidden_size=64, intermediate_size=32, num_attention_heads=4, num_key_value_heads=2,
+          num_local_experts=4, num_experts_per_tok=2, sliding_window=None,
+          tie_word_embeddings=False, rope_parameters=rope(1000000.0), rms_norm_eps=1e-5,
+          bos_token_id=1, eos_token_id=2),
+     11, 16000, {"check_routing": True, "fused_copy": "mixtral_fused"}),
+    # Qwen2-MoE: 3 layers, layer 1 dense (mlp_only_layers), 4 experts of width 32, top 2 NOT
+    # renormalised (norm_topk_prob false), a shared expert of width 48 behind its sigmoid gate.
+    ("qwen2_moe_tiny", Qwen2MoeForCausalLM, Qwen2MoeConfig,
+     dict(hidden_size=64, intermediate_size=64, moe_intermediate_size=32, shared_expert_intermediate_size=48,
+          num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, num_experts=4,
+          num_experts_per_tok=2, norm_topk_prob=False, decoder_sparse_step=1, mlp_only_layers=[1],
+          use_sliding_window=False, tie_word_embeddings=False, rope_parameters=rope(1000000.0),
+          rms_norm_eps=1e-6, bos_token_id=3, eos_token_id=4),
+     9, 17000, {"check_routing": True}),
 ]
+
+
+@torch.no_grad()
+def routing_stats(model, seq):
+    """Over a cache-off forward of seq: the smallest gap between a token's k-th and (k+1)-th
+    expert probability (any MoE layer), and how often each (layer, expert) was chosen."""
+    k = model.config.num_experts_per_tok
+    gaps, uses, hooks = [], {}, []
+    for name, mod in model.named_modules():
+        if type(mod).__name__.endswith("TopKRouter"):
+            def hook(m, args, out, name=name):
+                probs = torch.softmax(out[0].float(), dim=-1)
+                top = torch.sort(probs, dim=-1, descending=True).values
+                gaps.append(float((top[:, k - 1] - top[:, k]).min()) if probs.shape[-1] > k else 1.0)
+                uses[name] = torch.bincount(out[2].flatten(), minlength=probs.shape[-1]).tolist()
+            hooks.append(mod.register_forward_hook(hook))
+    model(input_ids=seq[None, :], use_cache=False)
+    for h in hooks:
+        h.remove()
+    assert uses, "no router found"
+    return min(gaps), uses
+
+
+def write_fused_copy(src_dir, dst_dir, model_cls):
+    """The same model as transformers 5 holds it in memory: experts fused into (experts, 2·inter,
+    hidden) gate_up_proj and (experts, hidden, inter) down_proj (save_original_format=False)."""
+    if os.path.isdir(dst_dir):
+        shutil.rmtree(dst_dir)
+    m = model_cls.from_pretrained(src_dir, attn_implementation="eager")
+    m.save_pretrained(dst_dir, save_original_format=False)
+    shutil.copy(os.path.join(src_dir, "reference.safetensors"), os.path.join(dst_dir, "reference.safetensors"))
+    from safetensors import safe_open
+    with safe_open(os.path.join(dst_dir, "model.safetensors"), "pt") as f:
+        assert any(k.endswith("experts.gate_up_proj") for k in f.keys()), "not fused"
+    b = model_cls.from_pretrained(dst_dir, attn_implementation="eager").eval()
+    ids = torch.arange(0, 9)[None, :]
+    with torch.no_grad():
+        assert torch.equal(m.eval()(input_ids=ids).logits, b(input_ids=ids).logits)
+    print(f"    fused-experts copy: {dst_dir}")
 
 
 def check_llama3_bands(cfg):
@@ -266,6 +327,12 @@ def build_one(name, model_cls, config_cls, cfg_kwargs, T, base_seed, opts, out_r
         prompt_diff = float((nocache[:T] - prompt_logits).abs().max())
         margin = min_margin(greedy_logits)
         ok = margin >= MIN_MARGIN and torch.equal(nocache_ids, greedy_ids)
+        if opts.get("check_routing"):
+            gap, uses = routing_stats(model, torch.cat([prompt, greedy_ids[:-1]]))
+            unused = [(n, e) for n, u in uses.items() for e, c in enumerate(u) if c == 0]
+            print(f"    routing: min k-th/(k+1)-th gap {gap:.4g}, choices per expert {uses}")
+            ok = ok and gap >= MIN_ROUTE_GAP and not unused
+            info["route_gap"] = gap
         print(f"  {name}: seed={seed} T={T} min_margin={margin:.4g} "
               f"cache_on_vs_off_maxabs={cache_diff:.3g} (prompt part {prompt_diff:.3g}) "
               f"tokens_match={torch.equal(nocache_ids, greedy_ids)}")
@@ -317,6 +384,8 @@ def build_one(name, model_cls, config_cls, cfg_kwargs, T, base_seed, opts, out_r
             info["llama3_bands"] = check_llama3_bands(json.load(open(os.path.join(out_dir, "config.json"))))
 
         save_file(ref, os.path.join(out_dir, "reference.safetensors"))
+        if "fused_copy" in opts:
+            write_fused_copy(out_dir, os.path.join(out_root, opts["fused_copy"]), model_cls)
         if "legacy_copy" in opts:
             write_legacy_gpt2(out_dir, os.path.join(out_root, opts["legacy_copy"]), cfg["n_positions"])
         return info
@@ -377,6 +446,8 @@ def main():
         extra = ""
         if "window_effect_maxabs" in s:
             extra += f" window_effect={s['window_effect_maxabs']:.4g}"
+        if "route_gap" in s:
+            extra += f" route_gap={s['route_gap']:.4g}"
         if "native_vs_f32_maxabs" in s:
             extra += f" native_vs_f32={s['native_vs_f32_maxabs']:.4g}"
         print(f"  {name:18s} seed={s['seed']:5d} T={s['T']:2d} min_margin={s['min_margin']:.4g} "

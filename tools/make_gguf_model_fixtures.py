@@ -75,13 +75,24 @@ FIXTURES = [
     ("llama_f16", ["f16"]),
     ("chatml_tiny", ["f32"]),
     ("gpt2_tiny", ["f32", "q8_0"]),
+    ("mixtral_tiny", ["f32", "q8_0"]),
+    ("qwen2_moe_tiny", ["f32", "q8_0"]),
 ]
 
 FILE_TYPES = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
               "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}
 ARCHS = {"LlamaForCausalLM": ("llama", gguf.MODEL_ARCH.LLAMA),
          "Qwen2ForCausalLM": ("qwen2", gguf.MODEL_ARCH.QWEN2),
-         "GPT2LMHeadModel": ("gpt2", gguf.MODEL_ARCH.GPT2)}
+         "GPT2LMHeadModel": ("gpt2", gguf.MODEL_ARCH.GPT2),
+         "MixtralForCausalLM": ("llama", gguf.MODEL_ARCH.LLAMA),
+         "Qwen2MoeForCausalLM": ("qwen2moe", gguf.MODEL_ARCH.QWEN2MOE)}
+# Mixture of experts, as convert_hf_to_gguf.py's LlamaModel (Mixtral) and Qwen2MoeModel: each
+# layer's per-expert matrices stacked into one (experts, rows, cols) tensor, ggml dims
+# [cols, rows, experts]; the router (ffn_gate_inp) and the shared expert's gate
+# (ffn_gate_inp_shexp) always F32, as its tensor type exclusions say.
+EXPERT_PARTS = {"w1": "ffn_gate_exps", "w3": "ffn_up_exps", "w2": "ffn_down_exps",
+                "gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps", "down_proj": "ffn_down_exps"}
+F32_ALWAYS = ("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight")
 # GPT2Model in convert_hf_to_gguf.py: Conv1D weights transposed to (out, in); the causal-mask
 # buffers dropped; output.weight written as a copy of token_embd (GPT-2 ties them).
 GPT2_CONV1D = (".c_attn.weight", ".c_proj.weight", ".c_fc.weight")
@@ -157,7 +168,10 @@ def gguf_tensor(data, qtype, n_dims):
         return x.astype(np.float32), None
     if qtype == "f16":
         return x.astype(np.float16), None
-    return gguf.quants.quantize(x, Q.Q8_0), Q.Q8_0
+    try:
+        return gguf.quants.quantize(x, Q.Q8_0), Q.Q8_0
+    except gguf.QuantError:  # rows not whole blocks (qwen2_moe_tiny's shared expert, width 48): as llama.cpp
+        return x.astype(np.float16), None
 
 
 def convert_gpt2(w, cfg, state, qtype, tmap):
@@ -210,7 +224,7 @@ def convert(name, qtype, out_path):
     w.add_head_count_kv(n_kv)
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     w.add_rope_freq_base(rp["rope_theta"])
-    if "head_dim" in cfg:
+    if cfg.get("head_dim") is not None:  # MixtralConfig writes "head_dim": null
         w.add_key_length(cfg["head_dim"])
         w.add_value_length(cfg["head_dim"])
     if arch_name == "llama":
@@ -220,6 +234,13 @@ def convert(name, qtype, out_path):
         w.add_rope_scaling_factor(rp["factor"])
     w.add_vocab_size(cfg["vocab_size"])
     w.add_file_type(FILE_TYPES[qtype])
+    n_experts = cfg.get("num_local_experts") or cfg.get("num_experts")
+    if n_experts:
+        w.add_expert_count(n_experts)
+        w.add_expert_used_count(cfg["num_experts_per_tok"])
+    if arch_name == "qwen2moe":
+        w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+        w.add_expert_shared_feed_forward_length(cfg["shared_expert_intermediate_size"])
     has_tokenizer = (model_dir / "tokenizer.json").exists()
     if has_tokenizer:
         write_tokenizer(w, model_dir, cfg["vocab_size"])
@@ -229,19 +250,59 @@ def convert(name, qtype, out_path):
         w.add_tensor("rope_freqs.weight", llama3_rope_factors(cfg).numpy())
     tmap = gguf.get_tensor_name_map(arch, n_layers)
     state = load_file(model_dir / "model.safetensors")
-    for hf_name in sorted(state):
-        data = state[hf_name]
-        if arch_name == "llama" and ".self_attn.q_proj." in hf_name:
-            data = permute(data, n_head)
-        if arch_name == "llama" and ".self_attn.k_proj." in hf_name:
-            data = permute(data, n_kv)
-        array, raw = gguf_tensor(data, qtype, data.dim())
-        w.add_tensor(tmap.get_name(hf_name, try_suffixes=(".weight", ".bias")), array, raw_dtype=raw)
+    for new, data in sorted(gguf_tensors(state, arch_name, n_head, n_kv, n_experts, tmap)):
+        if new in F32_ALWAYS or new.endswith(F32_ALWAYS):
+            array, raw = data.float().numpy().astype(np.float32), None
+        else:
+            array, raw = gguf_tensor(data, qtype, data.dim())
+        w.add_tensor(new, array, raw_dtype=raw)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
     return cfg, arch_name, arch, state
+
+
+def expert_name(hf_name):
+    """(layer, expert, part) of a per-expert HF tensor name, or None."""
+    parts = hf_name.split(".")
+    if ".experts." not in hf_name or not hf_name.endswith(".weight"):
+        return None
+    i = parts.index("experts")
+    return int(parts[2]), int(parts[i + 1]), parts[i + 2]
+
+
+# A dense MLP in a "qwen2moe" model (Qwen2-MoE's mlp_only_layers): gguf-py's QWEN2MOE tensor list
+# has no ffn_gate/ffn_up/ffn_down, so llama.cpp's converter refuses such a checkpoint. kvinfer reads
+# them under the names every other architecture gives them (blk.N.ffn_gate.weight, ...).
+DENSE_MLP = {"mlp.gate_proj": gguf.MODEL_TENSOR.FFN_GATE, "mlp.up_proj": gguf.MODEL_TENSOR.FFN_UP,
+             "mlp.down_proj": gguf.MODEL_TENSOR.FFN_DOWN}
+
+
+def gguf_name(tmap, hf_name):
+    new = tmap.get_name(hf_name, try_suffixes=(".weight", ".bias"))
+    if new is None:
+        layer, part = hf_name.split(".")[2], ".".join(hf_name.split(".")[3:5])
+        new = gguf.TENSOR_NAMES[DENSE_MLP[part]].format(bid=layer) + ".weight"
+    return new
+
+
+def gguf_tensors(state, arch_name, n_head, n_kv, n_experts, tmap):
+    """(GGUF name, tensor) pairs of an HF state dict: Q/K permuted for "llama", experts stacked."""
+    stacks = {}
+    for hf_name, data in state.items():
+        e = expert_name(hf_name)
+        if e:
+            stacks.setdefault((e[0], EXPERT_PARTS[e[2]]), {})[e[1]] = data
+            continue
+        if arch_name == "llama" and ".self_attn.q_proj." in hf_name:
+            data = permute(data, n_head)
+        if arch_name == "llama" and ".self_attn.k_proj." in hf_name:
+            data = permute(data, n_kv)
+        yield gguf_name(tmap, hf_name), data
+    for (layer, part), experts in stacks.items():
+        assert sorted(experts) == list(range(n_experts)), (layer, part, sorted(experts))
+        yield f"blk.{layer}.{part}.weight", torch.stack([experts[i] for i in range(n_experts)])
 
 
 def read_back(path, cfg, arch_name, arch, hf_names):
@@ -250,7 +311,11 @@ def read_back(path, cfg, arch_name, arch, hf_names):
     n_head = cfg.get("num_attention_heads") or cfg["n_head"]
     n_kv = cfg.get("num_key_value_heads", n_head)
     tmap = gguf.get_tensor_name_map(arch, n_layers)
-    to_hf = {tmap.get_name(n, try_suffixes=(".weight", ".bias")): n for n in hf_names}
+    to_hf = {gguf_name(tmap, n): n for n in hf_names if not expert_name(n)}
+    experts = {}  # GGUF name of a stack -> the HF names of its experts, in order
+    for n in hf_names:
+        if e := expert_name(n):
+            experts.setdefault(f"blk.{e[0]}.{EXPERT_PARTS[e[2]]}.weight", {})[e[1]] = n
     r = gguf.GGUFReader(str(path))
     assert int(r.fields["GGUF.version"].contents()) == 3
     out, types = {}, set()
@@ -259,6 +324,10 @@ def read_back(path, cfg, arch_name, arch, hf_names):
         x = x.reshape([int(d) for d in reversed(t.shape)])
         types.add(t.tensor_type.name)
         if t.name == "rope_freqs.weight" or (arch_name == "gpt2" and t.name == "output.weight"):
+            continue
+        if t.name in experts:
+            for i, n in experts[t.name].items():
+                out[n] = torch.from_numpy(np.ascontiguousarray(x[i]))
             continue
         hf_name = to_hf[t.name]
         if arch_name == "gpt2" and hf_name.endswith(GPT2_CONV1D):
@@ -275,9 +344,19 @@ def read_back(path, cfg, arch_name, arch, hf_names):
 def hf_reference(name, weights):
     model_dir = MODELS / name
     config = AutoConfig.from_pretrained(model_dir, attn_implementation="eager")
-    model = AutoModelForCausalLM.from_config(config).float().eval()
-    missing, unexpected = model.load_state_dict(weights, strict=False)
-    assert not unexpected and all(k == "lm_head.weight" for k in missing), (missing, unexpected)
+    if any(expert_name(n) for n in weights):
+        # Per-expert names: from_pretrained fuses them into transformers 5's in-memory layout.
+        import shutil
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            shutil.copy(model_dir / "config.json", tmp)
+            save_file({k: v.contiguous() for k, v in weights.items()}, os.path.join(tmp, "model.safetensors"),
+                      metadata={"format": "pt"})
+            model = AutoModelForCausalLM.from_pretrained(tmp, attn_implementation="eager").float().eval()
+    else:
+        model = AutoModelForCausalLM.from_config(config).float().eval()
+        missing, unexpected = model.load_state_dict(weights, strict=False)
+        assert not unexpected and all(k == "lm_head.weight" for k in missing), (missing, unexpected)
     if config.tie_word_embeddings:
         model.tie_weights()
         embed = "transformer.wte.weight" if "transformer.wte.weight" in weights else "model.embed_tokens.weight"
@@ -296,7 +375,9 @@ def hf_reference(name, weights):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "tests" / "data" / "gguf" / "models"))
+    ap.add_argument("--only", default="", help="comma-separated fixture names (default: all)")
     args = ap.parse_args()
+    only = set(filter(None, args.only.split(",")))
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, numpy {np.__version__}, "
@@ -305,6 +386,8 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     total = 0
     for name, qtypes in FIXTURES:
+        if only and name not in only:
+            continue
         for qtype in qtypes:
             path = out / f"{name}.{qtype}.gguf"
             cfg, arch_name, arch, state = convert(name, qtype, path)

@@ -16,7 +16,8 @@ namespace kvinfer {
 
 // Llama, Mistral and Qwen2: RMSNorm, rotary positions, SwiGLU MLP. GPT2: learned absolute
 // positions, LayerNorm (weight and bias), a GELU (tanh) MLP, biases everywhere, tied LM head.
-enum class Architecture { Llama, Mistral, Qwen2, GPT2 };
+// Mixtral (Mistral's attention) and Qwen2Moe (Qwen2's): a mixture of SwiGLU experts for the MLP.
+enum class Architecture { Llama, Mistral, Qwen2, GPT2, Mixtral, Qwen2Moe };
 std::string_view architecture_name(Architecture a);
 
 // How rotary frequencies are adjusted for long contexts (HF `rope_scaling`).
@@ -57,11 +58,25 @@ struct ModelConfig {
   bool mlp_bias = false;
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;
+  // Mixture of experts (Mixtral, Qwen2-MoE); num_experts 0: every MLP is dense.
+  int64_t num_experts = 0;                      // num_local_experts (Mixtral), num_experts (Qwen2-MoE)
+  int64_t num_experts_per_tok = 0;              // k: the experts each token runs
+  int64_t moe_intermediate_size = 0;            // each expert's (Mixtral: intermediate_size)
+  int64_t shared_expert_intermediate_size = 0;  // Qwen2-MoE's shared expert; 0: none
+  bool norm_topk_prob = true;                   // the k chosen gate weights renormalised to sum 1
+  std::vector<int64_t> dense_layers;            // layers with a dense MLP (Qwen2-MoE's mlp_only_layers, sparse step)
 
   // Query heads sharing one KV head (num_heads / num_kv_heads).
   int64_t group_size() const { return num_heads / num_kv_heads; }
   // The block structure: LayerNorm + GELU MLP (GPT-2) or RMSNorm + SwiGLU (the Llama family).
   bool is_gpt2() const { return arch == Architecture::GPT2; }
+  // Whether layer `layer`'s MLP is a mixture of experts.
+  bool is_moe_layer(int64_t layer) const {
+    if (num_experts == 0) return false;
+    for (int64_t d : dense_layers)
+      if (d == layer) return false;
+    return true;
+  }
 };
 
 // Parses HF config.json text. `source` names the file in error messages.

@@ -10,6 +10,7 @@
 #include "kvinfer/config.h"
 #include "kvinfer/kv_cache.h"
 #include "models/weights.h"
+#include "ops/moe.h"
 #include "ops/self_attention.h"
 
 namespace kvinfer::cpu {
@@ -72,6 +73,21 @@ void embed(const Matrix& table, std::span<const int32_t> ids, float* out);
 // The index of the first NaN or ±Inf among x[0 .. n), or -1 when every value is finite. Reads x
 // only (the debug check of LoadOptions::check_finite and the check of every call's logits).
 int64_t first_nonfinite(const float* x, int64_t n);
+
+// Mixture of experts (src/cpu/moe.cpp; the routing math is kernels/core/moe.h's).
+// ids (n, k) and weights (n, k): each row's k experts from its router logits (n, experts), sorted
+// by expert index (core::route_top_k).
+void moe_route(const float* logits, int64_t n, int64_t experts, int64_t k, bool normalize, int32_t* ids,
+               float* weights);
+// out (n, hidden) = Σ_j weights[t, j] · down_e(silu(gate_e · x_t) ⊙ up_e · x_t), e = ids[t, j],
+// the terms added from 0 in j order (by expert index, as HF's index_add_ loop). Experts are taken
+// in index order, each over the rows that chose it, gathered: its matrices are read once per call,
+// and an expert no row chose is not read at all. Each row's result has the bits it gets alone
+// (linear's products are batch-invariant and a row's adds come in j order whatever n is).
+void moe_experts(const MoeWeights& m, const float* x, int64_t n, int64_t hidden, const int32_t* ids,
+                 const float* weights, int64_t k, const MoeScratch& scratch, float* out, bool int8_activations = false);
+// out (n, dim) += sigmoid(gate[t]) · y (n, dim): Qwen2-MoE's shared expert, scaled by its gate.
+void add_gated(float* out, const float* gate, const float* y, int64_t n, int64_t dim);
 
 // Writes k, v (n, kv_heads, head_dim) into layer `layer` of the cache at positions start..start+n-1.
 void store_kv(KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v);

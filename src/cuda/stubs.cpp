@@ -42,6 +42,12 @@ void store_kv(Context&, KvCache&, int64_t, int64_t, int64_t, const float*, const
 void attention(Context&, const KvCache&, int64_t, const float*, int64_t, int64_t, int64_t, int64_t, float*) {
   unavailable();
 }
+void moe_route(Context&, const float*, int64_t, int64_t, int64_t, bool, int32_t*, float*) { unavailable(); }
+void moe_experts(Context&, const MoeWeights&, const float*, int64_t, int64_t, const int32_t*, const float*, int64_t,
+                 const MoeScratch&, float*, std::span<const int64_t>) {
+  unavailable();
+}
+void add_gated(Context&, float*, const float*, const float*, int64_t, int64_t) { unavailable(); }
 void decode_step(Context&, int32_t, int64_t, const std::function<std::vector<const void*>()>&,
                  const std::function<void()>&) {
   unavailable();

@@ -1,5 +1,6 @@
 // HF config.json → ModelConfig. Accepts both the transformers 4 spelling (rope_theta +
 // rope_scaling) and the transformers 5 one (rope_parameters).
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <utility>
@@ -10,6 +11,7 @@
 
 #include "core/file_error.h"
 #include "core/input_file.h"
+#include "core/moe.h"
 #include "kvinfer/config.h"
 #include "kvinfer/error.h"
 
@@ -23,6 +25,8 @@ std::string_view architecture_name(Architecture a) {
     case Architecture::Mistral: return "MistralForCausalLM";
     case Architecture::Qwen2: return "Qwen2ForCausalLM";
     case Architecture::GPT2: return "GPT2LMHeadModel";
+    case Architecture::Mixtral: return "MixtralForCausalLM";
+    case Architecture::Qwen2Moe: return "Qwen2MoeForCausalLM";
   }
   return "?";
 }
@@ -102,11 +106,13 @@ Architecture parse_architecture(const Reader& r) {
     throw r.error("architectures", "is missing (expected e.g. [\"LlamaForCausalLM\"])");
   const json& a = r["architectures"][0];
   std::string name = a.is_string() ? a.get<std::string>() : a.dump();
-  for (Architecture arch : {Architecture::Llama, Architecture::Mistral, Architecture::Qwen2, Architecture::GPT2})
+  for (Architecture arch : {Architecture::Llama, Architecture::Mistral, Architecture::Qwen2, Architecture::GPT2,
+                            Architecture::Mixtral, Architecture::Qwen2Moe})
     if (name == architecture_name(arch)) return arch;
   throw r.error("architectures",
                 fmt::format("names unsupported architecture '{}' (supported: LlamaForCausalLM, "
-                            "MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel)",
+                            "MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel, MixtralForCausalLM, "
+                            "Qwen2MoeForCausalLM)",
                             name));
 }
 
@@ -141,6 +147,50 @@ void check_full_rotary(const Reader& r) {
   const double f = r.number("partial_rotary_factor", 1.0);
   if (f != 1.0)
     throw r.error("partial_rotary_factor", fmt::format("is {}; partial rotary embeddings are not supported", f));
+}
+
+// MixtralConfig's and Qwen2MoeConfig's experts: top-k softmax routing over num_experts SwiGLU
+// experts (transformers' MixtralTopKRouter, Qwen2MoeTopKRouter).
+void parse_moe(const Reader& r, ModelConfig& c) {
+  const bool mixtral = c.arch == Architecture::Mixtral;
+  const std::string count_key = mixtral ? "num_local_experts" : "num_experts";
+  c.num_experts = r.positive_int(count_key);
+  c.num_experts_per_tok = r.positive_int("num_experts_per_tok");
+  if (c.num_experts_per_tok > c.num_experts)
+    throw r.error("num_experts_per_tok", fmt::format("({}) exceeds {} ({})", c.num_experts_per_tok, count_key,
+                                                     c.num_experts));
+  if (c.num_experts > core::kMaxExperts)
+    throw r.error(count_key, fmt::format("is {}; kvinfer supports at most {} experts", c.num_experts, core::kMaxExperts));
+  if (mixtral) {  // Mixtral always renormalises the k weights; its experts are intermediate_size wide
+    c.moe_intermediate_size = c.intermediate_size;
+    c.norm_topk_prob = true;
+    return;
+  }
+  c.moe_intermediate_size = r.positive_int("moe_intermediate_size");
+  c.norm_topk_prob = r.boolean("norm_topk_prob", false);
+  if (r.has("shared_expert_intermediate_size")) {
+    if (!r["shared_expert_intermediate_size"].is_number_integer() || r["shared_expert_intermediate_size"].get<int64_t>() < 0)
+      throw r.error("shared_expert_intermediate_size", fmt::format("must be a non-negative integer, got {}",
+                                                                  r["shared_expert_intermediate_size"].dump()));
+    c.shared_expert_intermediate_size = r["shared_expert_intermediate_size"].get<int64_t>();
+    if (c.shared_expert_intermediate_size > kMaxDim)
+      throw r.error("shared_expert_intermediate_size", fmt::format("is beyond the limit of {} for a size", kMaxDim));
+  }
+  // As Qwen2MoeDecoderLayer: a layer is dense when listed in mlp_only_layers or when
+  // (layer + 1) is not a multiple of decoder_sparse_step.
+  const int64_t step = r.positive_int("decoder_sparse_step", 1);
+  std::vector<int64_t> only;
+  if (r.has("mlp_only_layers")) {
+    if (!r["mlp_only_layers"].is_array()) throw r.error("mlp_only_layers", "is not an array");
+    for (const json& v : r["mlp_only_layers"]) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.num_layers)
+        throw r.error("mlp_only_layers", fmt::format("holds {}, not a layer index below num_hidden_layers ({})",
+                                                     v.dump(), c.num_layers));
+      only.push_back(v.get<int64_t>());
+    }
+  }
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (std::find(only.begin(), only.end(), l) != only.end() || (l + 1) % step != 0) c.dense_layers.push_back(l);
 }
 
 // The Llama family's config.json: LlamaConfig, MistralConfig, Qwen2Config.
@@ -190,15 +240,19 @@ void parse_llama_family(const Reader& r, ModelConfig& c) {
       c.mlp_bias = r.boolean("mlp_bias", false);
       break;
     case Architecture::Mistral:
+    case Architecture::Mixtral:
       if (r.has("sliding_window")) c.sliding_window = r.positive_int("sliding_window");
       break;
     case Architecture::Qwen2:
-      c.attention_bias = true;  // Qwen2 always has q/k/v biases, never an o_proj bias
+    case Architecture::Qwen2Moe:
+      // Qwen2 always has q/k/v biases, never an o_proj bias; Qwen2-MoE's config says (qkv_bias).
+      c.attention_bias = c.arch == Architecture::Qwen2 || r.boolean("qkv_bias", true);
       if (r.boolean("use_sliding_window", false))
         throw r.error("use_sliding_window", "is true; Qwen2 sliding-window attention is not supported");
       break;
     case Architecture::GPT2: break;  // parse_gpt2
   }
+  if (c.arch == Architecture::Mixtral || c.arch == Architecture::Qwen2Moe) parse_moe(r, c);
 }
 
 // GPT2LMHeadModel's config.json (GPT2Config): n_embd, n_layer, n_head, n_positions, n_inner.

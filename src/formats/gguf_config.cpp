@@ -1,5 +1,6 @@
 // GGUF metadata → ModelConfig, as llama.cpp's llama_model::load_hparams reads "llama" and "qwen2".
 #include "core/file_error.h"
+#include "core/moe.h"
 #include "formats/gguf_config.h"
 
 #include <cmath>
@@ -60,12 +61,44 @@ class Hparams {
 };
 
 Architecture parse_architecture(const GgufFile& f, const std::string& arch) {
-  if (arch == "llama") return Architecture::Llama;
+  if (arch == "llama") return Architecture::Llama;  // Mixtral when it has experts (parse_experts)
   if (arch == "qwen2") return Architecture::Qwen2;
   if (arch == "gpt2") return Architecture::GPT2;
+  if (arch == "qwen2moe") return Architecture::Qwen2Moe;
   throw Error(ErrorKind::Unsupported, fmt::format("{}: key 'general.architecture' names unsupported architecture '{}' (supported: llama, "
-                          "qwen2, gpt2)",
+                          "qwen2, qwen2moe, gpt2)",
                           f.path(), arch));
+}
+
+// Experts, as llama.cpp reads them: "llama" with expert_count > 0 is Mixtral (the k weights
+// renormalised); "qwen2moe" has experts of expert_feed_forward_length and a shared expert of
+// expert_shared_feed_forward_length, its weights not renormalised. expert_weights_norm, when
+// present, says. A layer without blk.N.ffn_gate_inp.weight has a dense MLP (Qwen2-MoE's
+// mlp_only_layers, which llama.cpp's converter writes as ffn_gate/up/down).
+void parse_experts(const Hparams& h, ModelConfig& c) {
+  const bool moe = c.arch == Architecture::Qwen2Moe;
+  if (!moe && !(h.has("expert_count") && h.file().integer(h.key("expert_count")) > 0)) return;
+  if (!moe) c.arch = Architecture::Mixtral;
+  c.num_experts = h.dim("expert_count");
+  if (c.num_experts > core::kMaxExperts)
+    throw h.error("expert_count", fmt::format("is {}; kvinfer supports at most {} experts", c.num_experts, core::kMaxExperts));
+  c.num_experts_per_tok = h.dim("expert_used_count");
+  if (c.num_experts_per_tok > c.num_experts)
+    throw h.error("expert_used_count", fmt::format("({}) exceeds expert_count ({})", c.num_experts_per_tok, c.num_experts));
+  if (h.has("expert_gating_func") && h.file().integer(h.key("expert_gating_func")) != 1)
+    throw h.error("expert_gating_func", fmt::format("is {}; only softmax gating (1) is supported",
+                                                    h.file().integer(h.key("expert_gating_func"))));
+  if (h.has("expert_weights_scale")) {
+    const double scale = h.file().number(h.key("expert_weights_scale"));
+    if (scale != 0.0 && scale != 1.0)  // llama.cpp: 0 means no scaling
+      throw h.error("expert_weights_scale", fmt::format("is {}; scaled expert weights are not supported", scale));
+  }
+  c.norm_topk_prob = h.has("expert_weights_norm") ? h.file().boolean(h.key("expert_weights_norm")) : !moe;
+  c.moe_intermediate_size = moe ? h.dim("expert_feed_forward_length") : c.intermediate_size;
+  if (moe && h.has("expert_shared_feed_forward_length"))
+    c.shared_expert_intermediate_size = h.dim("expert_shared_feed_forward_length");
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (!h.file().find_tensor(fmt::format("blk.{}.ffn_gate_inp.weight", l))) c.dense_layers.push_back(l);
 }
 
 // As llama.cpp: the factor is `rope.scaling.factor` (or the older `rope.scale_linear`) and the
@@ -141,7 +174,7 @@ void parse_rope(const Hparams& h, ModelConfig& c) {
   // "llama": llama.cpp permuted the Q/K rows for ggml's interleaved rope. "qwen2": rows as in HF
   // (NEOX rope), with q/k/v biases and none on the output projection.
   c.rope_layout = c.arch == Architecture::Llama ? RopeLayout::Interleaved : RopeLayout::HalfSplit;
-  c.attention_bias = c.arch == Architecture::Qwen2;
+  c.attention_bias = c.arch == Architecture::Qwen2 || c.arch == Architecture::Qwen2Moe;
 }
 
 }  // namespace
@@ -151,8 +184,6 @@ ModelConfig gguf_config(const GgufFile& f) {
   ModelConfig c;
   c.arch = parse_architecture(f, arch);
   const Hparams h(f, arch);
-  if (h.has("expert_count") && f.integer(h.key("expert_count")) > 0)
-    throw h.error("expert_count", "is set: mixture-of-experts models are not supported");
 
   c.num_layers = h.dim("block_count");
   c.max_position_embeddings = h.dim("context_length");
@@ -178,6 +209,7 @@ ModelConfig gguf_config(const GgufFile& f) {
   } else {
     parse_rope(h, c);
   }
+  parse_experts(h, c);
   c.vocab_size = parse_vocab_size(h);
   c.tie_word_embeddings = f.find_tensor("output.weight") == nullptr;
   c.bos_token_id = token_id(f, "tokenizer.ggml.bos_token_id", c.vocab_size);

@@ -3,7 +3,10 @@
 //   per layer:  x += W_o · attention(rope(W_q·norm(x)), rope(W_k·norm(x)), W_v·norm(x))
 //               x += W_down · (silu(W_gate·norm(x)) ⊙ W_up·norm(x))
 //   logits = W_lm · norm(x)
-// Mistral adds a sliding attention window; Qwen2 adds q/k/v biases.
+// Mistral adds a sliding attention window; Qwen2 adds q/k/v biases. Mixtral and Qwen2-MoE replace
+// the MLP of (some) layers by a mixture of SwiGLU experts (moe_block.cpp).
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "models/forward.h"
@@ -26,8 +29,11 @@ std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights&
   float* k = s.k.reserve(dev, n * kvh * hd);        // (n, kv_heads, hd)
   float* v = s.v.reserve(dev, n * kvh * hd);        // (n, kv_heads, hd)
   float* att = s.att.reserve(dev, n * heads * hd);  // (n, heads, hd)
-  float* gate = s.gate.reserve(dev, n * inter);     // (n, inter)
-  float* up = s.up.reserve(dev, n * inter);         // (n, inter)
+  // A mixture-of-experts layer uses them for its k experts' (or its shared expert's) rows.
+  const int64_t ffn = std::max({inter, cfg.num_experts_per_tok * cfg.moe_intermediate_size,
+                                cfg.shared_expert_intermediate_size});
+  float* gate = s.gate.reserve(dev, n * ffn);       // (n, inter)
+  float* up = s.up.reserve(dev, n * ffn);           // (n, inter)
 
   ops::embed(e, w.embed, s.ids, x);
   check_residual(s, x, batch, hidden, "the token embedding");
@@ -41,12 +47,16 @@ std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights&
     ops::linear(e, L.o, att, n, h);
     ops::add(e, x, h, n * hidden);
     if (e.check_finite) check_residual(s, x, batch, hidden, fmt::format("layer {} (attention block)", l));
-    // Feed-forward block (SwiGLU).
+    // Feed-forward block (SwiGLU, or a mixture of SwiGLU experts).
     ops::rms_norm(e, x, L.ffn_norm, n, hidden, eps, h);
-    ops::linears(e, {{&L.gate, gate}, {&L.up, up}}, h, n);
-    ops::silu_mul(e, gate, up, gate, n * inter);
-    ops::linear(e, L.down, gate, n, h);
-    ops::add(e, x, h, n * hidden);
+    if (!L.moe.empty()) {
+      moe_block(cfg, L, s, h, n, x);
+    } else {
+      ops::linears(e, {{&L.gate, gate}, {&L.up, up}}, h, n);
+      ops::silu_mul(e, gate, up, gate, n * inter);
+      ops::linear(e, L.down, gate, n, h);
+      ops::add(e, x, h, n * hidden);
+    }
     if (e.check_finite) check_residual(s, x, batch, hidden, fmt::format("layer {} (feed-forward block)", l));
   }
 

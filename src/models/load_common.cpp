@@ -104,6 +104,65 @@ void HostStorage::release_checkpoint(const ModelWeights& w) {
   checkpoint.reset();
 }
 
+namespace {
+
+// Row block [first, first + rows) of m: a view, no copy (quantised rows are whole blocks).
+Matrix row_block(const Matrix& m, int64_t first, int64_t rows) {
+  Matrix b = m;
+  b.data = m.data + static_cast<uint64_t>(first) * m.row_bytes();
+  b.rows = rows;
+  return b;
+}
+
+// A mixture-of-experts layer's router and experts (and Qwen2-MoE's shared expert in L.gate/up/down),
+// under layer prefix p. Every expert is bound as its own (rows, cols) view.
+void bind_moe(const ModelConfig& c, const MoeNames& n, const std::string& p, const TensorSource& source,
+              LayerWeights& L) {
+  const int64_t hidden = c.hidden_size, inter = c.moe_intermediate_size, experts = c.num_experts;
+  MoeWeights& m = L.moe;
+  m.router.weight = source.matrix(p + n.router, experts, hidden);
+  switch (n.layout) {
+    case MoeNames::Layout::PerExpert:
+      for (int64_t e = 0; e < experts; ++e) {
+        const auto name = [&](const std::string& pattern) { return p + fmt::format(fmt::runtime(pattern), e); };
+        m.gate.push_back({source.matrix(name(n.gate), inter, hidden), {}});
+        m.up.push_back({source.matrix(name(n.up), inter, hidden), {}});
+        m.down.push_back({source.matrix(name(n.down), hidden, inter), {}});
+      }
+      break;
+    case MoeNames::Layout::Stacked: {
+      const Matrix gate = source.stacked(p + n.gate, experts, inter, hidden);
+      const Matrix up = source.stacked(p + n.up, experts, inter, hidden);
+      const Matrix down = source.stacked(p + n.down, experts, hidden, inter);
+      for (int64_t e = 0; e < experts; ++e) {
+        m.gate.push_back({row_block(gate, e * inter, inter), {}});
+        m.up.push_back({row_block(up, e * inter, inter), {}});
+        m.down.push_back({row_block(down, e * hidden, hidden), {}});
+      }
+      break;
+    }
+    case MoeNames::Layout::FusedGateUp: {
+      const Matrix gate_up = source.stacked(p + n.gate, experts, 2 * inter, hidden);
+      const Matrix down = source.stacked(p + n.down, experts, hidden, inter);
+      for (int64_t e = 0; e < experts; ++e) {
+        m.gate.push_back({row_block(gate_up, 2 * e * inter, inter), {}});
+        m.up.push_back({row_block(gate_up, (2 * e + 1) * inter, inter), {}});
+        m.down.push_back({row_block(down, e * hidden, hidden), {}});
+      }
+      break;
+    }
+  }
+  if (c.shared_expert_intermediate_size > 0) {
+    const int64_t shared = c.shared_expert_intermediate_size;
+    L.gate.weight = source.matrix(p + n.shared_gate, shared, hidden);
+    L.up.weight = source.matrix(p + n.shared_up, shared, hidden);
+    L.down.weight = source.matrix(p + n.shared_down, hidden, shared);
+    L.shared_expert_gate.weight = source.matrix(p + n.shared_expert_gate, 1, hidden);
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<ModelWeights> bind_weights(const ModelConfig& c, const TensorNames& names, const TensorSource& source,
                                            HostStorage& storage, const std::filesystem::path& path) {
   // The config is input like any other: its dimensions are positive, but their product may not fit.
@@ -132,9 +191,13 @@ std::unique_ptr<ModelWeights> bind_weights(const ModelConfig& c, const TensorNam
     L.v = linear(p + names.v, kv_dim, hidden, c.attention_bias);
     L.o = linear(p + names.o, hidden, q_dim, c.attention_out_bias);
     L.ffn_norm = vector(p + names.ffn_norm, hidden);
-    L.gate = linear(p + names.gate, c.intermediate_size, hidden, c.mlp_bias);
-    L.up = linear(p + names.up, c.intermediate_size, hidden, c.mlp_bias);
-    L.down = linear(p + names.down, hidden, c.intermediate_size, c.mlp_bias);
+    if (c.is_moe_layer(l)) {
+      bind_moe(c, names.moe, p, source, L);
+    } else {
+      L.gate = linear(p + names.gate, c.intermediate_size, hidden, c.mlp_bias);
+      L.up = linear(p + names.up, c.intermediate_size, hidden, c.mlp_bias);
+      L.down = linear(p + names.down, hidden, c.intermediate_size, c.mlp_bias);
+    }
     w->layers.push_back(std::move(L));
   }
   w->final_norm = vector(names.final_norm, hidden);
@@ -196,7 +259,11 @@ uint64_t model_fingerprint(const ModelConfig& c, const ModelWeights& w, const Ho
   mix_int(static_cast<int64_t>(c.rope_scaling.type));
   mix_int(c.rope_scaling.original_max_position_embeddings);
   mix_int(static_cast<int64_t>(c.rope_layout));
-  for (bool b : {c.tie_word_embeddings, c.attention_bias, c.attention_out_bias, c.mlp_bias}) mix_int(b ? 1 : 0);
+  for (bool b : {c.tie_word_embeddings, c.attention_bias, c.attention_out_bias, c.mlp_bias, c.norm_topk_prob})
+    mix_int(b ? 1 : 0);
+  for (int64_t v : {c.num_experts, c.num_experts_per_tok, c.moe_intermediate_size, c.shared_expert_intermediate_size})
+    mix_int(v);
+  for (int64_t l : c.dense_layers) mix_int(l);
 
   constexpr uint64_t kSample = 4096;  // bytes at each end of a matrix
   std::vector<std::byte> sample(kSample);

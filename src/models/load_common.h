@@ -68,6 +68,24 @@ class TensorSource {
   virtual Matrix matrix(const std::string& name, int64_t rows, int64_t cols) const = 0;
   // A vector of n values, as a 1 × n matrix (to be widened to f32).
   virtual Matrix vector(const std::string& name, int64_t n) const = 0;
+  // A stacked (count, rows, cols) tensor (the experts of a layer), as one (count·rows, cols) matrix.
+  virtual Matrix stacked(const std::string& name, int64_t count, int64_t rows, int64_t cols) const = 0;
+  // Whether the checkpoint holds a tensor of that name.
+  virtual bool has(const std::string& name) const = 0;
+};
+
+// A checkpoint's names for a mixture-of-experts layer, full tensor names after the layer prefix.
+// PerExpert: gate/up/down hold "{}" for the expert's index (HF: "block_sparse_moe.experts.{}.w1.weight").
+// Stacked: each names one (experts, rows, cols) tensor (GGUF: "ffn_gate_exps.weight").
+// FusedGateUp: gate names HF's (experts, 2·inter, hidden) "experts.gate_up_proj" (each expert's
+// gate rows, then its up rows), down the stacked (experts, hidden, inter) "experts.down_proj".
+struct MoeNames {
+  enum class Layout { PerExpert, Stacked, FusedGateUp };
+  Layout layout = Layout::PerExpert;
+  std::string router;             // (experts, hidden)
+  std::string gate, up, down;     // the experts
+  std::string shared_gate, shared_up, shared_down;  // Qwen2-MoE's shared expert (its SwiGLU)
+  std::string shared_expert_gate;                   // (1, hidden)
 };
 
 // A checkpoint's names for the tensors of a Llama-family model. A layer's names are
@@ -76,6 +94,7 @@ struct TensorNames {
   std::string embed, final_norm, lm_head;
   std::string layer;
   std::string attn_norm, q, k, v, o, ffn_norm, gate, up, down;
+  MoeNames moe;  // the layers config.is_moe_layer() names
 };
 
 // A tensor named under a layer prefix (TensorNames::layer, "model.layers.{}."): the layer's index

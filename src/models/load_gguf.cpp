@@ -35,6 +35,17 @@ const TensorNames kGgufNames = {
     .gate = "ffn_gate",
     .up = "ffn_up",
     .down = "ffn_down",
+    // Mixtral ("llama" with experts) and "qwen2moe": experts stacked in 3-D tensors, ggml dims
+    // [hidden, inter, experts] (gate, up) and [inter, hidden, experts] (down).
+    .moe = {.layout = MoeNames::Layout::Stacked,
+            .router = "ffn_gate_inp.weight",
+            .gate = "ffn_gate_exps.weight",
+            .up = "ffn_up_exps.weight",
+            .down = "ffn_down_exps.weight",
+            .shared_gate = "ffn_gate_shexp.weight",
+            .shared_up = "ffn_up_shexp.weight",
+            .shared_down = "ffn_down_shexp.weight",
+            .shared_expert_gate = "ffn_gate_inp_shexp.weight"},
 };
 // llama.cpp's "gpt2": the projections are stored (out, in) (its converter transposed HF's Conv1D).
 const Gpt2TensorNames kGgufGpt2Names = {
@@ -70,6 +81,10 @@ class GgufSource : public TensorSource {
     return bind(name, {cols, rows}, rows, cols);
   }
   Matrix vector(const std::string& name, int64_t n) const override { return bind(name, {n}, 1, n); }
+  Matrix stacked(const std::string& name, int64_t count, int64_t rows, int64_t cols) const override {
+    return bind(name, {cols, rows, count}, count * rows, cols);
+  }
+  bool has(const std::string& name) const override { return f_.find_tensor(name) != nullptr; }
   bool used(const std::string& name) const { return used_.contains(name); }
 
  private:
@@ -78,7 +93,8 @@ class GgufSource : public TensorSource {
     if (!t)
       throw Error(ErrorKind::BadFile, fmt::format("{}: tensor '{}' is missing (wanted dims [{}], ggml order)", f_.path(), name,
                               fmt::join(dims, ", ")));
-    if (t->dims != dims)
+    // A 1 × n matrix may be stored as a vector (ffn_gate_inp_shexp: llama.cpp reads {n_embd}).
+    if (t->dims != dims && !(rows == 1 && dims.size() == 2 && t->dims == std::vector<int64_t>{cols}))
       throw Error(ErrorKind::BadFile, fmt::format("{}: tensor '{}' has dims [{}] but the metadata implies [{}] (ggml order: columns "
                               "first)",
                               f_.path(), name, fmt::join(t->dims, ", "), fmt::join(dims, ", ")));

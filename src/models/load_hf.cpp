@@ -33,7 +33,41 @@ const TensorNames kHfNames = {
     .gate = "mlp.gate_proj",
     .up = "mlp.up_proj",
     .down = "mlp.down_proj",
+    .moe = {},
 };
+
+// Mixtral and Qwen2-MoE: the per-expert tensors that published checkpoints and transformers 5's
+// save_pretrained write, or the fused (experts, 2·inter, hidden) gate_up_proj and stacked
+// down_proj that transformers 5 holds in memory (save_pretrained(save_original_format=False)).
+TensorNames moe_names(const HfCheckpoint& ckpt) {
+  const ModelConfig& c = ckpt.config();
+  TensorNames names = kHfNames;
+  MoeNames& m = names.moe;
+  int64_t first = 0;  // the first mixture-of-experts layer: where the layout is looked up
+  while (first < c.num_layers && !c.is_moe_layer(first)) ++first;
+  const std::string fused_gate_up = fmt::format("model.layers.{}.mlp.experts.gate_up_proj", first);
+  const bool fused = ckpt.find(fused_gate_up) != nullptr;
+  const bool mixtral = c.arch == Architecture::Mixtral;
+  m.layout = fused ? MoeNames::Layout::FusedGateUp : MoeNames::Layout::PerExpert;
+  m.router = fused || !mixtral ? "mlp.gate.weight" : "block_sparse_moe.gate.weight";
+  if (fused) {
+    m.gate = "mlp.experts.gate_up_proj";
+    m.down = "mlp.experts.down_proj";
+  } else if (mixtral) {  // w1: gate, w3: up, w2: down
+    m.gate = "block_sparse_moe.experts.{}.w1.weight";
+    m.up = "block_sparse_moe.experts.{}.w3.weight";
+    m.down = "block_sparse_moe.experts.{}.w2.weight";
+  } else {
+    m.gate = "mlp.experts.{}.gate_proj.weight";
+    m.up = "mlp.experts.{}.up_proj.weight";
+    m.down = "mlp.experts.{}.down_proj.weight";
+  }
+  m.shared_gate = "mlp.shared_expert.gate_proj.weight";
+  m.shared_up = "mlp.shared_expert.up_proj.weight";
+  m.shared_down = "mlp.shared_expert.down_proj.weight";
+  m.shared_expert_gate = "mlp.shared_expert_gate.weight";
+  return names;
+}
 
 // GPT2LMHeadModel: the original checkpoints name the tensors without the "transformer." prefix
 // that save_pretrained writes today; both are read. Projections are Conv1D weights, (in, out).
@@ -65,6 +99,11 @@ class HfSource : public TensorSource {
     const TensorView& t = shaped(name, {n});
     return Matrix{t.float_dtype(), t.data, 1, n};
   }
+  Matrix stacked(const std::string& name, int64_t count, int64_t rows, int64_t cols) const override {
+    const TensorView& t = shaped(name, {count, rows, cols});
+    return Matrix{t.float_dtype(), t.data, count * rows, cols};
+  }
+  bool has(const std::string& name) const override { return ckpt_.find(name) != nullptr; }
   bool used(const std::string& name) const { return used_.contains(name); }
 
  private:
@@ -121,8 +160,9 @@ std::shared_ptr<const Model> load_hf(const std::filesystem::path& path, const Lo
     w = bind_gpt2_weights(c, names, source, *storage, path / "config.json");
     check_layer_tensors(*ckpt, source, names.layer);
   } else {
-    w = bind_weights(c, kHfNames, source, *storage, path / "config.json");
-    check_layer_tensors(*ckpt, source, kHfNames.layer);
+    const TensorNames names = c.num_experts > 0 ? moe_names(*ckpt) : kHfNames;
+    w = bind_weights(c, names, source, *storage, path / "config.json");
+    check_layer_tensors(*ckpt, source, names.layer);
     w->rope_inv_freq = storage->add(rope_inv_freq(c));
   }
   w->storage = storage;

@@ -84,6 +84,23 @@ void self_attention(const Exec& e, std::span<const SequenceRows> seqs, const Sel
   }
 }
 
+void moe_route(const Exec& e, const float* logits, int64_t n, int64_t experts, int64_t k, bool normalize,
+               int32_t* ids, float* weights) {
+  if (e.device == Device::CUDA) return cuda_backend::moe_route(*e.cuda, logits, n, experts, k, normalize, ids, weights);
+  cpu::moe_route(logits, n, experts, k, normalize, ids, weights);
+}
+
+void moe_experts(const Exec& e, const MoeWeights& m, const float* x, int64_t n, int64_t hidden, const int32_t* ids,
+                 const float* weights, int64_t k, const MoeScratch& scratch, float* out) {
+  if (e.device == Device::CUDA) return cuda_backend::moe_experts(*e.cuda, m, x, n, hidden, ids, weights, k, scratch, out, e.segments);
+  cpu::moe_experts(m, x, n, hidden, ids, weights, k, scratch, out, e.int8_activations);
+}
+
+void add_gated(const Exec& e, float* out, const float* gate, const float* y, int64_t n, int64_t dim) {
+  if (e.device == Device::CUDA) return cuda_backend::add_gated(*e.cuda, out, gate, y, n, dim);
+  cpu::add_gated(out, gate, y, n, dim);
+}
+
 int64_t first_nonfinite(const Exec& e, const float* x, int64_t n, float* value) {
   if (e.device == Device::CUDA) return cuda_backend::first_nonfinite(*e.cuda, x, n, value);
   const int64_t i = cpu::first_nonfinite(x, n);
