@@ -77,6 +77,7 @@ void fill_config(const ModelConfig& c, kvinfer_config& out) noexcept {
     case Architecture::Mistral: out.architecture = "MistralForCausalLM"; break;
     case Architecture::Qwen2: out.architecture = "Qwen2ForCausalLM"; break;
     case Architecture::GPT2: out.architecture = "GPT2LMHeadModel"; break;
+    case Architecture::Phi3: out.architecture = "Phi3ForCausalLM"; break;
   }
   if (out.architecture == nullptr) out.architecture = "?";
   out.vocab_size = c.vocab_size;
