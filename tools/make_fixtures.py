@@ -232,7 +232,7 @@ FIXTURES = [
                            "short_factor": longrope_factors(6, 1.0, 1.3),
                            "long_factor": longrope_factors(6, 1.5, 8.0)},
           bos_token_id=1, eos_token_id=2, pad_token_id=0),
-     7, 21000, {"pad_to": 64}),
+     7, 21300, {"pad_to": 64}),
 ]
 
 
