@@ -3,8 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -148,7 +150,7 @@ TEST(Config, Transformers5RopeParameters) {
 }
 
 TEST(Config, UnsupportedRopeTypeIsNamed) {
-  for (const char* type : {"yarn", "dynamic", "longrope"}) {
+  for (const char* type : {"ntk-by-parts", "proportional"}) {
     SCOPED_TRACE(type);
     json j = llama();
     j["rope_scaling"] = {{"type", type}, {"factor", 2.0}};
@@ -157,6 +159,92 @@ TEST(Config, UnsupportedRopeTypeIsNamed) {
     j["rope_parameters"] = {{"rope_type", type}, {"factor", 2.0}, {"rope_theta", 10000.0}};
     EXPECT_THAT(parse_error(j), AllOf(HasSubstr("rope_parameters"), HasSubstr(type)));
   }
+}
+
+// YaRN in both spellings, with HF 5.24's defaults: beta 32 / 1 (also for 0), truncate, the
+// original length from max_position_embeddings, the factor from the ratio of the lengths, the
+// attention factor 0.1 ln(factor) + 1, or mscale / mscale_all_dim's ratio, or as stated.
+TEST(Config, YarnInBothSpellingsWithHfsDefaults) {
+  json j = llama();
+  j["max_position_embeddings"] = 32768;
+  j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  ModelConfig c = parse(j);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::Yarn);
+  EXPECT_EQ(c.rope_scaling.factor, 4.0);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
+  EXPECT_EQ(c.rope_scaling.beta_fast, 32.0);
+  EXPECT_EQ(c.rope_scaling.beta_slow, 1.0);
+  EXPECT_TRUE(c.rope_scaling.truncate);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.attention_factor, 0.1 * std::log(4.0) + 1.0);
+  j.erase("rope_scaling");
+  j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1e6},   {"beta_fast", 0},
+                          {"beta_slow", 2.0},    {"truncate", false},   {"mscale", 0.707},
+                          {"mscale_all_dim", 1.0}};  // no factor, no original length
+  c = parse(j);
+  EXPECT_EQ(c.rope_theta, 1e6);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 32768);
+  EXPECT_EQ(c.rope_scaling.factor, 1.0);  // 32768 / 32768
+  EXPECT_EQ(c.rope_scaling.beta_fast, 32.0);
+  EXPECT_EQ(c.rope_scaling.beta_slow, 2.0);
+  EXPECT_FALSE(c.rope_scaling.truncate);
+  EXPECT_EQ(c.rope_scaling.attention_factor, 1.0);  // get_mscale(1) = 1
+  j["rope_parameters"]["factor"] = 16.0;
+  EXPECT_DOUBLE_EQ(parse(j).rope_scaling.attention_factor,
+                   (0.1 * 0.707 * std::log(16.0) + 1.0) / (0.1 * 1.0 * std::log(16.0) + 1.0));
+  j["rope_parameters"]["attention_factor"] = 1.25;
+  EXPECT_EQ(parse(j).rope_scaling.attention_factor, 1.25);
+  j["original_max_position_embeddings"] = 4096;  // HF: a top-level key wins
+  EXPECT_EQ(parse(j).rope_scaling.original_max_position_embeddings, 4096);
+}
+
+TEST(Config, DynamicNtkNeedsItsFactor) {
+  json j = llama();
+  j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
+  EXPECT_EQ(parse(j).rope_scaling.type, RopeScaling::Type::Dynamic);
+  EXPECT_EQ(parse(j).rope_scaling.attention_factor, 1.0);
+  j["rope_scaling"] = {{"rope_type", "dynamic"}};
+  EXPECT_THAT(parse_error(j), AllOf(HasSubstr("'rope_scaling.factor'"), HasSubstr("missing")));
+}
+
+// Phi3ForCausalLM: partial rotary, LongRoPE (also named "su", and "yarn" for Phi-3), the original
+// length from the top-level key (4096 when absent), the attention factor
+// sqrt(1 + ln(max / original) / ln(original)), the window.
+TEST(Config, Phi3LongRopeAndPartialRotary) {
+  json j = {{"architectures", {"Phi3ForCausalLM"}},
+            {"vocab_size", 200064},
+            {"hidden_size", 3072},
+            {"intermediate_size", 8192},
+            {"num_hidden_layers", 32},
+            {"num_attention_heads", 24},
+            {"num_key_value_heads", 8},
+            {"max_position_embeddings", 131072},
+            {"original_max_position_embeddings", 4096},
+            {"partial_rotary_factor", 0.75},
+            {"rope_scaling",
+             {{"type", "longrope"}, {"short_factor", std::vector<double>(48, 1.0)}, {"long_factor", std::vector<double>(48, 2.5)}}}};
+  ModelConfig c = parse(j);
+  EXPECT_EQ(c.arch, Architecture::Phi3);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.rope_dim(), 96);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::LongRope);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 4096);
+  EXPECT_EQ(c.rope_scaling.factor, 32.0);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.attention_factor, std::sqrt(1.0 + std::log(32.0) / std::log(4096.0)));
+  EXPECT_EQ(c.rope_scaling.long_factor, std::vector<float>(48, 2.5f));
+  EXPECT_FALSE(c.sliding_window);
+  for (const char* old : {"su", "yarn"}) {
+    j["rope_scaling"]["type"] = old;
+    EXPECT_EQ(parse(j).rope_scaling.type, RopeScaling::Type::LongRope) << old;
+  }
+  j["sliding_window"] = 2047;
+  EXPECT_EQ(parse(j).sliding_window, 2047);
+  j["rope_scaling"]["long_factor"] = std::vector<double>(64, 1.0);  // head_dim / 2, not rotary_dim / 2
+  EXPECT_THAT(parse_error(j), AllOf(HasSubstr("'rope_scaling.long_factor'"), HasSubstr("48 numbers")));
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  EXPECT_THAT(parse_error(j), AllOf(HasSubstr("'rope_scaling'"), HasSubstr("Phi3ForCausalLM")));
+  j.erase("rope_scaling");
+  j["partial_rotary_factor"] = 0.305;  // int(39.04) = 39 dims: odd
+  EXPECT_THAT(parse_error(j), AllOf(HasSubstr("'partial_rotary_factor'"), HasSubstr("even")));
 }
 
 TEST(Config, BadRopeValuesAreNamed) {

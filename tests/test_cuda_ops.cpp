@@ -224,6 +224,59 @@ TEST_F(CudaOps, RopeMatchesCpuAndDoubleReferenceAtLongPositions) {
       }
 }
 
+// Partial rotary and the attention factor (YaRN, LongRoPE): the first rotary_dim values of each
+// head rotate with cos and sin scaled, the rest keep their bits; against the CPU (same
+// definition; the GPU contracts the rotation into FMAs) and a double reference. Factor 1 with
+// rotary_dim = head_dim is plain rope, bit for bit.
+TEST_F(CudaOps, RopePartialRotaryAndAttentionFactorMatchCpuAndDoubleReference) {
+  const double kTol = 2e-6;  // factors up to 1.2 on |x| <= 1
+  const int64_t n = 7, heads = 11, hd = 128, rot = 96;
+  std::vector<float> inv_freq(static_cast<size_t>(rot / 2));
+  for (int i = 0; i < rot / 2; ++i) inv_freq[i] = kvinfer::core::rope_default_inv_freq(i, static_cast<int>(rot), 1e4f);
+  for (auto layout : {cuda::RopeLayout::HalfSplit, cuda::RopeLayout::Interleaved})
+    for (const float factor : {1.0f, 1.2079f})
+      for (int64_t start : {0, 16380}) {
+        const auto x = random_floats(static_cast<size_t>(n * heads * hd), 9);
+        DeviceBuffer d_x(x), d_f(inv_freq);
+        cuda::rope(d_x.as<float>(), n, heads, hd, start, d_f.as<float>(), layout, stream_, nullptr, rot, factor);
+        sync();
+        const auto y = d_x.to_host<float>();
+        const bool half_split = layout == cuda::RopeLayout::HalfSplit;
+        auto cpu_y = x;
+        cpu::rope(cpu_y.data(), n, heads, hd, start, inv_freq.data(),
+                  half_split ? kvinfer::RopeLayout::HalfSplit : kvinfer::RopeLayout::Interleaved, rot, factor);
+        for (int64_t r = 0; r < n * heads; ++r)
+          for (int64_t d = 0; d < hd; ++d) {
+            const size_t i = static_cast<size_t>(r * hd + d);
+            if (d >= rot) {
+              ASSERT_EQ(y[i], x[i]) << "pass-through dim " << d;
+              continue;
+            }
+            ASSERT_NEAR(y[i], cpu_y[i], kTol) << "dim " << d << " start " << start << " half_split " << half_split;
+          }
+        // Double reference: the rotation of the CPU's f32 angle, scaled.
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t h = 0; h < heads; ++h)
+            for (int64_t i = 0; i < rot / 2; ++i) {
+              const double a = static_cast<float>(start + t) * inv_freq[static_cast<size_t>(i)];
+              const size_t b = static_cast<size_t>((t * heads + h) * hd);
+              const size_t i0 = b + static_cast<size_t>(half_split ? i : 2 * i);
+              const size_t i1 = b + static_cast<size_t>(half_split ? i + rot / 2 : 2 * i + 1);
+              const double c = std::cos(a) * factor, s = std::sin(a) * factor;
+              ASSERT_NEAR(y[i0], x[i0] * c - x[i1] * s, kTol);
+              ASSERT_NEAR(y[i1], x[i1] * c + x[i0] * s, kTol);
+            }
+      }
+  std::vector<float> full(static_cast<size_t>(hd / 2));
+  for (int i = 0; i < hd / 2; ++i) full[i] = kvinfer::core::rope_default_inv_freq(i, static_cast<int>(hd), 1e4f);
+  const auto x = random_floats(static_cast<size_t>(n * heads * hd), 10);
+  DeviceBuffer a(x), b(x), d_f(full);
+  cuda::rope(a.as<float>(), n, heads, hd, 77, d_f.as<float>(), cuda::RopeLayout::HalfSplit, stream_);
+  cuda::rope(b.as<float>(), n, heads, hd, 77, d_f.as<float>(), cuda::RopeLayout::HalfSplit, stream_, nullptr, hd, 1.0f);
+  sync();
+  EXPECT_EQ(a.to_host<float>(), b.to_host<float>());
+}
+
 // expf (≤ 2 ulp), one division, one product against glibc's exp: a few u relative.
 TEST_F(CudaOps, SiluMulMatchesCpuAlignedUnalignedAndInPlace) {
   for (int64_t n : {1, 4096, 4097})
@@ -653,6 +706,8 @@ TEST(CudaOpsArguments, LaunchersRejectBadArgumentsWithClearErrors) {
   auto* p = reinterpret_cast<float*>(uintptr_t{256});  // never dereferenced: checks come first
   EXPECT_THAT(message([&] { cuda::rope(p, 1, 1, 7, 0, p, cuda::RopeLayout::HalfSplit, nullptr); }),
               HasSubstr("head_dim must be even, got 7"));
+  EXPECT_THAT(message([&] { cuda::rope(p, 1, 1, 8, 0, p, cuda::RopeLayout::HalfSplit, nullptr, nullptr, 10); }),
+              HasSubstr("rotary_dim must be even and in [2, head_dim = 8], got 10"));
   EXPECT_THAT(message([&] { cuda::embed(DType::F16, nullptr, 10, 4, nullptr, 1, p, nullptr); }),
               HasSubstr("table is a null pointer"));
   EXPECT_THAT(message([&] { cuda::rms_norm(p, p, 0, 4, 1e-6f, p, nullptr); }), HasSubstr("n must be positive, got 0"));

@@ -342,6 +342,32 @@ TEST(KvPlan, KvHeadsSetTheRatioMhaGqaMqa) {
   EXPECT_EQ(plan_kv_bytes(mqa, 8192, DType::F16), 128 * MiB);
 }
 
+// Phi-3 / Phi-4-mini (fused projections, partial rotary, a window on Phi-3): the cache has the
+// Llama family's shape, and a loaded model's caches are exactly the plan, from safetensors and
+// from GGUF. Phi-4-mini's shape (32 layers, 8 KV heads, head_dim 128): 128 KiB a token in f16.
+TEST(KvPlan, Phi3CachesAreExactlyThePlan) {
+  const std::filesystem::path data(KVINFER_TEST_DATA);
+  for (const auto& path : {data / "models" / "phi3_longrope", data / "models" / "phi4_partial_rotary",
+                           data / "gguf" / "models" / "phi3_longrope.f32.gguf",
+                           data / "gguf" / "models" / "phi4_partial_rotary.q8_0.gguf"}) {
+    SCOPED_TRACE(path.string());
+    const auto model = kvinfer::Model::load(path, {.device = kvinfer::Device::CPU});
+    const ModelConfig& c = model->config();
+    EXPECT_EQ(c.arch, kvinfer::Architecture::Phi3);
+    for (DType dt : {DType::F32, DType::F16, DType::I8}) {
+      const KvCache kv(*model, 40, dt);
+      EXPECT_EQ(kv.bytes(), plan_kv_bytes(c, 40, dt));
+    }
+    EXPECT_EQ(plan_kv_bytes(c, 40, DType::F32),
+              static_cast<uint64_t>(2 * c.num_layers * c.num_kv_heads * c.head_dim * 4 * 40));
+  }
+  ModelConfig phi4 = tiny(32, 24, 8, 128);
+  phi4.arch = kvinfer::Architecture::Phi3;
+  phi4.rotary_dim = 96;  // partial rotary changes no cache byte
+  EXPECT_EQ(kv_bytes_per_token(phi4, DType::F16), 128 * KiB);
+  EXPECT_EQ(plan_kv_bytes(phi4, 131072, DType::F16), 16 * GiB);
+}
+
 TEST(FormatBytes, BinaryUnitsAtEveryBoundary) {
   EXPECT_EQ(format_bytes(0), "0 B");
   EXPECT_EQ(format_bytes(1023), "1023 B");

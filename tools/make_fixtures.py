@@ -15,6 +15,15 @@ model.safetensors.index.json, generation_config.json) plus reference.safetensors
                                          prompt + greedy_ids[:i]; argmax -> greedy_ids[i]
   prompt_logits_native  f32    [T, V]    (bf16/f16 fixtures only) logits of HF running
                                          natively in the stored half dtype on CPU
+  prompt_logits_short   f32    [T, V]    ("pad_to" fixtures only) HF's own forward over the
+                                         prompt alone (a call within the original length)
+
+Fixtures with the option "pad_to": L (dynamic NTK, LongRoPE) are made as HF computes one call
+over L positions: HF picks those frequencies by the length of each forward call, kvinfer by
+the model's context length (docs/rope-scaling.md). Every reference forward is a no-cache call
+over the sequence padded with token 0 to L positions; causal attention makes each row
+independent of the padding after it, so row t holds the logits of the first t + 1 tokens with
+the frequencies of a call of L positions, which kvinfer loaded with context_length L computes.
 
 All reference math is float32 on CPU with attn_implementation="eager"; for half
 precision fixtures the saved (rounded) weights are upcast with model.float().
@@ -46,6 +55,8 @@ from transformers import (
     MistralForCausalLM,
     MixtralConfig,
     MixtralForCausalLM,
+    Phi3Config,
+    Phi3ForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
     Qwen2MoeConfig,
@@ -73,6 +84,11 @@ def rope(theta=10000.0, **extra):
     d = {"rope_type": "default", "rope_theta": theta}
     d.update(extra)
     return d
+
+
+# LongRoPE factor lists (rotary dims / 2 each), fixed, spread so that short and long differ.
+def longrope_factors(n, lo, hi):
+    return [round(lo + (hi - lo) * i / max(n - 1, 1), 4) for i in range(n)]
 
 
 # name -> (model class, config class, config kwargs, prompt length T, base seed, options)
@@ -180,6 +196,65 @@ FIXTURES = [
           use_sliding_window=False, tie_word_embeddings=False, rope_parameters=rope(1000000.0),
           rms_norm_eps=1e-6, bos_token_id=3, eos_token_id=4),
      9, 17000, {"check_routing": True}),
+    # YaRN, HF's defaults: attention factor 0.1 ln(4) + 1, beta 32 / 1, truncated range. The tiny
+    # original length 32 puts the ramp over dims [0, 3] of 16: original, blended and
+    # interpolated frequencies all occur.
+    ("llama_yarn", LlamaForCausalLM, LlamaConfig,
+     dict(hidden_size=64, intermediate_size=64, num_attention_heads=2, num_key_value_heads=1,
+          head_dim=32, tie_word_embeddings=True,
+          rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                           "original_max_position_embeddings": 32},
+          bos_token_id=1, eos_token_id=2),
+     10, 16000, {}),
+    # YaRN with an explicit attention_factor and beta_fast / beta_slow (what llama.cpp's converter
+    # carries into GGUF), on Qwen2 (q/k/v biases).
+    ("qwen2_yarn", Qwen2ForCausalLM, Qwen2Config,
+     dict(hidden_size=64, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+          tie_word_embeddings=False, use_sliding_window=False, rms_norm_eps=1e-6,
+          rope_parameters={"rope_type": "yarn", "rope_theta": 1000.0, "factor": 2.5,
+                           "original_max_position_embeddings": 24, "attention_factor": 1.25,
+                           "beta_fast": 16.0, "beta_slow": 2.0},
+          bos_token_id=3, eos_token_id=4),
+     9, 17000, {}),
+    # YaRN with DeepSeek's mscale / mscale_all_dim ratio and truncate false (fractional range).
+    ("llama_yarn_mscale", LlamaForCausalLM, LlamaConfig,
+     dict(hidden_size=64, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+          tie_word_embeddings=True,
+          rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 8.0,
+                           "original_max_position_embeddings": 16, "mscale": 1.0,
+                           "mscale_all_dim": 0.5, "truncate": False},
+          bos_token_id=1, eos_token_id=2),
+     11, 18000, {}),
+    # Dynamic NTK: max_position_embeddings 32, references for one call of 64 positions (the
+    # base grows by (2 · 64 / 32 - 1)^(16/14)); kvinfer loads it with context_length 64.
+    ("llama_dynamic", LlamaForCausalLM, LlamaConfig,
+     dict(hidden_size=64, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+          tie_word_embeddings=True, max_position_embeddings=32,
+          rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0},
+          bos_token_id=1, eos_token_id=2),
+     12, 19000, {"pad_to": 64}),
+    # Phi-3: fused qkv_proj / gate_up_proj, LongRoPE (original length 16, context 64: the long
+    # factors; attention factor sqrt(1 + ln 4 / ln 16)), a sliding window of 8.
+    ("phi3_longrope", Phi3ForCausalLM, Phi3Config,
+     dict(hidden_size=64, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+          tie_word_embeddings=False, max_position_embeddings=64, original_max_position_embeddings=16,
+          sliding_window=8, rms_norm_eps=1e-5,
+          rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                           "short_factor": longrope_factors(8, 1.0, 1.6),
+                           "long_factor": longrope_factors(8, 1.0, 6.0)},
+          bos_token_id=1, eos_token_id=2, pad_token_id=0),
+     13, 20000, {"pad_to": 64}),
+    # Phi-4-mini's shape: partial_rotary_factor 0.75 (12 of 16 dims rotate), tied embeddings,
+    # no window, LongRoPE.
+    ("phi4_partial_rotary", Phi3ForCausalLM, Phi3Config,
+     dict(hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=1,
+          tie_word_embeddings=True, max_position_embeddings=64, original_max_position_embeddings=16,
+          sliding_window=None, rms_norm_eps=1e-5,
+          rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.75,
+                           "short_factor": longrope_factors(6, 1.0, 1.3),
+                           "long_factor": longrope_factors(6, 1.5, 8.0)},
+          bos_token_id=1, eos_token_id=2, pad_token_id=0),
+     7, 21300, {"pad_to": 64}),
 ]
 
 
@@ -271,6 +346,30 @@ def greedy_with_cache(model, prompt):
 
 
 @torch.no_grad()
+def padded_logits(model, seq, pad_to):
+    """Logits of `seq` from one no-cache call over it padded with token 0 to pad_to positions."""
+    ids = torch.cat([seq, torch.zeros(pad_to - len(seq), dtype=torch.long)])
+    return model(input_ids=ids[None, :], use_cache=False).logits[0, :len(seq)].float()
+
+
+@torch.no_grad()
+def greedy_padded(model, prompt, pad_to):
+    """greedy_with_cache's outputs, every forward a padded no-cache call of pad_to positions."""
+    prompt_logits = padded_logits(model, prompt, pad_to)
+    seq, logits = prompt, prompt_logits[-1]
+    ids, step_logits = [], []
+    for i in range(N_GREEDY):
+        step_logits.append(logits.clone())
+        tok = int(torch.argmax(logits))
+        ids.append(tok)
+        if i == N_GREEDY - 1:
+            break
+        seq = torch.cat([seq, torch.tensor([tok], dtype=torch.long)])
+        logits = padded_logits(model, seq, pad_to)[-1]
+    return prompt_logits.clone(), torch.tensor(ids, dtype=torch.long), torch.stack(step_logits)
+
+
+@torch.no_grad()
 def full_logits_no_cache(model, prompt, greedy_ids):
     seq = torch.cat([prompt, greedy_ids[:-1]])
     return model(input_ids=seq[None, :], use_cache=False).logits[0].float()
@@ -317,10 +416,17 @@ def build_one(name, model_cls, config_cls, cfg_kwargs, T, base_seed, opts, out_r
         # --- reload from disk; reference in exact f32 on the saved weights --------------
         model = model_cls.from_pretrained(out_dir, dtype=save_dtype, attn_implementation="eager")
         model = model.float().eval()
-        prompt_logits, greedy_ids, greedy_logits = greedy_with_cache(model, prompt)
+        pad_to = opts.get("pad_to")
+        if pad_to:
+            prompt_logits, greedy_ids, greedy_logits = greedy_padded(model, prompt, pad_to)
+        else:
+            prompt_logits, greedy_ids, greedy_logits = greedy_with_cache(model, prompt)
         assert torch.equal(greedy_logits[0], prompt_logits[-1])
 
-        nocache = full_logits_no_cache(model, prompt, greedy_ids)
+        if pad_to:
+            nocache = padded_logits(model, torch.cat([prompt, greedy_ids[:-1]]), pad_to)
+        else:
+            nocache = full_logits_no_cache(model, prompt, greedy_ids)
         nocache_steps = nocache[T - 1:]
         nocache_ids = torch.argmax(nocache_steps, dim=-1)
         cache_diff = float((nocache_steps - greedy_logits).abs().max())
@@ -348,6 +454,22 @@ def build_one(name, model_cls, config_cls, cfg_kwargs, T, base_seed, opts, out_r
         }
         info.update(seed=seed, T=T, min_margin=margin, cache_on_off_maxabs=cache_diff,
                     greedy_ids=greedy_ids.tolist(), prompt_ids=prompt.tolist())
+
+        if pad_to:
+            # HF's own short call over the prompt (within the original length), and how far HF's
+            # cache-on loop, whose frequencies change with each call's length, is from the
+            # one-length references.
+            with torch.no_grad():
+                short = model(input_ids=prompt[None, :], use_cache=False).logits[0].float()
+            ref["prompt_logits_short"] = short.contiguous()
+            info["short_vs_long_maxabs"] = float((short - prompt_logits).abs().max())
+            _, hf_ids, hf_logits = greedy_with_cache(model, prompt)
+            info["hf_cache_loop_maxabs"] = float((hf_logits - greedy_logits).abs().max())
+            info["hf_cache_loop_same_tokens"] = bool(torch.equal(hf_ids, greedy_ids))
+            print(f"    pad_to={pad_to}: short call vs long max|d|={info['short_vs_long_maxabs']:.4g}; "
+                  f"HF cache-on loop vs references max|d|={info['hf_cache_loop_maxabs']:.4g} "
+                  f"(same tokens: {info['hf_cache_loop_same_tokens']})")
+            assert info["short_vs_long_maxabs"] > 1e-3, "the long frequencies have no effect"
 
         if opts.get("check_window"):
             cfg_nw = json.load(open(os.path.join(out_dir, "config.json")))
@@ -450,6 +572,9 @@ def main():
             extra += f" route_gap={s['route_gap']:.4g}"
         if "native_vs_f32_maxabs" in s:
             extra += f" native_vs_f32={s['native_vs_f32_maxabs']:.4g}"
+        if "short_vs_long_maxabs" in s:
+            extra += (f" short_vs_long={s['short_vs_long_maxabs']:.4g}"
+                      f" hf_cache_loop={s['hf_cache_loop_maxabs']:.4g}")
         print(f"  {name:18s} seed={s['seed']:5d} T={s['T']:2d} min_margin={s['min_margin']:.4g} "
               f"cache_on_off={s['cache_on_off_maxabs']:.3g}{extra}")
 

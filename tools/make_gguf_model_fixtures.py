@@ -58,7 +58,7 @@ import gguf
 from gguf import GGMLQuantizationType as Q
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_fixtures import MIN_MARGIN, greedy_with_cache, min_margin  # noqa: E402
+from make_fixtures import FIXTURES as HF_FIXTURES, MIN_MARGIN, greedy_padded, greedy_with_cache, min_margin  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "tests" / "data" / "models"
@@ -77,6 +77,10 @@ FIXTURES = [
     ("gpt2_tiny", ["f32", "q8_0"]),
     ("mixtral_tiny", ["f32", "q8_0"]),
     ("qwen2_moe_tiny", ["f32", "q8_0"]),
+    ("llama_yarn", ["f32"]),
+    ("qwen2_yarn", ["f32"]),
+    ("phi3_longrope", ["f32"]),
+    ("phi4_partial_rotary", ["f32", "q8_0"]),
 ]
 
 FILE_TYPES = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
@@ -85,7 +89,8 @@ ARCHS = {"LlamaForCausalLM": ("llama", gguf.MODEL_ARCH.LLAMA),
          "Qwen2ForCausalLM": ("qwen2", gguf.MODEL_ARCH.QWEN2),
          "GPT2LMHeadModel": ("gpt2", gguf.MODEL_ARCH.GPT2),
          "MixtralForCausalLM": ("llama", gguf.MODEL_ARCH.LLAMA),
-         "Qwen2MoeForCausalLM": ("qwen2moe", gguf.MODEL_ARCH.QWEN2MOE)}
+         "Qwen2MoeForCausalLM": ("qwen2moe", gguf.MODEL_ARCH.QWEN2MOE),
+         "Phi3ForCausalLM": ("phi3", gguf.MODEL_ARCH.PHI3)}
 # Mixture of experts, as convert_hf_to_gguf.py's LlamaModel (Mixtral) and Qwen2MoeModel: each
 # layer's per-expert matrices stacked into one (experts, rows, cols) tensor, ggml dims
 # [cols, rows, experts]; the router (ffn_gate_inp) and the shared expert's gate
@@ -195,6 +200,38 @@ def convert_gpt2(w, cfg, state, qtype, tmap):
             w.add_tensor("output.weight", array, raw_dtype=raw)
 
 
+def convert_phi3(w, cfg, state, qtype, tmap):
+    """llama.cpp's Phi3MiniModel: its own metadata (no vocab_size, no key_length), rope dims
+    int(partial_rotary_factor * n_embd) // n_head, the window (0: none), and for LongRoPE the
+    factor tensors with rope.scaling.attn_factor sqrt(1 + ln(s) / ln(original)), s the ratio of
+    the context lengths. No Q/K permutation (NEOX rope); qkv_proj -> attn_qkv, gate_up_proj ->
+    ffn_up, by gguf's tensor map."""
+    rp = cfg["rope_parameters"]
+    n_embd, n_head = cfg["hidden_size"], cfg["num_attention_heads"]
+    max_pos, orig = cfg["max_position_embeddings"], rp["original_max_position_embeddings"]
+    rope_dims = int(rp.get("partial_rotary_factor", 1.0) * n_embd) // n_head
+    w.add_context_length(max_pos)
+    w.add_rope_scaling_orig_ctx_len(orig)
+    w.add_embedding_length(n_embd)
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_head_count(n_head)
+    w.add_head_count_kv(cfg.get("num_key_value_heads", n_head))
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_rope_dimension_count(rope_dims)
+    w.add_rope_freq_base(rp["rope_theta"])
+    w.add_file_type(FILE_TYPES[qtype])
+    w.add_sliding_window(cfg.get("sliding_window") or 0)
+    if rp.get("long_factor"):
+        scale = max_pos / orig
+        w.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1.0 else 1.0)
+        w.add_tensor("rope_factors_long.weight", np.asarray(rp["long_factor"], dtype=np.float32))
+        w.add_tensor("rope_factors_short.weight", np.asarray(rp["short_factor"], dtype=np.float32))
+    for hf_name in sorted(state):
+        array, raw = gguf_tensor(state[hf_name], qtype, state[hf_name].dim())
+        w.add_tensor(tmap.get_name(hf_name, try_suffixes=(".weight", ".bias")), array, raw_dtype=raw)
+
+
 def convert(name, qtype, out_path):
     model_dir = MODELS / name
     cfg = json.load(open(model_dir / "config.json"))
@@ -205,6 +242,17 @@ def convert(name, qtype, out_path):
         state = load_file(model_dir / "model.safetensors")
         gguf.SpecialVocab(model_dir, load_merges=False, n_vocab=cfg["vocab_size"]).add_to_gguf(w)
         convert_gpt2(w, cfg, state, qtype, gguf.get_tensor_name_map(arch, cfg["n_layer"]))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        return cfg, arch_name, arch, state
+    if arch_name == "phi3":
+        w = gguf.GGUFWriter(str(out_path), arch_name)
+        w.add_name(f"kvinfer fixture {name}")
+        gguf.SpecialVocab(model_dir, load_merges=False, n_vocab=cfg["vocab_size"]).add_to_gguf(w)
+        state = load_file(model_dir / "model.safetensors")
+        convert_phi3(w, cfg, state, qtype, gguf.get_tensor_name_map(arch, cfg["num_hidden_layers"]))
         w.write_header_to_file()
         w.write_kv_data_to_file()
         w.write_tensors_to_file()
@@ -232,6 +280,18 @@ def convert(name, qtype, out_path):
     if rp.get("rope_type") == "linear":
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(rp["factor"])
+    if rp.get("rope_type") == "yarn":
+        # TextModel.set_gguf_parameters: type, factor, original length; the optional HF keys
+        # extrapolation_factor, attention_factor (as yarn_attn_factor), beta_fast, beta_slow.
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(rp["factor"])
+        w.add_rope_scaling_orig_ctx_len(rp["original_max_position_embeddings"])
+        if rp.get("attention_factor") is not None:
+            w.add_rope_scaling_yarn_attn_factor(rp["attention_factor"])
+        if rp.get("beta_fast") is not None:
+            w.add_rope_scaling_yarn_beta_fast(rp["beta_fast"])
+        if rp.get("beta_slow") is not None:
+            w.add_rope_scaling_yarn_beta_slow(rp["beta_slow"])
     w.add_vocab_size(cfg["vocab_size"])
     w.add_file_type(FILE_TYPES[qtype])
     n_experts = cfg.get("num_local_experts") or cfg.get("num_experts")
@@ -323,7 +383,8 @@ def read_back(path, cfg, arch_name, arch, hf_names):
         x = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
         x = x.reshape([int(d) for d in reversed(t.shape)])
         types.add(t.tensor_type.name)
-        if t.name == "rope_freqs.weight" or (arch_name == "gpt2" and t.name == "output.weight"):
+        if t.name in ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight") or \
+                (arch_name == "gpt2" and t.name == "output.weight"):
             continue
         if t.name in experts:
             for i, n in experts[t.name].items():
@@ -363,7 +424,11 @@ def hf_reference(name, weights):
         assert torch.equal(model.lm_head.weight, weights[embed])
     with safe_open(model_dir / "reference.safetensors", "pt") as f:
         prompt = f.get_tensor("prompt_ids").long()
-    prompt_logits, greedy_ids, greedy_logits = greedy_with_cache(model, prompt)
+    pad_to = next(o for n, *_, o in HF_FIXTURES if n == name).get("pad_to")
+    if pad_to:  # as make_fixtures.py: every call over pad_to positions
+        prompt_logits, greedy_ids, greedy_logits = greedy_padded(model, prompt, pad_to)
+    else:
+        prompt_logits, greedy_ids, greedy_logits = greedy_with_cache(model, prompt)
     return {
         "prompt_ids": prompt.to(torch.int32).contiguous(),
         "prompt_logits": prompt_logits.contiguous(),

@@ -17,18 +17,31 @@ namespace kvinfer {
 // Llama, Mistral and Qwen2: RMSNorm, rotary positions, SwiGLU MLP. GPT2: learned absolute
 // positions, LayerNorm (weight and bias), a GELU (tanh) MLP, biases everywhere, tied LM head.
 // Mixtral (Mistral's attention) and Qwen2Moe (Qwen2's): a mixture of SwiGLU experts for the MLP.
-enum class Architecture { Llama, Mistral, Qwen2, GPT2, Mixtral, Qwen2Moe };
+// Phi3 (Phi-3, Phi-4-mini): the Llama block with fused qkv and gate_up projections, partial rotary.
+enum class Architecture { Llama, Mistral, Qwen2, GPT2, Mixtral, Qwen2Moe, Phi3 };
 std::string_view architecture_name(Architecture a);
 
-// How rotary frequencies are adjusted for long contexts (HF `rope_scaling`).
+// How rotary frequencies are adjusted for long contexts (HF `rope_scaling`). docs/rope-scaling.md
+// says how each type is computed and, for dynamic and longrope, which context length picks the
+// frequencies (the model's, fixed at load: never the length of one call).
 struct RopeScaling {
-  enum class Type { None, Linear, Llama3 };
+  enum class Type { None, Linear, Llama3, Yarn, Dynamic, LongRope };
   Type type = Type::None;
   double factor = 1.0;
   // llama3 only
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
-  int64_t original_max_position_embeddings = 8192;
+  int64_t original_max_position_embeddings = 8192;  // llama3, yarn, longrope
+  // yarn: the ramp between interpolated and original frequencies (HF's beta_fast, beta_slow,
+  // truncate of the correction range to whole dimensions)
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  bool truncate = true;
+  // yarn, longrope: cos and sin are multiplied by it (HF's attention_scaling), resolved from the
+  // config (attention_factor, or what HF derives from factor, mscale, mscale_all_dim); 1: none
+  double attention_factor = 1.0;
+  // longrope: per-frequency divisors (rotary_dim / 2 each), short up to the original length
+  std::vector<float> short_factor = {}, long_factor = {};
 };
 
 // Which dimensions of a head rope rotates together. HF checkpoints pair (i, i + head_dim/2)
@@ -50,6 +63,7 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   RopeLayout rope_layout = RopeLayout::HalfSplit;
+  int64_t rotary_dim = 0;  // the first dimensions of each head rope rotates (partial rotary); 0: all
   int64_t max_position_embeddings = 2048;  // GPT-2: n_positions, the rows of the position table
   std::optional<int64_t> sliding_window;  // Mistral: attend to the last N positions only
   bool tie_word_embeddings = false;
@@ -77,6 +91,8 @@ struct ModelConfig {
       if (d == layer) return false;
     return true;
   }
+  // Dimensions of each head that rope rotates (even, <= head_dim).
+  int64_t rope_dim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
 };
 
 // Parses HF config.json text. `source` names the file in error messages.

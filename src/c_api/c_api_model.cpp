@@ -79,6 +79,7 @@ void fill_config(const ModelConfig& c, kvinfer_config& out) noexcept {
     case Architecture::GPT2: out.architecture = "GPT2LMHeadModel"; break;
     case Architecture::Mixtral: out.architecture = "MixtralForCausalLM"; break;
     case Architecture::Qwen2Moe: out.architecture = "Qwen2MoeForCausalLM"; break;
+    case Architecture::Phi3: out.architecture = "Phi3ForCausalLM"; break;
   }
   if (out.architecture == nullptr) out.architecture = "?";
   out.vocab_size = c.vocab_size;

@@ -52,12 +52,16 @@ void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float
 void layer_norm(const float* x, const float* weight, const float* bias, int64_t n, int64_t dim, float eps, float* y);
 // x (n, heads, head_dim) rotated in place, row t at position start + t; pair i (frequency
 // inv_freq[i]) is (i, i + head_dim/2) in the half-split layout, (2i, 2i + 1) in the interleaved one.
+// rotary_dim (even, <= head_dim; 0: head_dim): only the first rotary_dim values of each head rotate,
+// pairs (i, i + rotary_dim/2), inv_freq (rotary_dim / 2); the rest pass through (partial rotary).
+// attention_factor: cos and sin are multiplied by it once rounded to f32 (YaRN, LongRoPE; HF's
+// attention_scaling); 1 gives the bits of plain rope.
 void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const float* inv_freq,
-          RopeLayout layout = RopeLayout::HalfSplit);
+          RopeLayout layout = RopeLayout::HalfSplit, int64_t rotary_dim = 0, float attention_factor = 1.0f);
 // rope of q (n, q_heads, head_dim) and k (n, k_heads, head_dim) at the same positions, each angle's
 // cosine and sine computed once for both: the bits rope gives each.
 void rope_qk(float* q, int64_t q_heads, float* k, int64_t k_heads, int64_t n, int64_t head_dim, int64_t start,
-             const float* inv_freq, RopeLayout layout);
+             const float* inv_freq, RopeLayout layout, int64_t rotary_dim = 0, float attention_factor = 1.0f);
 // out (n) = silu(gate) · up, computed as gate / (1 + exp(-gate)) · up (AVX2: a vectorised exp
 // within 2 ulp, see elementwise_avx2.h)
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);

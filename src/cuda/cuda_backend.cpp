@@ -256,9 +256,10 @@ void linear(Context& c, const Linear& layer, const float* x, int64_t n, float* y
 }
 
 void rope(Context& c, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq,
-          RopeLayout layout) {
+          RopeLayout layout, float attention_factor) {
   const auto kernel = layout == RopeLayout::Interleaved ? cuda::RopeLayout::Interleaved : cuda::RopeLayout::HalfSplit;
-  cuda::rope(x, n, heads, head_dim, start, inv_freq.data, kernel, c.stream, c.device_start());
+  cuda::rope(x, n, heads, head_dim, start, inv_freq.data, kernel, c.stream, c.device_start(), 2 * inv_freq.n,
+             attention_factor);
 }
 
 void silu_mul(Context& c, const float* gate, const float* up, float* out, int64_t n) {

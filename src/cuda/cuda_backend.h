@@ -58,8 +58,9 @@ void layer_norm(Context& c, const float* x, const Vector& weight, const Vector& 
 // through its own GEMM, so every sequence's rows get the bits its call alone gives them.
 void linear(Context& c, const Linear& layer, const float* x, int64_t n, float* y,
             std::span<const int64_t> segments = {});
+// Rotates the first 2 · inv_freq.n values of each head; cos and sin scaled by attention_factor.
 void rope(Context& c, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq,
-          RopeLayout layout);
+          RopeLayout layout, float attention_factor = 1.0f);
 void silu_mul(Context& c, const float* gate, const float* up, float* out, int64_t n);
 void gelu_tanh(Context& c, const float* x, float* out, int64_t n);
 void add(Context& c, float* x, const float* y, int64_t n);

@@ -34,7 +34,7 @@ void layer_norm(Context&, const float*, const Vector&, const Vector&, int64_t, i
   unavailable();
 }
 void linear(Context&, const Linear&, const float*, int64_t, float*, std::span<const int64_t>) { unavailable(); }
-void rope(Context&, float*, int64_t, int64_t, int64_t, int64_t, const Vector&, RopeLayout) { unavailable(); }
+void rope(Context&, float*, int64_t, int64_t, int64_t, int64_t, const Vector&, RopeLayout, float) { unavailable(); }
 void silu_mul(Context&, const float*, const float*, float*, int64_t) { unavailable(); }
 void gelu_tanh(Context&, const float*, float*, int64_t) { unavailable(); }
 void add(Context&, float*, const float*, int64_t) { unavailable(); }

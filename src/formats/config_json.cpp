@@ -14,6 +14,7 @@
 #include "core/moe.h"
 #include "kvinfer/config.h"
 #include "kvinfer/error.h"
+#include "formats/rope_parameters.h"
 
 namespace kvinfer {
 
@@ -27,6 +28,7 @@ std::string_view architecture_name(Architecture a) {
     case Architecture::GPT2: return "GPT2LMHeadModel";
     case Architecture::Mixtral: return "MixtralForCausalLM";
     case Architecture::Qwen2Moe: return "Qwen2MoeForCausalLM";
+    case Architecture::Phi3: return "Phi3ForCausalLM";
   }
   return "?";
 }
@@ -107,36 +109,94 @@ Architecture parse_architecture(const Reader& r) {
   const json& a = r["architectures"][0];
   std::string name = a.is_string() ? a.get<std::string>() : a.dump();
   for (Architecture arch : {Architecture::Llama, Architecture::Mistral, Architecture::Qwen2, Architecture::GPT2,
-                            Architecture::Mixtral, Architecture::Qwen2Moe})
+                            Architecture::Mixtral, Architecture::Qwen2Moe, Architecture::Phi3})
     if (name == architecture_name(arch)) return arch;
   throw r.error("architectures",
                 fmt::format("names unsupported architecture '{}' (supported: LlamaForCausalLM, "
                             "MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel, MixtralForCausalLM, "
-                            "Qwen2MoeForCausalLM)",
+                            "Qwen2MoeForCausalLM, Phi3ForCausalLM)",
                             name));
 }
 
-// `rope` is either the rope_scaling object (transformers 4) or rope_parameters (5).
-RopeScaling parse_rope_scaling(const json& rope, const std::string& source, const std::string& key) {
+// One of longrope's factor lists: rope_dim / 2 numbers, positive and finite in f32 (HF keeps them
+// as an f32 tensor).
+std::vector<float> longrope_factors(const Reader& r, const std::string& key, int64_t n) {
+  if (!r.has(key)) throw r.error(key, "is missing (rope_type longrope)");
+  const json& a = r[key];
+  if (!a.is_array() || static_cast<int64_t>(a.size()) != n)
+    throw r.error(key, fmt::format("must be a list of {} numbers (rotary dimensions / 2), got {}", n,
+                                   a.is_array() ? fmt::format("{} entries", a.size()) : a.dump()));
+  std::vector<float> f;
+  for (const json& v : a) {
+    const float x = v.is_number() ? v.get<float>() : 0.0f;
+    if (!(x > 0) || !std::isfinite(x)) throw r.error(key, fmt::format("holds {}; factors must be positive and finite", v.dump()));
+    f.push_back(x);
+  }
+  return f;
+}
+
+// `rope` is either the rope_scaling object (transformers 4) or rope_parameters (5). `c` holds the
+// sizes parsed so far (max_position_embeddings, rope_dim()); `top_original_max` the top-level
+// original_max_position_embeddings, which HF puts over the rope parameters' (llama3, yarn, longrope).
+RopeScaling parse_rope_scaling(const json& rope, const std::string& source, const std::string& key, const ModelConfig& c,
+                               std::optional<int64_t> top_original_max) {
   Reader r(rope, source, key + ".");
   RopeScaling s;
   std::string type = r.string("rope_type", r.string("type", "default"));
+  // Phi3Config reads the old names "su" and "yarn" as longrope (its only scaling).
+  if (c.arch == Architecture::Phi3 && (type == "su" || type == "yarn")) type = "longrope";
+  if (type == "su") type = "longrope";
+  if (c.arch == Architecture::Phi3 && type != "default" && type != "longrope")
+    throw Error(ErrorKind::Unsupported, fmt::format("{}: '{}' has rope_type '{}'; Phi3ForCausalLM takes default or longrope",
+                                                    source, key, type));
   if (type == "default") return s;
+  const bool has_factor = r.has("factor");
   s.factor = r.positive("factor", 1.0);
   if (!(s.factor >= 1.0)) throw r.error("factor", fmt::format("must be >= 1, got {}", s.factor));
-  if (type == "linear") {
+  // HF's standardize_rope_params: the top-level key wins, else the rope parameters', else
+  // max_position_embeddings.
+  const auto original_max = [&](int64_t fallback) {
+    return top_original_max ? *top_original_max : r.positive_int("original_max_position_embeddings", fallback);
+  };
+  if (type == "yarn") {
+    s.type = RopeScaling::Type::Yarn;
+    s.original_max_position_embeddings = original_max(c.max_position_embeddings);
+    if (!has_factor)  // HF: the ratio of the context lengths
+      s.factor = static_cast<double>(c.max_position_embeddings) / static_cast<double>(s.original_max_position_embeddings);
+    // HF takes `beta_fast or 32`: 0 means the default too.
+    s.beta_fast = r.number("beta_fast", 0.0) != 0.0 ? r.number("beta_fast", 0.0) : 32.0;
+    s.beta_slow = r.number("beta_slow", 0.0) != 0.0 ? r.number("beta_slow", 0.0) : 1.0;
+    s.truncate = r.boolean("truncate", true);
+    s.attention_factor = r.has("attention_factor")
+                             ? r.positive("attention_factor", 1.0)
+                             : yarn_attention_factor(s.factor, r.number("mscale", 0.0), r.number("mscale_all_dim", 0.0));
+  } else if (type == "dynamic") {
+    s.type = RopeScaling::Type::Dynamic;
+    if (!has_factor) throw r.error("factor", "is missing (rope_type dynamic)");
+  } else if (type == "longrope") {
+    s.type = RopeScaling::Type::LongRope;
+    s.original_max_position_embeddings = original_max(c.max_position_embeddings);
+    if (!has_factor)
+      s.factor = static_cast<double>(c.max_position_embeddings) / static_cast<double>(s.original_max_position_embeddings);
+    s.short_factor = longrope_factors(r, "short_factor", c.rope_dim() / 2);
+    s.long_factor = longrope_factors(r, "long_factor", c.rope_dim() / 2);
+    s.attention_factor = r.has("attention_factor")
+                             ? r.positive("attention_factor", 1.0)
+                             : longrope_attention_factor(s.factor, s.original_max_position_embeddings);
+  } else if (type == "linear") {
     s.type = RopeScaling::Type::Linear;
   } else if (type == "llama3") {
     s.type = RopeScaling::Type::Llama3;
     s.low_freq_factor = r.positive("low_freq_factor", 1.0);
     s.high_freq_factor = r.positive("high_freq_factor", 4.0);
-    s.original_max_position_embeddings = r.positive_int("original_max_position_embeddings", 8192);
+    s.original_max_position_embeddings = top_original_max.value_or(r.positive_int("original_max_position_embeddings", 8192));
     if (!(s.high_freq_factor > s.low_freq_factor))
       throw Error(ErrorKind::BadFile, fmt::format("{}: '{}' needs 0 < low_freq_factor < high_freq_factor, got {} and {}", source, key,
                               s.low_freq_factor, s.high_freq_factor));
   } else {
-    throw Error(ErrorKind::Unsupported, fmt::format("{}: '{}' has unsupported rope_type '{}' (supported: default, linear, llama3)", source,
-                            key, type));
+    throw Error(ErrorKind::Unsupported, fmt::format("{}: '{}' has unsupported rope_type '{}' (supported: default, linear, llama3, "
+                                                    "yarn, dynamic, longrope)",
+                                                    source, key, type));
   }
   return s;
 }
@@ -193,7 +253,18 @@ void parse_moe(const Reader& r, ModelConfig& c) {
     if (std::find(only.begin(), only.end(), l) != only.end() || (l + 1) % step != 0) c.dense_layers.push_back(l);
 }
 
-// The Llama family's config.json: LlamaConfig, MistralConfig, Qwen2Config.
+// Phi3: only the first int(head_dim · partial_rotary_factor) dimensions of each head rotate.
+void parse_partial_rotary(const Reader& r, ModelConfig& c) {
+  const double f = r.number("partial_rotary_factor", 1.0);
+  const auto dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * f);  // HF: int(head_dim * factor)
+  if (!(f > 0.0 && f <= 1.0) || dim < 2 || dim % 2 != 0)
+    throw r.error("partial_rotary_factor", fmt::format("is {}: the rotated dimensions (head_dim {} × it = {}) must be "
+                                                       "even and at least 2",
+                                                       f, c.head_dim, dim));
+  c.rotary_dim = dim == c.head_dim ? 0 : dim;
+}
+
+// The Llama family's config.json: LlamaConfig, MistralConfig, Qwen2Config, Phi3Config, MixtralConfig, Qwen2MoeConfig.
 void parse_llama_family(const Reader& r, ModelConfig& c) {
   c.vocab_size = r.positive_int("vocab_size");
   c.hidden_size = r.positive_int("hidden_size");
@@ -221,16 +292,29 @@ void parse_llama_family(const Reader& r, ModelConfig& c) {
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
 
   c.rope_theta = r.positive("rope_theta", 10000.0);
-  check_full_rotary(r);
+  // Phi3Config always has original_max_position_embeddings (4096 by default); other configs
+  // when config.json states it.
+  std::optional<int64_t> top_original_max;
+  if (c.arch == Architecture::Phi3 || r.has("original_max_position_embeddings"))
+    top_original_max = r.positive_int("original_max_position_embeddings", 4096);
+  if (c.arch == Architecture::Phi3) {
+    parse_partial_rotary(r, c);
+  } else {
+    check_full_rotary(r);
+  }
   if (r.has("rope_parameters")) {
     if (!r["rope_parameters"].is_object()) throw r.error("rope_parameters", "is not an object");
     const Reader p(r["rope_parameters"], r.source(), "rope_parameters.");
     c.rope_theta = p.positive("rope_theta", c.rope_theta);
-    check_full_rotary(p);
-    c.rope_scaling = parse_rope_scaling(r["rope_parameters"], r.source(), "rope_parameters");
+    if (c.arch == Architecture::Phi3) {
+      if (p.has("partial_rotary_factor")) parse_partial_rotary(p, c);
+    } else {
+      check_full_rotary(p);
+    }
+    c.rope_scaling = parse_rope_scaling(r["rope_parameters"], r.source(), "rope_parameters", c, top_original_max);
   } else if (r.has("rope_scaling")) {
     if (!r["rope_scaling"].is_object()) throw r.error("rope_scaling", "is not an object");
-    c.rope_scaling = parse_rope_scaling(r["rope_scaling"], r.source(), "rope_scaling");
+    c.rope_scaling = parse_rope_scaling(r["rope_scaling"], r.source(), "rope_scaling", c, top_original_max);
   }
 
   switch (c.arch) {
@@ -249,6 +333,9 @@ void parse_llama_family(const Reader& r, ModelConfig& c) {
       c.attention_bias = c.arch == Architecture::Qwen2 || r.boolean("qkv_bias", true);
       if (r.boolean("use_sliding_window", false))
         throw r.error("use_sliding_window", "is true; Qwen2 sliding-window attention is not supported");
+      break;
+    case Architecture::Phi3:  // fused qkv_proj and gate_up_proj, no biases
+      if (r.has("sliding_window")) c.sliding_window = r.positive_int("sliding_window");
       break;
     case Architecture::GPT2: break;  // parse_gpt2
   }

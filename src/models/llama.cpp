@@ -4,7 +4,9 @@
 //               x += W_down · (silu(W_gate·norm(x)) ⊙ W_up·norm(x))
 //   logits = W_lm · norm(x)
 // Mistral adds a sliding attention window; Qwen2 adds q/k/v biases. Mixtral and Qwen2-MoE replace
-// the MLP of (some) layers by a mixture of SwiGLU experts (moe_block.cpp).
+// the MLP of (some) layers by a mixture of SwiGLU experts (moe_block.cpp). Phi-3 is this block too: its
+// fused qkv and gate_up projections are bound as row blocks (load_common.cpp), and its rope may
+// rotate only part of each head (partial rotary: the frequencies' count says how much).
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -22,6 +24,7 @@ std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights&
   const int64_t inter = cfg.intermediate_size;
   const int64_t window = cfg.sliding_window.value_or(0);
   const float eps = static_cast<float>(cfg.norm_eps);
+  const float rope_scale = static_cast<float>(cfg.rope_scaling.attention_factor);  // YaRN, LongRoPE; else 1
 
   float* x = s.x.reserve(dev, n * hidden);          // (n, hidden)
   float* h = s.h.reserve(dev, n * hidden);          // (n, hidden)
@@ -43,7 +46,8 @@ std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights&
     ops::rms_norm(e, x, L.attn_norm, n, hidden, eps, h);
     ops::linears(e, {{&L.q, q}, {&L.k, k}, {&L.v, v}}, h, n);
     // Each sequence at its own positions (rope on q and k), over its own cache.
-    ops::self_attention(e, s.sequences, {l, heads, kvh, hd, window, &w.rope_inv_freq, cfg.rope_layout}, q, k, v, att);
+    ops::self_attention(e, s.sequences, {l, heads, kvh, hd, window, &w.rope_inv_freq, cfg.rope_layout, rope_scale}, q, k,
+                        v, att);
     ops::linear(e, L.o, att, n, h);
     ops::add(e, x, h, n * hidden);
     if (e.check_finite) check_residual(s, x, batch, hidden, fmt::format("layer {} (attention block)", l));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <cstring>
@@ -186,16 +187,29 @@ std::unique_ptr<ModelWeights> bind_weights(const ModelConfig& c, const TensorNam
     const std::string p = fmt::format(fmt::runtime(names.layer), l);
     LayerWeights L;
     L.attn_norm = vector(p + names.attn_norm, hidden);
-    L.q = linear(p + names.q, q_dim, hidden, c.attention_bias);
-    L.k = linear(p + names.k, kv_dim, hidden, c.attention_bias);
-    L.v = linear(p + names.v, kv_dim, hidden, c.attention_bias);
+    if (names.qkv.empty()) {
+      L.q = linear(p + names.q, q_dim, hidden, c.attention_bias);
+      L.k = linear(p + names.k, kv_dim, hidden, c.attention_bias);
+      L.v = linear(p + names.v, kv_dim, hidden, c.attention_bias);
+    } else {  // Phi-3's qkv_proj: rows [q | k | v] (q_dim + 2 kv_dim, hidden), bound in place
+      const Matrix qkv = source.matrix(p + names.qkv + ".weight", q_dim + 2 * kv_dim, hidden);
+      L.q.weight = row_block(qkv, 0, q_dim);
+      L.k.weight = row_block(qkv, q_dim, kv_dim);
+      L.v.weight = row_block(qkv, q_dim + kv_dim, kv_dim);
+    }
     L.o = linear(p + names.o, hidden, q_dim, c.attention_out_bias);
     L.ffn_norm = vector(p + names.ffn_norm, hidden);
     if (c.is_moe_layer(l)) {
       bind_moe(c, names.moe, p, source, L);
     } else {
-      L.gate = linear(p + names.gate, c.intermediate_size, hidden, c.mlp_bias);
-      L.up = linear(p + names.up, c.intermediate_size, hidden, c.mlp_bias);
+      if (names.gate_up.empty()) {
+        L.gate = linear(p + names.gate, c.intermediate_size, hidden, c.mlp_bias);
+        L.up = linear(p + names.up, c.intermediate_size, hidden, c.mlp_bias);
+      } else {  // Phi-3's gate_up_proj: rows [gate | up] (2 inter, hidden), bound in place
+        const Matrix gate_up = source.matrix(p + names.gate_up + ".weight", 2 * c.intermediate_size, hidden);
+        L.gate.weight = row_block(gate_up, 0, c.intermediate_size);
+        L.up.weight = row_block(gate_up, c.intermediate_size, c.intermediate_size);
+      }
       L.down = linear(p + names.down, hidden, c.intermediate_size, c.mlp_bias);
     }
     w->layers.push_back(std::move(L));
@@ -205,16 +219,62 @@ std::unique_ptr<ModelWeights> bind_weights(const ModelConfig& c, const TensorNam
   return w;
 }
 
-std::vector<float> rope_inv_freq(const ModelConfig& c) {
-  std::vector<float> f(static_cast<size_t>(c.head_dim / 2));
+namespace {
+// HF's _compute_dynamic_ntk_parameters for a sequence of `context` positions: the base grows as
+// (factor · L / max_positions - (factor - 1))^(d / (d - 2)) once L = context passes
+// max_position_embeddings. Beyond it HF computes the base from a tensor seq_len, so in f32, each
+// step rounded as here; up to it the base is rope_theta exactly (HF's double formula gives 1^x).
+float dynamic_ntk_theta(const ModelConfig& c, int64_t context) {
+  if (context <= c.max_position_embeddings) return static_cast<float>(c.rope_theta);
+  const double d = static_cast<double>(c.rope_dim());
+  const float factor = static_cast<float>(c.rope_scaling.factor);
+  float g = factor * static_cast<float>(context);
+  g = g / static_cast<float>(c.max_position_embeddings);
+  g = g - static_cast<float>(c.rope_scaling.factor - 1.0);
+  g = powf(g, static_cast<float>(d / (d - 2.0)));
+  return static_cast<float>(c.rope_theta) * g;
+}
+
+// YaRN's correction range over the rotated dimensions, as HF's find_correction_range (double):
+// the dimensions turning beta_fast and beta_slow times over the original context bound the ramp.
+struct YarnRange {
+  float low = 0, range = 1;
+};
+YarnRange yarn_range(const ModelConfig& c) {
   const RopeScaling& s = c.rope_scaling;
+  const double dim = static_cast<double>(c.rope_dim()), base = c.rope_theta;
+  const double orig = static_cast<double>(s.original_max_position_embeddings);
+  const auto correction_dim = [&](double rotations) {
+    return dim * std::log(orig / (rotations * 2.0 * M_PI)) / (2.0 * std::log(base));
+  };
+  double low = correction_dim(s.beta_fast), high = correction_dim(s.beta_slow);
+  if (s.truncate) low = std::floor(low), high = std::ceil(high);
+  low = std::max(low, 0.0), high = std::min(high, dim - 1.0);
+  if (low == high) high += 0.001;  // HF: "prevent singularity"
+  return {static_cast<float>(low), static_cast<float>(high - low)};
+}
+}  // namespace
+
+std::vector<float> rope_inv_freq(const ModelConfig& c, int64_t context_length) {
+  const int dim = static_cast<int>(c.rope_dim());
+  std::vector<float> f(static_cast<size_t>(dim / 2));
+  const RopeScaling& s = c.rope_scaling;
+  const int64_t context = context_length > 0 ? context_length : c.max_position_embeddings;
+  const float theta = s.type == RopeScaling::Type::Dynamic ? dynamic_ntk_theta(c, context) : static_cast<float>(c.rope_theta);
+  const YarnRange yarn = s.type == RopeScaling::Type::Yarn ? yarn_range(c) : YarnRange{};
+  const std::vector<float>& longrope = context > s.original_max_position_embeddings ? s.long_factor : s.short_factor;
   for (int i = 0; i < static_cast<int>(f.size()); ++i) {
-    float inv = core::rope_default_inv_freq(i, static_cast<int>(c.head_dim), static_cast<float>(c.rope_theta));
+    float inv = core::rope_default_inv_freq(i, dim, theta);
     if (s.type == RopeScaling::Type::Linear) inv /= static_cast<float>(s.factor);
     if (s.type == RopeScaling::Type::Llama3)
       inv = core::llama3_inv_freq(inv, static_cast<float>(s.factor), static_cast<float>(s.low_freq_factor),
                                   static_cast<float>(s.high_freq_factor),
                                   static_cast<float>(s.original_max_position_embeddings));
+    if (s.type == RopeScaling::Type::Yarn)
+      inv = core::yarn_inv_freq(core::rope_pos_freq(i, dim, theta), static_cast<float>(s.factor),
+                                core::yarn_ramp(i, yarn.low, yarn.range));
+    if (s.type == RopeScaling::Type::LongRope)
+      inv = 1.0f / (longrope[static_cast<size_t>(i)] * core::rope_pos_freq(i, dim, theta));
     f[static_cast<size_t>(i)] = inv;
   }
   return f;
@@ -259,6 +319,10 @@ uint64_t model_fingerprint(const ModelConfig& c, const ModelWeights& w, const Ho
   mix_int(static_cast<int64_t>(c.rope_scaling.type));
   mix_int(c.rope_scaling.original_max_position_embeddings);
   mix_int(static_cast<int64_t>(c.rope_layout));
+  // YaRN / LongRoPE's attention factor and partial rotary change the result too (the frequencies
+  // themselves are hashed with the weights).
+  mix(c.rope_scaling.attention_factor);
+  mix_int(c.rope_dim());
   for (bool b : {c.tie_word_embeddings, c.attention_bias, c.attention_out_bias, c.mlp_bias, c.norm_topk_prob})
     mix_int(b ? 1 : 0);
   for (int64_t v : {c.num_experts, c.num_experts_per_tok, c.moe_intermediate_size, c.shared_expert_intermediate_size})

@@ -95,6 +95,8 @@ struct TensorNames {
   std::string layer;
   std::string attn_norm, q, k, v, o, ffn_norm, gate, up, down;
   MoeNames moe;  // the layers config.is_moe_layer() names
+  // Phi-3's fused projections, used in place of q/k/v and gate/up when set (no biases).
+  std::string qkv = {}, gate_up = {};
 };
 
 // A tensor named under a layer prefix (TensorNames::layer, "model.layers.{}."): the layer's index
@@ -127,8 +129,11 @@ std::unique_ptr<ModelWeights> bind_gpt2_weights(const ModelConfig& c, const Gpt2
                                                 const TensorSource& source, HostStorage& storage,
                                                 const std::filesystem::path& path);
 
-// inv_freq (head_dim / 2) from rope_theta and the config's rope scaling (kernels/core/rope.h).
-std::vector<float> rope_inv_freq(const ModelConfig& c);
+// inv_freq (rope_dim() / 2) from rope_theta and the config's rope scaling (kernels/core/rope.h).
+// context_length (0: max_position_embeddings) is the model's (LoadOptions::context_length): dynamic
+// NTK computes its base for it and LongRoPE takes its long factors when it exceeds the original
+// length, as HF does for one call over a sequence that long (docs/rope-scaling.md).
+std::vector<float> rope_inv_freq(const ModelConfig& c, int64_t context_length = 0);
 
 // The memory figure a load checks against (LoadOptions::memory_limit, $KVINFER_MEMORY_LIMIT or
 // the device's available memory), taken before the loader allocates anything.

@@ -63,6 +63,16 @@ const Gpt2TensorNames kGgufGpt2Names = {
     .conv1d = false,
 };
 constexpr const char* kRopeFreqs = "rope_freqs.weight";
+// llama.cpp's "phi3": q/k/v fused in attn_qkv, gate and up fused in ffn_up (gate first, as
+// ggml_swiglu splits it); LongRoPE's factors as two tensors.
+TensorNames phi3_names() {
+  TensorNames n = kGgufNames;
+  n.qkv = "attn_qkv";
+  n.gate_up = "ffn_up";
+  return n;
+}
+constexpr const char* kRopeFactorsShort = "rope_factors_short.weight";
+constexpr const char* kRopeFactorsLong = "rope_factors_long.weight";
 
 // The ggml types kvinfer computes with, and their DType.
 constexpr std::array<std::pair<GgmlType, DType>, 11> kTypes = {{
@@ -127,6 +137,18 @@ void apply_rope_freqs(const GgufFile& f, const GgufSource& source, const HostSto
   }
 }
 
+// LongRoPE's factor lists from their tensors (rope_dim / 2 values each), positive and finite.
+std::vector<float> longrope_factors(const GgufFile& f, const GgufSource& source, const HostStorage& storage,
+                                    const char* name, int64_t n) {
+  std::vector<float> factors = storage.read_f32(source.vector(name, n));
+  for (size_t i = 0; i < factors.size(); ++i)
+    if (!(factors[i] > 0) || !std::isfinite(factors[i]))
+      throw Error(ErrorKind::BadFile, fmt::format("{}: tensor '{}' holds {} at [{}]; rope factors must be positive and "
+                                                  "finite",
+                                                  f.path(), name, factors[i], i));
+  return factors;
+}
+
 // As llama.cpp: a tensor the model does not use means a feature kvinfer would silently drop, or,
 // under a layer beyond the block count, metadata and tensors that disagree.
 void check_all_used(const GgufFile& f, const GgufSource& source, const ModelConfig& c) {
@@ -147,7 +169,7 @@ std::shared_ptr<const Model> load_gguf(const std::filesystem::path& path, const 
   const Device device = resolve_device(path, options.device);
   const MemoryBudget budget = load_budget(device, options);  // before anything is allocated
   auto file = std::make_shared<const GgufFile>(path);
-  const ModelConfig c = gguf_config(*file);
+  ModelConfig c = gguf_config(*file);
   auto storage = std::make_shared<HostStorage>();
   storage->checkpoint = file;
   storage->mapped = {&file->file()};
@@ -156,8 +178,12 @@ std::shared_ptr<const Model> load_gguf(const std::filesystem::path& path, const 
   if (c.is_gpt2()) {
     w = bind_gpt2_weights(c, kGgufGpt2Names, source, *storage, path);
   } else {
-    w = bind_weights(c, kGgufNames, source, *storage, path);
-    std::vector<float> inv_freq = rope_inv_freq(c);
+    if (c.rope_scaling.type == RopeScaling::Type::LongRope) {
+      c.rope_scaling.short_factor = longrope_factors(*file, source, *storage, kRopeFactorsShort, c.rope_dim() / 2);
+      c.rope_scaling.long_factor = longrope_factors(*file, source, *storage, kRopeFactorsLong, c.rope_dim() / 2);
+    }
+    w = bind_weights(c, c.arch == Architecture::Phi3 ? phi3_names() : kGgufNames, source, *storage, path);
+    std::vector<float> inv_freq = rope_inv_freq(c, options.context_length);
     apply_rope_freqs(*file, source, *storage, inv_freq);
     w->rope_inv_freq = storage->add(inv_freq);
   }

@@ -69,6 +69,14 @@ TensorNames moe_names(const HfCheckpoint& ckpt) {
   return names;
 }
 
+// Phi3ForCausalLM: q/k/v fused in qkv_proj, gate/up in gate_up_proj.
+TensorNames phi3_names() {
+  TensorNames n = kHfNames;
+  n.qkv = "self_attn.qkv_proj";
+  n.gate_up = "mlp.gate_up_proj";
+  return n;
+}
+
 // GPT2LMHeadModel: the original checkpoints name the tensors without the "transformer." prefix
 // that save_pretrained writes today; both are read. Projections are Conv1D weights, (in, out).
 Gpt2TensorNames gpt2_names(const HfCheckpoint& ckpt) {
@@ -160,10 +168,10 @@ std::shared_ptr<const Model> load_hf(const std::filesystem::path& path, const Lo
     w = bind_gpt2_weights(c, names, source, *storage, path / "config.json");
     check_layer_tensors(*ckpt, source, names.layer);
   } else {
-    const TensorNames names = c.num_experts > 0 ? moe_names(*ckpt) : kHfNames;
+    const TensorNames names = c.num_experts > 0 ? moe_names(*ckpt) : c.arch == Architecture::Phi3 ? phi3_names() : kHfNames;
     w = bind_weights(c, names, source, *storage, path / "config.json");
     check_layer_tensors(*ckpt, source, names.layer);
-    w->rope_inv_freq = storage->add(rope_inv_freq(c));
+    w->rope_inv_freq = storage->add(rope_inv_freq(c, options.context_length));
   }
   w->storage = storage;
   std::shared_ptr<const Tokenizer> tokenizer;

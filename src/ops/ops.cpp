@@ -37,9 +37,10 @@ void linears(const Exec& e, std::initializer_list<LinearInto> products, const fl
 }
 
 void rope(const Exec& e, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq,
-          RopeLayout layout) {
-  if (e.device == Device::CUDA) return cuda_backend::rope(*e.cuda, x, n, heads, head_dim, start, inv_freq, layout);
-  cpu::rope(x, n, heads, head_dim, start, inv_freq.data, layout);
+          RopeLayout layout, float attention_factor) {
+  if (e.device == Device::CUDA)
+    return cuda_backend::rope(*e.cuda, x, n, heads, head_dim, start, inv_freq, layout, attention_factor);
+  cpu::rope(x, n, heads, head_dim, start, inv_freq.data, layout, 2 * inv_freq.n, attention_factor);
 }
 
 void silu_mul(const Exec& e, const float* gate, const float* up, float* out, int64_t n) {
@@ -76,8 +77,8 @@ void self_attention(const Exec& e, std::span<const SequenceRows> seqs, const Sel
     float* sq = q + s.row * a.heads * hd;
     float* sk = k + s.row * a.kv_heads * hd;
     if (a.inv_freq) {
-      rope(e, sq, s.n, a.heads, hd, s.start, *a.inv_freq, a.layout);
-      rope(e, sk, s.n, a.kv_heads, hd, s.start, *a.inv_freq, a.layout);
+      rope(e, sq, s.n, a.heads, hd, s.start, *a.inv_freq, a.layout, a.rope_attention_factor);
+      rope(e, sk, s.n, a.kv_heads, hd, s.start, *a.inv_freq, a.layout, a.rope_attention_factor);
     }
     store_kv(e, *s.kv, a.layer, s.start, s.n, sk, v + s.row * a.kv_heads * hd);
     attention(e, *s.kv, a.layer, sq, s.n, s.start, a.heads, a.window, att + s.row * a.heads * hd);

@@ -38,8 +38,10 @@ void layer_norm(const Exec& e, const float* x, const Vector& weight, const Vecto
 void linear(const Exec& e, const Linear& layer, const float* x, int64_t n, float* y);
 // Several products of one input x (n, in): q, k and v; gate and up. Each y as linear() gives it.
 void linears(const Exec& e, std::initializer_list<LinearInto> products, const float* x, int64_t n);
+// Rotates the first 2 · inv_freq.n values of each head (partial rotary when fewer than head_dim);
+// cos and sin scaled by attention_factor (YaRN, LongRoPE; 1: plain rope).
 void rope(const Exec& e, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq,
-          RopeLayout layout);
+          RopeLayout layout, float attention_factor = 1.0f);
 void silu_mul(const Exec& e, const float* gate, const float* up, float* out, int64_t n);
 void gelu_tanh(const Exec& e, const float* x, float* out, int64_t n);
 void add(const Exec& e, float* x, const float* y, int64_t n);
