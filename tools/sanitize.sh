@@ -21,8 +21,8 @@ steps=("$@")
 # with head_dims 8, 80 and 256 (every kernel variant kind: padded dims, chunked groups, the
 # largest tiles); the long-context, large-group and sm_86 runs are left to .ci/run's step 5.
 ASAN_CUDA_SKIP='^sim_sm86[.]|CudaAttention[.](PrefillThousands|DecodeLongContexts|LargeGroups)'
-# The whole-model CUDA tests (test_cuda_e2e's suites) run in step 5 only.
-ASAN_CUDA_SKIP+='|[./](CudaEndToEnd|CudaDefaultModel|CudaConcurrentSessions|CudaGguf|CudaKvCache|CudaMemoryLimits|CudaDeviceSampling)'
+# The whole-model CUDA tests (test_cuda_e2e's and test_cuda_decoding's suites) run in step 5 only.
+ASAN_CUDA_SKIP+='|[./](CudaEndToEnd|CudaDefaultModel|CudaConcurrentSessions|CudaGguf|CudaKvCache|CudaMemoryLimits|CudaDeviceSampling|CudaSpeculative|CudaBeamSearch)'
 # The GEMV's every-dtype sweep and the sampler's many-step token comparisons take 4-10 min each
 # under ASan; their smaller siblings (CudaGemv.MatchesCpuLinear, .UnalignedInputs, .ExtremeBlockScales,
 # the top-k and adjusted-logit tests) run every kernel variant here, the sweeps in step 5.
