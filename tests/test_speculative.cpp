@@ -81,7 +81,8 @@ Trace generate(const std::shared_ptr<const Model>& model, std::span<const int32_
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  // memcmp must not see the null data() of an empty vector.
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 // Speculation changed nothing a caller can see: ids, logits, stop, the cache's tokens and K/V.
