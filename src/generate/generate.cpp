@@ -25,7 +25,6 @@ using detail::Step;
 GenerateResult run(Session& session, KvCache& kv, std::span<const int32_t> prompt, const GenerateOptions& options,
                    Sampler& sampler, const Step& step) {
   detail::validate_speculative(options.speculative, options.use_kv_cache);
-  if (options.speculative.enabled()) return detail::run_speculative(session, kv, prompt, options, sampler, step);
   if (options.max_new_tokens < 0)
     throw Error(ErrorKind::InvalidArgument, fmt::format("max_new_tokens must be >= 0, got {}", options.max_new_tokens));
   if (prompt.empty()) throw Error(ErrorKind::InvalidArgument, "generation needs a prompt of at least one token");
@@ -40,6 +39,8 @@ GenerateResult run(Session& session, KvCache& kv, std::span<const int32_t> promp
     r.stats.kv_tokens = kv.size();
     return r;
   }
+  if (options.speculative.enabled())
+    return detail::run_speculative(session, kv, prompt, options, stop_ids, sampler, step, std::move(r));
 
   // Cache-off: the whole sequence so far, recomputed from an empty cache every step.
   std::vector<int32_t> sequence;

@@ -208,29 +208,15 @@ int32_t accept_or_resample(std::span<const std::pair<int32_t, float>> p, std::sp
 }
 
 GenerateResult run_speculative(Session& session, KvCache& kv, std::span<const int32_t> prompt,
-                               const GenerateOptions& options, Sampler& sampler, const Step& step) {
+                               const GenerateOptions& options, std::span<const int32_t> stop_ids, Sampler& sampler,
+                               const Step& step, GenerateResult r) {
   const SpeculativeOptions& spec = options.speculative;
-  validate_speculative(spec, options.use_kv_cache);
-  if (options.max_new_tokens < 0)
-    throw Error(ErrorKind::InvalidArgument, fmt::format("max_new_tokens must be >= 0, got {}", options.max_new_tokens));
-  if (prompt.empty()) throw Error(ErrorKind::InvalidArgument, "generation needs a prompt of at least one token");
   const int64_t vocab = session.model().config().vocab_size;
   if (spec.draft_model != nullptr && spec.draft_model->model().config().vocab_size != vocab)
     throw Error(ErrorKind::InvalidArgument,
                 fmt::format("draft model: its vocabulary has {} tokens, the target's {} (speculative decoding needs "
                             "the target's vocabulary)",
                             format_count(spec.draft_model->model().config().vocab_size), format_count(vocab)));
-  std::vector<int32_t> stop_ids = options.stop_ids;
-  if (stop_ids.empty() && !options.ignore_eos) stop_ids = session.model().eos_ids();
-
-  GenerateResult r;
-  r.stats.prompt_tokens = static_cast<int64_t>(prompt.size());
-  r.stats.kv_bytes = kv.bytes();
-  sampler.accept(prompt);
-  if (options.max_new_tokens == 0) {
-    r.stats.kv_tokens = kv.size();
-    return r;
-  }
 
   // What the drafters read: the target's cache, the prompt, then every token generated.
   std::vector<int32_t> history(kv.tokens().begin(), kv.tokens().end());

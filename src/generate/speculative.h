@@ -31,9 +31,12 @@ void validate_speculative(const SpeculativeOptions& o, bool use_kv_cache);
 // The generation loop with speculation on (options.speculative.enabled()): the same contract as
 // the plain loop (tokens, stop reasons, what the cache holds afterwards, the calls to step.fn),
 // and on the CPU the same ids and logits bit for bit when `sampler` is greedy or the drafter is
-// deterministic (prompt lookup, or a draft model at temperature 0).
+// deterministic (prompt lookup, or a draft model at temperature 0). Called by generate.cpp's loop
+// after its checks, with the end ids, the sampler having seen the prompt, and r's prompt stats;
+// max_new_tokens > 0.
 GenerateResult run_speculative(Session& session, KvCache& kv, std::span<const int32_t> prompt,
-                               const GenerateOptions& options, Sampler& sampler, const Step& step);
+                               const GenerateOptions& options, std::span<const int32_t> stop_ids, Sampler& sampler,
+                               const Step& step, GenerateResult r);
 
 // Prompt lookup: for n from max_ngram down to 1, the most recent earlier occurrence of the last n
 // ids of `history` (one that ends before the history does); the ids that followed it, at most k
