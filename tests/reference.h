@@ -18,7 +18,8 @@ inline const char* const kFixtures[] = {
     "llama_mha",         "llama_gqa4",      "llama_mqa",  "llama_group7",   "llama_head_dim",
     "llama3_rope",       "llama_rope_linear", "llama_attn_bias", "qwen2_bias", "mistral_window",
     "llama_bf16",        "llama_f16",       "llama_sharded", "gpt2_tiny",      "gpt2_legacy_names",
-    "gpt2_untied_f16"};
+    "gpt2_untied_f16",   "qwen3_tiny",      "gemma2_tiny", "gemma2_scalar",  "gemma3_tiny",
+    "qwen2_window"};
 
 // max |a - b|; infinity when the sizes differ.
 inline float max_abs_diff(std::span<const float> a, std::span<const float> b) {

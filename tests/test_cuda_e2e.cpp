@@ -200,7 +200,7 @@ int64_t differing_rows(const KvCache& cpu_kv, const KvCache& gpu_kv) {
   return differing;
 }
 constexpr const char* kEightBitFixtures[] = {"llama_gqa4", "llama_group7", "mistral_window", "llama_head_dim",
-                                             "llama_mha", "gpt2_tiny"};
+                                             "llama_mha", "gpt2_tiny", "qwen3_tiny", "gemma2_tiny", "gemma3_tiny"};
 
 class CudaEightBitKvCache : public ::testing::TestWithParam<const char*> {};
 
@@ -346,6 +346,9 @@ const GgufCase kGgufCases[] = {
     {"chatml_tiny.f32.gguf", "chatml_tiny", DType::F32, PromptFrom::Text},
     {"gpt2_tiny.f32.gguf", "gpt2_tiny", DType::F32, PromptFrom::Hf},
     {"gpt2_tiny.q8_0.gguf", "gpt2_tiny", DType::Q8_0, PromptFrom::Own},
+    {"qwen3_tiny.q8_0.gguf", "qwen3_tiny", DType::Q8_0, PromptFrom::Own},
+    {"gemma2_tiny.q8_0.gguf", "gemma2_tiny", DType::Q8_0, PromptFrom::Own},
+    {"gemma3_tiny.q8_0.gguf", "gemma3_tiny", DType::Q8_0, PromptFrom::Own},
 };
 
 std::vector<int32_t> gguf_prompt(const GgufCase& g) {

@@ -77,6 +77,9 @@ void fill_config(const ModelConfig& c, kvinfer_config& out) noexcept {
     case Architecture::Mistral: out.architecture = "MistralForCausalLM"; break;
     case Architecture::Qwen2: out.architecture = "Qwen2ForCausalLM"; break;
     case Architecture::GPT2: out.architecture = "GPT2LMHeadModel"; break;
+    case Architecture::Qwen3: out.architecture = "Qwen3ForCausalLM"; break;
+    case Architecture::Gemma2: out.architecture = "Gemma2ForCausalLM"; break;
+    case Architecture::Gemma3: out.architecture = "Gemma3ForCausalLM"; break;
   }
   if (out.architecture == nullptr) out.architecture = "?";
   out.vocab_size = c.vocab_size;

@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <variant>
 
 #include <fmt/format.h>
 #include <fmt/std.h>
@@ -63,8 +64,11 @@ Architecture parse_architecture(const GgufFile& f, const std::string& arch) {
   if (arch == "llama") return Architecture::Llama;
   if (arch == "qwen2") return Architecture::Qwen2;
   if (arch == "gpt2") return Architecture::GPT2;
+  if (arch == "qwen3") return Architecture::Qwen3;
+  if (arch == "gemma2") return Architecture::Gemma2;
+  if (arch == "gemma3") return Architecture::Gemma3;
   throw Error(ErrorKind::Unsupported, fmt::format("{}: key 'general.architecture' names unsupported architecture '{}' (supported: llama, "
-                          "qwen2, gpt2)",
+                          "qwen2, qwen3, gemma2, gemma3, gpt2)",
                           f.path(), arch));
 }
 
@@ -142,6 +146,39 @@ void parse_rope(const Hparams& h, ModelConfig& c) {
   // (NEOX rope), with q/k/v biases and none on the output projection.
   c.rope_layout = c.arch == Architecture::Llama ? RopeLayout::Interleaved : RopeLayout::HalfSplit;
   c.attention_bias = c.arch == Architecture::Qwen2;
+  if (c.arch == Architecture::Qwen3) {  // per-head q/k norms; biases only where the file has them
+    c.qk_norm = true;
+    c.attention_bias = h.file().find_tensor("blk.0.attn_q.bias") != nullptr;
+    c.attention_out_bias = h.file().find_tensor("blk.0.attn_output.bias") != nullptr;
+  }
+}
+
+// "gemma2" and "gemma3" as llama.cpp's load_hparams reads them. The converter stores the norms
+// with HF's + 1 applied and writes neither query_pre_attn_scalar nor layer_types: llama.cpp
+// scales scores by 1/sqrt(head_dim), except on the 27B models (46 and 62 layers), which use
+// hidden / heads; the sliding layers follow sliding_window_pattern (default 2 for Gemma 2, 6 for
+// Gemma 3: the last layer of each period is global), and Gemma 3's sliding layers rotate with
+// rope.freq_base_swa (default 10000).
+void parse_gemma(const Hparams& h, ModelConfig& c) {
+  const bool g2 = c.arch == Architecture::Gemma2;
+  c.qk_norm = !g2;
+  const bool is_27b = c.num_layers == (g2 ? 46 : 62);
+  c.query_pre_attn_scalar = static_cast<double>(is_27b ? c.hidden_size / c.num_heads : c.head_dim);
+  c.attn_logit_softcapping = h.has("attn_logit_softcapping") ? h.positive("attn_logit_softcapping") : g2 ? 50.0 : 0.0;
+  c.final_logit_softcapping = h.has("final_logit_softcapping") ? h.positive("final_logit_softcapping") : g2 ? 30.0 : 0.0;
+  if (h.has("attention.sliding_window") || g2) c.sliding_window = h.dim("attention.sliding_window", 4096);
+  if (!c.sliding_window) return;
+  const GgufValue* pattern = h.file().find(h.key("attention.sliding_window_pattern"));
+  if (pattern != nullptr && std::holds_alternative<std::vector<bool>>(pattern->value)) {
+    c.sliding_layers = std::get<std::vector<bool>>(pattern->value);
+    if (static_cast<int64_t>(c.sliding_layers.size()) != c.num_layers)
+      throw h.error("attention.sliding_window_pattern",
+                    fmt::format("has {} entries for {} layers", c.sliding_layers.size(), c.num_layers));
+  } else {
+    const int64_t period = h.dim("attention.sliding_window_pattern", g2 ? 2 : 6);
+    for (int64_t l = 0; l < c.num_layers; ++l) c.sliding_layers.push_back(l % period < period - 1);
+  }
+  if (!g2) c.rope_local_theta = h.positive("rope.freq_base_swa", 10000.0);
 }
 
 }  // namespace
@@ -177,6 +214,7 @@ ModelConfig gguf_config(const GgufFile& f) {
     c.attention_bias = c.attention_out_bias = c.mlp_bias = true;
   } else {
     parse_rope(h, c);
+    if (c.is_gemma()) parse_gemma(h, c);
   }
   c.vocab_size = parse_vocab_size(h);
   c.tie_word_embeddings = f.find_tensor("output.weight") == nullptr;

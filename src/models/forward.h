@@ -1,5 +1,5 @@
 #pragma once
-// The forward passes: the Llama family (Llama, Mistral, Qwen2) and GPT-2, on the CPU or CUDA.
+// The forward passes: the Llama family (Llama, Mistral, Qwen2, Qwen3), Gemma 2/3 and GPT-2, on the CPU or CUDA.
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -71,6 +71,9 @@ std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights&
                                      std::span<const BatchSegment> batch);
 std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s,
                                     std::span<const BatchSegment> batch);
+// Gemma 2 and Gemma 3 (gemma.cpp).
+std::span<const float> gemma_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s,
+                                     std::span<const BatchSegment> batch);
 // The rows of a call over `batch` (the sum of its segments' lengths), after placing s.ids (the
 // segments' ids one after another) and s.exec.segments. Checks that they are laid out row after row.
 int64_t gather_ids(ForwardScratch& s, std::span<const BatchSegment> batch);

@@ -76,6 +76,11 @@ struct TensorNames {
   std::string embed, final_norm, lm_head;
   std::string layer;
   std::string attn_norm, q, k, v, o, ffn_norm, gate, up, down;
+  // Read when the config asks for them (ModelConfig::qk_norm, Gemma's post-norms).
+  std::string q_norm, k_norm, post_attn_norm, post_ffn_norm;
+  // HF's Gemma norms multiply by (1 + w): 1 is added to every norm weight at load. llama.cpp's
+  // converter stores them with the 1 added already.
+  bool norm_plus_one = false;
 };
 
 // A tensor named under a layer prefix (TensorNames::layer, "model.layers.{}."): the layer's index
@@ -110,6 +115,9 @@ std::unique_ptr<ModelWeights> bind_gpt2_weights(const ModelConfig& c, const Gpt2
 
 // inv_freq (head_dim / 2) from rope_theta and the config's rope scaling (kernels/core/rope.h).
 std::vector<float> rope_inv_freq(const ModelConfig& c);
+// Gemma 3's sliding layers: inv_freq (head_dim / 2) from rope_local_theta, unscaled; empty when
+// the config has no local base.
+std::vector<float> rope_local_inv_freq(const ModelConfig& c);
 
 // The memory figure a load checks against (LoadOptions::memory_limit, $KVINFER_MEMORY_LIMIT or
 // the device's available memory), taken before the loader allocates anything.

@@ -1,4 +1,4 @@
-// Model::load for GGUF files of llama.cpp's "llama", "qwen2" and "gpt2" architectures: the config from
+// Model::load for GGUF files of llama.cpp's "llama", "qwen2", "qwen3", "gemma2", "gemma3" and "gpt2" architectures: the config from
 // the metadata (formats/gguf_config.h), every tensor checked against it and bound in place, in
 // its stored type (f32, f16, bf16 or one of the quantised block formats), never widened.
 #include <array>
@@ -35,6 +35,10 @@ const TensorNames kGgufNames = {
     .gate = "ffn_gate",
     .up = "ffn_up",
     .down = "ffn_down",
+    .q_norm = "attn_q_norm.weight",
+    .k_norm = "attn_k_norm.weight",
+    .post_attn_norm = "post_attention_norm.weight",
+    .post_ffn_norm = "post_ffw_norm.weight",
 };
 // llama.cpp's "gpt2": the projections are stored (out, in) (its converter transposed HF's Conv1D).
 const Gpt2TensorNames kGgufGpt2Names = {
@@ -144,6 +148,7 @@ std::shared_ptr<const Model> load_gguf(const std::filesystem::path& path, const 
     std::vector<float> inv_freq = rope_inv_freq(c);
     apply_rope_freqs(*file, source, *storage, inv_freq);
     w->rope_inv_freq = storage->add(inv_freq);
+    if (c.rope_local_theta > 0) w->rope_local_inv_freq = storage->add(rope_local_inv_freq(c));
   }
   w->storage = storage;
   check_all_used(*file, source, c);

@@ -33,7 +33,22 @@ const TensorNames kHfNames = {
     .gate = "mlp.gate_proj",
     .up = "mlp.up_proj",
     .down = "mlp.down_proj",
+    .q_norm = "self_attn.q_norm.weight",
+    .k_norm = "self_attn.k_norm.weight",
+    .post_attn_norm = "",
+    .post_ffn_norm = "",
 };
+
+// Gemma 2/3: a norm before and after each block; post_attention_layernorm is the attention
+// block's post-norm here, pre_feedforward_layernorm the feed-forward block's input norm.
+TensorNames gemma_names() {
+  TensorNames n = kHfNames;
+  n.ffn_norm = "pre_feedforward_layernorm.weight";
+  n.post_attn_norm = "post_attention_layernorm.weight";
+  n.post_ffn_norm = "post_feedforward_layernorm.weight";
+  n.norm_plus_one = true;
+  return n;
+}
 
 // GPT2LMHeadModel: the original checkpoints name the tensors without the "transformer." prefix
 // that save_pretrained writes today; both are read. Projections are Conv1D weights, (in, out).
@@ -121,9 +136,10 @@ std::shared_ptr<const Model> load_hf(const std::filesystem::path& path, const Lo
     w = bind_gpt2_weights(c, names, source, *storage, path / "config.json");
     check_layer_tensors(*ckpt, source, names.layer);
   } else {
-    w = bind_weights(c, kHfNames, source, *storage, path / "config.json");
+    w = bind_weights(c, c.is_gemma() ? gemma_names() : kHfNames, source, *storage, path / "config.json");
     check_layer_tensors(*ckpt, source, kHfNames.layer);
     w->rope_inv_freq = storage->add(rope_inv_freq(c));
+    if (c.rope_local_theta > 0) w->rope_local_inv_freq = storage->add(rope_local_inv_freq(c));
   }
   w->storage = storage;
   std::shared_ptr<const Tokenizer> tokenizer;
