@@ -346,8 +346,11 @@ const GgufCase kGgufCases[] = {
     {"chatml_tiny.f32.gguf", "chatml_tiny", DType::F32, PromptFrom::Text},
     {"gpt2_tiny.f32.gguf", "gpt2_tiny", DType::F32, PromptFrom::Hf},
     {"gpt2_tiny.q8_0.gguf", "gpt2_tiny", DType::Q8_0, PromptFrom::Own},
+    {"qwen3_tiny.f32.gguf", "qwen3_tiny", DType::F32, PromptFrom::Hf},
     {"qwen3_tiny.q8_0.gguf", "qwen3_tiny", DType::Q8_0, PromptFrom::Own},
+    {"gemma2_tiny.f32.gguf", "gemma2_tiny", DType::F32, PromptFrom::Own},
     {"gemma2_tiny.q8_0.gguf", "gemma2_tiny", DType::Q8_0, PromptFrom::Own},
+    {"gemma3_tiny.f32.gguf", "gemma3_tiny", DType::F32, PromptFrom::Own},
     {"gemma3_tiny.q8_0.gguf", "gemma3_tiny", DType::Q8_0, PromptFrom::Own},
 };
 
