@@ -127,11 +127,19 @@ uint64_t count_params(const kvinfer::ModelConfig& c) {
   const uint64_t h = u(c.hidden_size), q = u(c.num_heads * c.head_dim), kv = u(c.num_kv_heads * c.head_dim),
                  f = u(c.intermediate_size), vocab = u(c.vocab_size);
   const uint64_t norm = c.is_gpt2() ? 2 * h : h;  // LayerNorm: weight and bias; RMSNorm: weight
-  uint64_t layer = h * q + 2 * h * kv + q * h + (c.is_gpt2() ? 2 : 3) * h * f + 2 * norm;
+  uint64_t layer = h * q + 2 * h * kv + q * h + 2 * norm;
   if (c.attention_bias) layer += q + 2 * kv;
   if (c.attention_out_bias) layer += h;
-  if (c.mlp_bias) layer += (c.is_gpt2() ? 1 : 2) * f + h;
   uint64_t total = u(c.num_layers) * layer + norm + vocab * h * (c.tie_word_embeddings ? 1 : 2);
+  for (int64_t l = 0; l < c.num_layers; ++l) {  // the MLPs: dense, or the router and every expert
+    if (c.is_moe_layer(l)) {
+      const uint64_t e = u(c.moe_intermediate_size), shared = u(c.shared_expert_intermediate_size);
+      total += u(c.num_experts) * (h + 3 * h * e) + (shared > 0 ? 3 * h * shared + h : 0);
+      continue;
+    }
+    total += (c.is_gpt2() ? 2 : 3) * h * f;
+    if (c.mlp_bias) total += (c.is_gpt2() ? 1 : 2) * f + h;
+  }
   if (c.is_gpt2()) total += u(c.max_position_embeddings) * h;  // the learned position table
   return total;
 }

@@ -123,6 +123,81 @@ void add_speculative_options(CLI::App& app, SpeculativeFlags& o) {
   app.add_flag("--draft-fixed", o.draft_fixed, "speculative decoding: draft K tokens every pass (no adaptive k)");
 }
 
+void add_beam_options(CLI::App& app, BeamFlags& o) {
+  app.add_option("--num-beams", o.num_beams,
+                 "beam search with B beams (HF transformers' generate(num_beams=B), deterministic; the best "
+                 "hypotheses are printed when done, not streamed; docs/beam-search.md); 1 = off")
+      ->type_name("B")
+      ->check(tool::at_least(1))
+      ->capture_default_str();
+  app.add_option("--length-penalty", o.length_penalty,
+                 "beam search: a hypothesis scores its log-probabilities' sum / length^P (> 0 favours longer ones)")
+      ->type_name("P")
+      ->capture_default_str();
+  app.add_option("--early-stopping", o.early_stopping,
+                 "beam search: false = stop when no running beam can beat the finished ones at its current length "
+                 "(HF's default), true = as soon as B hypotheses finish, never = only when none could at any length")
+      ->check(CLI::IsMember({"false", "true", "never"}))
+      ->capture_default_str();
+  app.add_option("--no-repeat-ngram-size", o.no_repeat_ngram_size,
+                 "beam search: no n-gram of this many tokens (prompt included) occurs twice in a beam; 0 = off")
+      ->type_name("N")
+      ->check(tool::at_least(0))
+      ->capture_default_str();
+  app.add_option("--num-return-sequences", o.num_return_sequences,
+                 "beam search: print the R best hypotheses, 1 to B, each after a line '# hypothesis I: score S'")
+      ->type_name("R")
+      ->check(tool::at_least(1))
+      ->capture_default_str();
+}
+
+std::optional<kvinfer::BeamSearchOptions> beam_options(const CLI::App& app, const BeamFlags& o,
+                                                       const SamplingOptions& sampling, bool speculative,
+                                                       bool no_kv_cache) {
+  if (o.num_beams < 2) {
+    for (const char* beam_only : {"--length-penalty", "--early-stopping", "--no-repeat-ngram-size", "--num-return-sequences"})
+      if (app.count(beam_only) > 0) throw tool::UsageError(fmt::format("{} needs --num-beams 2 or more", beam_only));
+    return std::nullopt;
+  }
+  // Beam search is deterministic: options that only shape sampling would be silently ignored.
+  if (app.count("--temp") > 0 && sampling.temp != 0.0f)
+    throw tool::UsageError("--num-beams cannot be combined with --temp other than 0: beam search does not sample");
+  for (const char* ignored : {"--top-k", "--top-p", "--min-p", "--repeat-penalty", "--presence-penalty",
+                              "--frequency-penalty", "--repeat-last-n", "--seed", "--logit-bias", "--stop"})
+    if (app.count(ignored) > 0)
+      throw tool::UsageError(fmt::format("--num-beams cannot be combined with {}: beam search does not use it", ignored));
+  if (speculative) throw tool::UsageError("--num-beams cannot be combined with speculative decoding (--lookup, --draft-*)");
+  if (no_kv_cache) throw tool::UsageError("--num-beams cannot be combined with --no-kv-cache: every beam keeps its cache");
+  if (sampling.max_new_tokens < 1) throw tool::UsageError("-n/--max-new-tokens must be at least 1 with --num-beams");
+  if (o.num_return_sequences > o.num_beams)
+    throw tool::UsageError(fmt::format("--num-return-sequences: {} is more than the {} beams", o.num_return_sequences,
+                                       o.num_beams));
+  if (!std::isfinite(o.length_penalty))
+    throw tool::UsageError(fmt::format("--length-penalty: {} is not a finite number", o.length_penalty));
+  kvinfer::BeamSearchOptions b;
+  b.num_beams = o.num_beams;
+  b.max_new_tokens = sampling.max_new_tokens;
+  b.length_penalty = o.length_penalty;
+  b.early_stopping = o.early_stopping == "true"    ? kvinfer::EarlyStopping::Immediate
+                     : o.early_stopping == "never" ? kvinfer::EarlyStopping::Never
+                                                   : kvinfer::EarlyStopping::Heuristic;
+  b.no_repeat_ngram_size = o.no_repeat_ngram_size;
+  b.num_return_sequences = o.num_return_sequences;
+  b.ignore_eos = sampling.ignore_eos;
+  return b;
+}
+
+std::string beam_stats_line(const kvinfer::BeamSearchStats& s, int32_t num_beams, const kvinfer::KvCache& kv) {
+  const double per_step = s.steps > 0 ? 1000.0 * s.decode_seconds / static_cast<double>(s.steps) : 0.0;
+  return fmt::format(
+      "[prompt {} tokens at {:.1f} tok/s | beam search: {} beams, {} steps at {:.2f} ms each, selection {:.1f} ms | "
+      "cache copies {} ({} rows, {}, {:.2f} ms) | kv caches {} {} in all on {}]",
+      s.prompt_tokens, s.prefill_seconds > 0 ? static_cast<double>(s.prompt_tokens) / s.prefill_seconds : 0.0,
+      num_beams, s.steps, per_step, 1000.0 * s.select_seconds, s.cache_copies, s.copied_rows,
+      kvinfer::format_bytes(s.copied_bytes), 1000.0 * s.copy_seconds, kvinfer::dtype_name(kv.dtype()),
+      kvinfer::format_bytes(s.kv_bytes), kvinfer::device_name(kv.device()));
+}
+
 bool check_speculative_options(const CLI::App& app, const SpeculativeFlags& o, bool no_kv_cache) {
   const bool model = !o.draft_model.empty() || o.draft_int8_activations;
   const char* drafter = o.lookup > 0 ? "--lookup" : !o.draft_model.empty() ? "--draft-model" : "--draft-int8-activations";

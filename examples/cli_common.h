@@ -43,6 +43,15 @@ struct SamplingOptions {
   bool ignore_eos = false;
 };
 
+// Beam search's options (kvinfer-generate): --num-beams 2 or more turns it on.
+struct BeamFlags {
+  int32_t num_beams = 1;               // --num-beams B; 1: off (plain generation)
+  float length_penalty = 1.0f;         // --length-penalty
+  std::string early_stopping = "false";  // --early-stopping false|true|never (HF's spelling)
+  int32_t no_repeat_ngram_size = 0;    // --no-repeat-ngram-size N
+  int32_t num_return_sequences = 1;    // --num-return-sequences R
+};
+
 // Speculative decoding's options (kvinfer-generate): a drafter and its k.
 struct SpeculativeFlags {
   int32_t lookup = 0;                   // --lookup N: prompt lookup with n-grams up to N; 0: off
@@ -87,6 +96,17 @@ bool check_speculative_options(const CLI::App& app, const SpeculativeFlags& o, b
 // difference). Null when no draft model is asked for.
 std::unique_ptr<kvinfer::DraftModel> load_draft_model(const SpeculativeFlags& o, const ModelOptions& target_options,
                                                       const kvinfer::Model& target, int64_t capacity);
+void add_beam_options(CLI::App& app, BeamFlags& o);
+// Beam search's options when --num-beams is 2 or more (else nullopt), checked before any load
+// (UsageError naming the options): not with the sampling options it ignores (--temp other than 0,
+// --top-k, --top-p, --min-p, the penalties, --seed, --logit-bias), --stop, a drafter or
+// --no-kv-cache; the beam-only options only with --num-beams 2 or more; -n at least 1.
+std::optional<kvinfer::BeamSearchOptions> beam_options(const CLI::App& app, const BeamFlags& o,
+                                                       const SamplingOptions& sampling, bool speculative,
+                                                       bool no_kv_cache);
+// One line: prompt tokens, beams, steps and their times, the caches' copies and bytes.
+std::string beam_stats_line(const kvinfer::BeamSearchStats& s, int32_t num_beams, const kvinfer::KvCache& kv);
+
 // options.speculative as the flags say, pointing at `draft` (which must outlive the generation).
 void set_speculative(kvinfer::GenerateOptions& options, const SpeculativeFlags& o, kvinfer::DraftModel* draft);
 

@@ -1,6 +1,8 @@
 // kvinfer-generate: text in, streamed text out, then one stats line on stderr.
 #include <algorithm>
 #include <cstdio>
+#include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -44,6 +46,7 @@ int main(int argc, char** argv) {
   cli::ModelOptions model_opt;
   cli::SamplingOptions sample_opt;
   cli::SpeculativeFlags spec_opt;
+  cli::BeamFlags beam_opt;
   std::string prompt, prompt_file, ids_text, system;
   bool no_cache = false, chat = false;
   cli::add_model_options(app, model_opt,
@@ -57,6 +60,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-kv-cache", no_cache, "recompute the whole sequence every step (cache-off baseline)");
   cli::add_sampling_options(app, sample_opt);
   cli::add_speculative_options(app, spec_opt);
+  cli::add_beam_options(app, beam_opt);
   app.footer(tool::kExitStatusHelp);
   return tool::run(app, argc, argv, [&] {
     const bool given_ids = app.count("--ids") > 0, given_prompt = app.count("--prompt") > 0;
@@ -66,7 +70,8 @@ int main(int argc, char** argv) {
     if (given_prompt && !prompt_file.empty()) throw tool::UsageError("-p and -f both give the prompt: use one");
     kvinfer::GenerateOptions options = cli::generate_options(sample_opt);
     options.use_kv_cache = !no_cache;
-    cli::check_speculative_options(app, spec_opt, no_cache);
+    const bool speculative = cli::check_speculative_options(app, spec_opt, no_cache);
+    const std::optional<kvinfer::BeamSearchOptions> beams = cli::beam_options(app, beam_opt, sample_opt, speculative, no_cache);
     std::vector<int32_t> ids;
     if (given_ids) ids = parse_ids(ids_text);
     // Read before the model loads: an unreadable prompt should not cost a load.
@@ -104,6 +109,26 @@ int main(int argc, char** argv) {
           model_opt.ctx > 0 ? "-c/--ctx" : "the model's context length"));
     kvinfer::KvCache kv(*model, std::max<int64_t>(capacity, 1), cli::kv_dtype(model_opt));
     kvinfer::Session session(model);
+    if (beams) {
+      const kvinfer::BeamSearchResult r = kvinfer::beam_search(session, kv, ids, *beams);
+      for (size_t i = 0; i < r.sequences.size(); ++i) {
+        const kvinfer::BeamHypothesis& h = r.sequences[i];
+        if (r.sequences.size() > 1) tool::write_stdout(fmt::format("# hypothesis {}: score {:.6g}\n", i + 1, h.score));
+        if (given_ids) {
+          for (int32_t id : h.tokens) tool::write_stdout(fmt::format("{} ", id));
+        } else {
+          // The end id that finished a hypothesis is not text (as plain generation does not print it).
+          std::span<const int32_t> tokens = h.tokens;
+          const std::vector<int32_t> eos = model->eos_ids();
+          if (!beams->ignore_eos && !tokens.empty() && std::ranges::find(eos, tokens.back()) != eos.end())
+            tokens = tokens.first(tokens.size() - 1);
+          tool::write_stdout(model->tokenizer().decode(tokens));
+        }
+        tool::write_stdout("\n");
+      }
+      std::fprintf(stderr, "%s\n", cli::beam_stats_line(r.stats, beams->num_beams, kv).c_str());
+      return tool::kExitOk;
+    }
     // The draft's cache holds what the target's does (the draft never runs past it).
     const std::unique_ptr<kvinfer::DraftModel> draft = cli::load_draft_model(spec_opt, model_opt, *model, kv.capacity());
     cli::set_speculative(options, spec_opt, draft.get());

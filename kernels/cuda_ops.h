@@ -29,9 +29,12 @@ void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float
 // y (n, dim) = (x - mean) / sqrt(var + eps) · weight + bias per row (torch.nn.LayerNorm, biased var)
 void layer_norm(const float* x, const float* weight, const float* bias, int64_t n, int64_t dim, float eps, float* y,
                 cudaStream_t stream);
-// x (n, heads, head_dim) rotated in place; row t at position start + t; inv_freq (head_dim / 2).
+// x (n, heads, head_dim) rotated in place; row t at position start + t; inv_freq (rotary_dim / 2).
+// rotary_dim (0: head_dim): only the first rotary_dim values of each head rotate (partial rotary);
+// attention_factor scales cos and sin (1: plain rope, the same bits). As cpu::rope.
 void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const float* inv_freq,
-          RopeLayout layout, cudaStream_t stream, const int32_t* start_on_device = nullptr);
+          RopeLayout layout, cudaStream_t stream, const int32_t* start_on_device = nullptr, int64_t rotary_dim = 0,
+          float attention_factor = 1.0f);
 // out (n) = silu(gate) · up   (out may alias gate)
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
 // out (n) = 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³)))   (out may alias x)

@@ -193,11 +193,12 @@ __global__ void layer_norm_kernel(const float* x, const float* weight, const flo
 // Threads over (t, i) pairs, grid.y over groups of heads: one cos/sin serves kRopeHeadsPerBlock
 // heads. The angle is one f32 product as in HF; its cos/sin are taken in double and rounded, as
 // the CPU backend does: sinf/cosf of angles near 16K+ radians would already differ by ulps.
+// half: pairs rotated per head (rotary_dim / 2); cos and sin are scaled by attention_factor as on
+// the CPU (one f32 product each; × 1 changes no bit).
 template <RopeLayout kLayout>
-__global__ void rope_kernel(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start,
-                            const int32_t* start_on_device, const float* inv_freq) {
+__global__ void rope_kernel(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t half, int64_t start,
+                            const int32_t* start_on_device, const float* inv_freq, float attention_factor) {
   if (start_on_device != nullptr) start = *start_on_device;
-  const int64_t half = head_dim / 2;
   const int64_t h0 = static_cast<int64_t>(blockIdx.y) * kRopeHeadsPerBlock;
   const int64_t h1 = h0 + kRopeHeadsPerBlock < heads ? h0 + kRopeHeadsPerBlock : heads;
   for (int64_t p = global_thread(); p < n * half; p += grid_threads()) {
@@ -205,7 +206,8 @@ __global__ void rope_kernel(float* x, int64_t n, int64_t heads, int64_t head_dim
     const float angle = static_cast<float>(start + t) * inv_freq[i];
     double s, c;
     sincos(static_cast<double>(angle), &s, &c);
-    const float cos_a = static_cast<float>(c), sin_a = static_cast<float>(s);
+    const float cos_a = __fmul_rn(static_cast<float>(c), attention_factor);
+    const float sin_a = __fmul_rn(static_cast<float>(s), attention_factor);
     for (int64_t h = h0; h < h1; ++h) {
       float* xh = x + (t * heads + h) * head_dim;  // (head_dim)
       if constexpr (kLayout == RopeLayout::HalfSplit)
@@ -424,7 +426,8 @@ void layer_norm(const float* x, const float* weight, const float* bias, int64_t 
 }
 
 void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const float* inv_freq,
-          RopeLayout layout, cudaStream_t stream, const int32_t* start_on_device) {
+          RopeLayout layout, cudaStream_t stream, const int32_t* start_on_device, int64_t rotary_dim,
+          float attention_factor) {
   require_ptr(x, "rope", "x");
   require_ptr(inv_freq, "rope", "inv_freq");
   require_positive(n, "rope", "n");
@@ -432,17 +435,23 @@ void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, c
   require_positive(head_dim, "rope", "head_dim");
   require(head_dim % 2 == 0, "rope", [&] { return "head_dim must be even, got " + std::to_string(head_dim); });
   require(start >= 0, "rope", [&] { return "start must be >= 0, got " + std::to_string(start); });
+  if (rotary_dim == 0) rotary_dim = head_dim;
+  require(rotary_dim > 0 && rotary_dim <= head_dim && rotary_dim % 2 == 0, "rope", [&] {
+    return "rotary_dim must be even and in [2, head_dim = " + std::to_string(head_dim) + "], got " +
+           std::to_string(rotary_dim);
+  });
+  const int64_t half = rotary_dim / 2;
   const int64_t head_groups = (heads + kRopeHeadsPerBlock - 1) / kRopeHeadsPerBlock;
   require(head_groups <= kMaxGridY, "rope", [&] { return "too many heads: " + std::to_string(heads); });
-  const dim3 grid(blocks_for(n * (head_dim / 2), kThreads), static_cast<unsigned>(head_groups));
+  const dim3 grid(blocks_for(n * half, kThreads), static_cast<unsigned>(head_groups));
   switch (layout) {
     case RopeLayout::HalfSplit:
       launch("rope", rope_kernel<RopeLayout::HalfSplit>, grid, kThreads, 0, stream,
-          x, n, heads, head_dim, start, start_on_device, inv_freq);
+          x, n, heads, head_dim, half, start, start_on_device, inv_freq, attention_factor);
       break;
     case RopeLayout::Interleaved:
       launch("rope", rope_kernel<RopeLayout::Interleaved>, grid, kThreads, 0, stream,
-          x, n, heads, head_dim, start, start_on_device, inv_freq);
+          x, n, heads, head_dim, half, start, start_on_device, inv_freq, attention_factor);
       break;
     default: throw Error(ErrorKind::InvalidArgument, "cuda::rope: unknown layout " + std::to_string(static_cast<int>(layout)));
   }

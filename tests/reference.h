@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "formats/safetensors.h"
@@ -15,11 +16,17 @@ namespace kvinfer::test {
 
 // Every fixture of tests/data/models (PROVENANCE.md says what each covers).
 inline const char* const kFixtures[] = {
-    "llama_mha",         "llama_gqa4",      "llama_mqa",  "llama_group7",   "llama_head_dim",
-    "llama3_rope",       "llama_rope_linear", "llama_attn_bias", "qwen2_bias", "mistral_window",
-    "llama_bf16",        "llama_f16",       "llama_sharded", "gpt2_tiny",      "gpt2_legacy_names",
-    "gpt2_untied_f16",   "qwen3_tiny",      "gemma2_tiny", "gemma2_scalar",  "gemma3_tiny",
-    "qwen2_window"};
+    "llama_mha", "llama_gqa4", "llama_mqa", "llama_group7", "llama_head_dim", "llama3_rope",
+    "llama_rope_linear", "llama_attn_bias", "qwen2_bias", "mistral_window", "llama_bf16",
+    "llama_f16", "llama_sharded", "gpt2_tiny", "gpt2_legacy_names", "gpt2_untied_f16",
+    "qwen3_tiny", "gemma2_tiny", "gemma2_scalar", "gemma3_tiny", "qwen2_window",
+    "mixtral_tiny", "mixtral_fused", "qwen2_moe_tiny", "llama_yarn", "qwen2_yarn",
+    "llama_yarn_mscale", "llama_dynamic", "phi3_longrope", "phi4_partial_rotary"};
+
+// LoadOptions::context_length a fixture's references were made for (0: the model's). Dynamic NTK
+// picks its frequencies by the model's context length: llama_dynamic's references are HF's calls
+// over 64 positions, twice its max_position_embeddings (tools/make_fixtures.py, "pad_to").
+inline int64_t fixture_context_length(std::string_view fixture) { return fixture == "llama_dynamic" ? 64 : 0; }
 
 // max |a - b|; infinity when the sizes differ.
 inline float max_abs_diff(std::span<const float> a, std::span<const float> b) {
@@ -39,6 +46,7 @@ struct Reference {
   std::vector<int32_t> greedy_ids;            // (32)
   std::vector<float> greedy_logits;           // (32, vocab): row i chose greedy_ids[i]
   std::vector<float> prompt_logits_native;    // (T, vocab) half-precision fixtures only, else empty
+  std::vector<float> prompt_logits_short;     // (T, vocab) "pad_to" fixtures only: HF's call over the prompt alone
 
   // The reference of fixture `fixture` (tests/data/models/<fixture>/reference.safetensors).
   explicit Reference(const std::string& fixture) { load(model_dir(fixture) / "reference.safetensors"); }
@@ -58,6 +66,7 @@ struct Reference {
     read(f, "greedy_ids", greedy_ids);
     read(f, "greedy_logits", greedy_logits);
     if (f.find("prompt_logits_native")) read(f, "prompt_logits_native", prompt_logits_native);
+    if (f.find("prompt_logits_short")) read(f, "prompt_logits_short", prompt_logits_short);
   }
   template <typename T>
   static void read(const SafetensorsFile& f, const std::string& name, std::vector<T>& out) {

@@ -3,8 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -148,7 +150,7 @@ TEST(Config, Transformers5RopeParameters) {
 }
 
 TEST(Config, UnsupportedRopeTypeIsNamed) {
-  for (const char* type : {"yarn", "dynamic", "longrope"}) {
+  for (const char* type : {"ntk-by-parts", "proportional"}) {
     SCOPED_TRACE(type);
     json j = llama();
     j["rope_scaling"] = {{"type", type}, {"factor", 2.0}};
@@ -157,6 +159,92 @@ TEST(Config, UnsupportedRopeTypeIsNamed) {
     j["rope_parameters"] = {{"rope_type", type}, {"factor", 2.0}, {"rope_theta", 10000.0}};
     EXPECT_THAT(parse_error(j), AllOf(HasSubstr("rope_parameters"), HasSubstr(type)));
   }
+}
+
+// YaRN in both spellings, with HF 5.24's defaults: beta 32 / 1 (also for 0), truncate, the
+// original length from max_position_embeddings, the factor from the ratio of the lengths, the
+// attention factor 0.1 ln(factor) + 1, or mscale / mscale_all_dim's ratio, or as stated.
+TEST(Config, YarnInBothSpellingsWithHfsDefaults) {
+  json j = llama();
+  j["max_position_embeddings"] = 32768;
+  j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  ModelConfig c = parse(j);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::Yarn);
+  EXPECT_EQ(c.rope_scaling.factor, 4.0);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
+  EXPECT_EQ(c.rope_scaling.beta_fast, 32.0);
+  EXPECT_EQ(c.rope_scaling.beta_slow, 1.0);
+  EXPECT_TRUE(c.rope_scaling.truncate);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.attention_factor, 0.1 * std::log(4.0) + 1.0);
+  j.erase("rope_scaling");
+  j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1e6},   {"beta_fast", 0},
+                          {"beta_slow", 2.0},    {"truncate", false},   {"mscale", 0.707},
+                          {"mscale_all_dim", 1.0}};  // no factor, no original length
+  c = parse(j);
+  EXPECT_EQ(c.rope_theta, 1e6);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 32768);
+  EXPECT_EQ(c.rope_scaling.factor, 1.0);  // 32768 / 32768
+  EXPECT_EQ(c.rope_scaling.beta_fast, 32.0);
+  EXPECT_EQ(c.rope_scaling.beta_slow, 2.0);
+  EXPECT_FALSE(c.rope_scaling.truncate);
+  EXPECT_EQ(c.rope_scaling.attention_factor, 1.0);  // get_mscale(1) = 1
+  j["rope_parameters"]["factor"] = 16.0;
+  EXPECT_DOUBLE_EQ(parse(j).rope_scaling.attention_factor,
+                   (0.1 * 0.707 * std::log(16.0) + 1.0) / (0.1 * 1.0 * std::log(16.0) + 1.0));
+  j["rope_parameters"]["attention_factor"] = 1.25;
+  EXPECT_EQ(parse(j).rope_scaling.attention_factor, 1.25);
+  j["original_max_position_embeddings"] = 4096;  // HF: a top-level key wins
+  EXPECT_EQ(parse(j).rope_scaling.original_max_position_embeddings, 4096);
+}
+
+TEST(Config, DynamicNtkNeedsItsFactor) {
+  json j = llama();
+  j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
+  EXPECT_EQ(parse(j).rope_scaling.type, RopeScaling::Type::Dynamic);
+  EXPECT_EQ(parse(j).rope_scaling.attention_factor, 1.0);
+  j["rope_scaling"] = {{"rope_type", "dynamic"}};
+  EXPECT_THAT(parse_error(j), AllOf(HasSubstr("'rope_scaling.factor'"), HasSubstr("missing")));
+}
+
+// Phi3ForCausalLM: partial rotary, LongRoPE (also named "su", and "yarn" for Phi-3), the original
+// length from the top-level key (4096 when absent), the attention factor
+// sqrt(1 + ln(max / original) / ln(original)), the window.
+TEST(Config, Phi3LongRopeAndPartialRotary) {
+  json j = {{"architectures", {"Phi3ForCausalLM"}},
+            {"vocab_size", 200064},
+            {"hidden_size", 3072},
+            {"intermediate_size", 8192},
+            {"num_hidden_layers", 32},
+            {"num_attention_heads", 24},
+            {"num_key_value_heads", 8},
+            {"max_position_embeddings", 131072},
+            {"original_max_position_embeddings", 4096},
+            {"partial_rotary_factor", 0.75},
+            {"rope_scaling",
+             {{"type", "longrope"}, {"short_factor", std::vector<double>(48, 1.0)}, {"long_factor", std::vector<double>(48, 2.5)}}}};
+  ModelConfig c = parse(j);
+  EXPECT_EQ(c.arch, Architecture::Phi3);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.rope_dim(), 96);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::LongRope);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 4096);
+  EXPECT_EQ(c.rope_scaling.factor, 32.0);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.attention_factor, std::sqrt(1.0 + std::log(32.0) / std::log(4096.0)));
+  EXPECT_EQ(c.rope_scaling.long_factor, std::vector<float>(48, 2.5f));
+  EXPECT_FALSE(c.sliding_window);
+  for (const char* old : {"su", "yarn"}) {
+    j["rope_scaling"]["type"] = old;
+    EXPECT_EQ(parse(j).rope_scaling.type, RopeScaling::Type::LongRope) << old;
+  }
+  j["sliding_window"] = 2047;
+  EXPECT_EQ(parse(j).sliding_window, 2047);
+  j["rope_scaling"]["long_factor"] = std::vector<double>(64, 1.0);  // head_dim / 2, not rotary_dim / 2
+  EXPECT_THAT(parse_error(j), AllOf(HasSubstr("'rope_scaling.long_factor'"), HasSubstr("48 numbers")));
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  EXPECT_THAT(parse_error(j), AllOf(HasSubstr("'rope_scaling'"), HasSubstr("Phi3ForCausalLM")));
+  j.erase("rope_scaling");
+  j["partial_rotary_factor"] = 0.305;  // int(39.04) = 39 dims: odd
+  EXPECT_THAT(parse_error(j), AllOf(HasSubstr("'partial_rotary_factor'"), HasSubstr("even")));
 }
 
 TEST(Config, BadRopeValuesAreNamed) {
@@ -522,7 +610,9 @@ TEST(RealConfigs, EveryFixtureConfigParses) {
     // chatml_tiny's vocabulary is its trained tokenizer's; the others use 128 random ids.
     EXPECT_EQ(c.vocab_size, entry.path().filename() == "chatml_tiny" ? 384 : 128);
     const auto name = entry.path().filename();
-    EXPECT_EQ(c.num_layers, name == "gpt2_untied_f16" || name == "gemma2_tiny" || name == "gemma3_tiny" ? 3 : 2);
+    const bool three = name == "gpt2_untied_f16" || name == "gemma2_tiny" || name == "gemma3_tiny" ||
+                       name == "qwen2_moe_tiny";
+    EXPECT_EQ(c.num_layers, three ? 3 : 2);
   }
   // The new families' fixtures as their config.json says (tests/data/models/PROVENANCE.md).
   ModelConfig g2 = load_config(test::fixture_dir("gemma2_tiny") / "config.json");
@@ -549,6 +639,58 @@ TEST(RealConfigs, EveryFixtureConfigParses) {
   EXPECT_EQ(rope.rope_scaling.type, RopeScaling::Type::Llama3);
   EXPECT_EQ(rope.rope_scaling.original_max_position_embeddings, 32);
   EXPECT_EQ(rope.rope_theta, 500000.0);
+}
+
+// Mixtral and Qwen2-MoE: the experts' keys, Qwen2-MoE's dense layers, and one error per bad key.
+TEST(Config, MixtureOfExperts) {
+  json m = llama();
+  m["architectures"] = {"MixtralForCausalLM"};
+  m["num_local_experts"] = 8;
+  m["num_experts_per_tok"] = 2;
+  m["sliding_window"] = nullptr;
+  ModelConfig c = parse(m);
+  EXPECT_EQ(c.arch, Architecture::Mixtral);
+  EXPECT_EQ(c.num_experts, 8);
+  EXPECT_EQ(c.num_experts_per_tok, 2);
+  EXPECT_EQ(c.moe_intermediate_size, 11008);
+  EXPECT_TRUE(c.norm_topk_prob);
+  EXPECT_FALSE(c.sliding_window);
+  EXPECT_TRUE(c.is_moe_layer(0) && c.is_moe_layer(31));
+
+  json q = llama();
+  q["architectures"] = {"Qwen2MoeForCausalLM"};
+  q["num_experts"] = 60;
+  q["num_experts_per_tok"] = 4;
+  q["moe_intermediate_size"] = 1408;
+  q["shared_expert_intermediate_size"] = 5632;
+  q["decoder_sparse_step"] = 2;
+  q["mlp_only_layers"] = {4};
+  c = parse(q);
+  EXPECT_EQ(c.arch, Architecture::Qwen2Moe);
+  EXPECT_TRUE(c.attention_bias);  // qkv_bias defaults to true
+  EXPECT_FALSE(c.norm_topk_prob);
+  EXPECT_EQ(c.shared_expert_intermediate_size, 5632);
+  // Sparse step 2: layers 1, 3, 5, ... are MoE, but 4 is dense anyway and 5 is not listed.
+  EXPECT_FALSE(c.is_moe_layer(0));
+  EXPECT_TRUE(c.is_moe_layer(1));
+  EXPECT_FALSE(c.is_moe_layer(4));
+  EXPECT_TRUE(c.is_moe_layer(5));
+
+  json bad = m;
+  bad["num_experts_per_tok"] = 9;
+  EXPECT_THAT(parse_error(bad), HasSubstr("'num_experts_per_tok' (9) exceeds num_local_experts (8)"));
+  bad = m;
+  bad.erase("num_local_experts");
+  EXPECT_THAT(parse_error(bad), HasSubstr("'num_local_experts' is missing"));
+  bad = m;
+  bad["num_local_experts"] = 300;
+  EXPECT_THAT(parse_error(bad), HasSubstr("kvinfer supports at most 256 experts"));
+  bad = q;
+  bad["mlp_only_layers"] = {32};
+  EXPECT_THAT(parse_error(bad), HasSubstr("'mlp_only_layers' holds 32"));
+  bad = q;
+  bad.erase("moe_intermediate_size");
+  EXPECT_THAT(parse_error(bad), HasSubstr("'moe_intermediate_size' is missing"));
 }
 
 }  // namespace

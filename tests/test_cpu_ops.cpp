@@ -358,6 +358,64 @@ TEST(CpuOps, RopeMatchesDoubleReferenceUpToLongPositions) {
   }
 }
 
+// Partial rotary (Phi-4-mini: the first rotary_dim of each head, pairs (i, i + rotary_dim/2)) and
+// YaRN / LongRoPE's attention factor (cos and sin scaled): against a double reference in both
+// layouts; the dimensions past rotary_dim keep their bits; factor 1 gives plain rope's bits.
+TEST(CpuOps, RopePartialRotaryAndAttentionFactorMatchDoubleReference) {
+  const int64_t heads = 3, hd = 16, rot = 12, n = 5;
+  std::vector<float> inv_freq(static_cast<size_t>(rot / 2));
+  for (int i = 0; i < rot / 2; ++i) inv_freq[static_cast<size_t>(i)] = core::rope_default_inv_freq(i, rot, 10000.0f);
+  for (const RopeLayout layout : {RopeLayout::HalfSplit, RopeLayout::Interleaved})
+    for (const float factor : {1.0f, 1.1386294f, 0.75f})
+      for (int64_t start : {0, 4000}) {
+        SCOPED_TRACE(testing::Message() << "layout " << static_cast<int>(layout) << " factor " << factor << " start " << start);
+        const auto x = randn(static_cast<size_t>(n * heads * hd), static_cast<uint32_t>(21 + start));
+        auto y = x;
+        cpu::rope(y.data(), n, heads, hd, start, inv_freq.data(), layout, rot, factor);
+        std::vector<double> want(x.begin(), x.end());
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t h = 0; h < heads; ++h)
+            for (int64_t i = 0; i < rot / 2; ++i) {
+              const double a = static_cast<float>(start + t) * inv_freq[static_cast<size_t>(i)];
+              const size_t b = static_cast<size_t>((t * heads + h) * hd);
+              const size_t i0 = b + static_cast<size_t>(layout == RopeLayout::HalfSplit ? i : 2 * i);
+              const size_t i1 = b + static_cast<size_t>(layout == RopeLayout::HalfSplit ? i + rot / 2 : 2 * i + 1);
+              const double c = std::cos(a) * factor, s = std::sin(a) * factor;
+              want[i0] = x[i0] * c - x[i1] * s;
+              want[i1] = x[i1] * c + x[i0] * s;
+            }
+        EXPECT_LT(rel_error(y, want), 1e-6);
+        for (int64_t r = 0; r < n * heads; ++r)  // the pass-through dimensions
+          EXPECT_EQ(0, std::memcmp(y.data() + r * hd + rot, x.data() + r * hd + rot, (hd - rot) * sizeof(float)));
+      }
+  // Factor 1 and rotary_dim = head_dim (or 0): the bits of plain rope.
+  std::vector<float> full(static_cast<size_t>(hd / 2));
+  for (int i = 0; i < hd / 2; ++i) full[static_cast<size_t>(i)] = core::rope_default_inv_freq(i, hd, 10000.0f);
+  const auto x = randn(static_cast<size_t>(n * heads * hd), 77);
+  auto plain = x, scaled = x;
+  cpu::rope(plain.data(), n, heads, hd, 300, full.data());
+  cpu::rope(scaled.data(), n, heads, hd, 300, full.data(), RopeLayout::HalfSplit, hd, 1.0f);
+  EXPECT_EQ(0, std::memcmp(plain.data(), scaled.data(), plain.size() * sizeof(float)));
+}
+
+// YaRN's frequencies (core::yarn_ramp / yarn_inv_freq) against HF's formula in double: below the
+// correction range the original frequency, above it the interpolated one, a linear blend between.
+TEST(CpuOps, YarnFrequenciesMatchDoubleFormula) {
+  const int dim = 32;
+  const double base = 10000.0, factor = 4.0, low = 0.0, high = 3.0;
+  for (int i = 0; i < dim / 2; ++i) {
+    const double pos = std::pow(base, 2.0 * i / dim);
+    const double ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);
+    const double want = (1.0 / (factor * pos)) * ramp + (1.0 / pos) * (1.0 - ramp);
+    const float got = core::yarn_inv_freq(core::rope_pos_freq(i, dim, static_cast<float>(base)), static_cast<float>(factor),
+                                          core::yarn_ramp(i, static_cast<float>(low), static_cast<float>(high - low)));
+    EXPECT_NEAR(got / want, 1.0, 1e-6) << i;
+    if (i == 0) {
+      EXPECT_EQ(got, core::rope_default_inv_freq(0, dim, static_cast<float>(base)));
+    }
+  }
+}
+
 // q and k rotated together (the batched attention's rope_qk) get the bits rope gives each alone,
 // in either layout, for a decode row and for a prefill long enough to share out.
 TEST(CpuOps, RopeQkGivesEachTheBitsOfRope) {

@@ -87,7 +87,8 @@ class CudaEndToEnd : public ::testing::TestWithParam<const char*> {};
 TEST_P(CudaEndToEnd, LogitsMatchCpuAndHf) {
   REQUIRE_FIXTURE(GetParam());
   SKIP_WITHOUT_DEVICE();
-  auto gpu = Model::load(test::model_dir(GetParam()), {.device = Device::CUDA});
+  auto gpu = Model::load(test::model_dir(GetParam()),
+                         {.device = Device::CUDA, .context_length = test::fixture_context_length(GetParam())});
   ASSERT_EQ(gpu->device(), Device::CUDA);
   test::Reference ref(GetParam());
   const size_t vocab = static_cast<size_t>(gpu->config().vocab_size), T = ref.prompt_ids.size();
@@ -112,7 +113,8 @@ TEST_P(CudaEndToEnd, LogitsMatchCpuAndHf) {
 TEST_P(CudaEndToEnd, CacheOnAndCacheOffGiveTheSameTokens) {
   REQUIRE_FIXTURE(GetParam());
   SKIP_WITHOUT_DEVICE();
-  auto gpu = Model::load(test::model_dir(GetParam()), {.device = Device::CUDA});
+  auto gpu = Model::load(test::model_dir(GetParam()),
+                         {.device = Device::CUDA, .context_length = test::fixture_context_length(GetParam())});
   test::Reference ref(GetParam());
   for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
     std::vector<int32_t> tokens[2];
@@ -135,7 +137,8 @@ TEST_P(CudaEndToEnd, CacheOnAndCacheOffGiveTheSameTokens) {
 TEST_P(CudaEndToEnd, DecodeGraphsGiveThePlainLaunchesBits) {
   REQUIRE_FIXTURE(GetParam());
   SKIP_WITHOUT_DEVICE();
-  auto gpu = Model::load(test::model_dir(GetParam()), {.device = Device::CUDA});
+  auto gpu = Model::load(test::model_dir(GetParam()),
+                         {.device = Device::CUDA, .context_length = test::fixture_context_length(GetParam())});
   test::Reference ref(GetParam());
   constexpr int kSteps = 10;  // 9 decode steps: eager, captured, then 7 replays
   for (DType dtype : {DType::F32, DType::BF16}) {
@@ -345,6 +348,11 @@ const GgufCase kGgufCases[] = {
     {"llama_f16.f16.gguf", "llama_f16", DType::F16, PromptFrom::Hf},
     {"chatml_tiny.f32.gguf", "chatml_tiny", DType::F32, PromptFrom::Text},
     {"gpt2_tiny.f32.gguf", "gpt2_tiny", DType::F32, PromptFrom::Hf},
+    {"llama_yarn.f32.gguf", "llama_yarn", DType::F32, PromptFrom::Hf},
+    {"qwen2_yarn.f32.gguf", "qwen2_yarn", DType::F32, PromptFrom::Hf},
+    {"phi3_longrope.f32.gguf", "phi3_longrope", DType::F32, PromptFrom::Hf},
+    {"phi4_partial_rotary.f32.gguf", "phi4_partial_rotary", DType::F32, PromptFrom::Hf},
+    {"phi4_partial_rotary.q8_0.gguf", "phi4_partial_rotary", DType::Q8_0, PromptFrom::Own},
     {"gpt2_tiny.q8_0.gguf", "gpt2_tiny", DType::Q8_0, PromptFrom::Own},
     {"qwen3_tiny.f32.gguf", "qwen3_tiny", DType::F32, PromptFrom::Hf},
     {"qwen3_tiny.q8_0.gguf", "qwen3_tiny", DType::Q8_0, PromptFrom::Own},
@@ -352,6 +360,10 @@ const GgufCase kGgufCases[] = {
     {"gemma2_tiny.q8_0.gguf", "gemma2_tiny", DType::Q8_0, PromptFrom::Own},
     {"gemma3_tiny.f32.gguf", "gemma3_tiny", DType::F32, PromptFrom::Own},
     {"gemma3_tiny.q8_0.gguf", "gemma3_tiny", DType::Q8_0, PromptFrom::Own},
+    {"mixtral_tiny.f32.gguf", "mixtral_tiny", DType::F32, PromptFrom::Hf},
+    {"mixtral_tiny.q8_0.gguf", "mixtral_tiny", DType::Q8_0, PromptFrom::Own},
+    {"qwen2_moe_tiny.f32.gguf", "qwen2_moe_tiny", DType::F32, PromptFrom::Hf},
+    {"qwen2_moe_tiny.q8_0.gguf", "qwen2_moe_tiny", DType::Q8_0, PromptFrom::Own},
 };
 
 std::vector<int32_t> gguf_prompt(const GgufCase& g) {

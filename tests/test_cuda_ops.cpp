@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,12 +17,14 @@
 #include "core/kv_code_load.h"
 #include "core/kv_quant.h"
 #include "core/kv_cache_access.h"
+#include "core/quantize.h"
 #include "core/rope.h"
 #include "cpu/cpu_ops.h"
 #include "cuda/cuda_backend.h"
 #include "cuda_check.h"
 #include "cuda_test_buffer.h"
 #include "cuda_gemm.h"
+#include "cuda_moe.h"
 #include "cuda_ops.h"
 #include "kvinfer/device.h"
 #include "kvinfer/generate.h"
@@ -219,6 +222,59 @@ TEST_F(CudaOps, RopeMatchesCpuAndDoubleReferenceAtLongPositions) {
           for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], cpu_y[i], kTol) << "vs cpu, hd " << hd;
         }
       }
+}
+
+// Partial rotary and the attention factor (YaRN, LongRoPE): the first rotary_dim values of each
+// head rotate with cos and sin scaled, the rest keep their bits; against the CPU (same
+// definition; the GPU contracts the rotation into FMAs) and a double reference. Factor 1 with
+// rotary_dim = head_dim is plain rope, bit for bit.
+TEST_F(CudaOps, RopePartialRotaryAndAttentionFactorMatchCpuAndDoubleReference) {
+  const double kTol = 2e-6;  // factors up to 1.2 on |x| <= 1
+  const int64_t n = 7, heads = 11, hd = 128, rot = 96;
+  std::vector<float> inv_freq(static_cast<size_t>(rot / 2));
+  for (int i = 0; i < rot / 2; ++i) inv_freq[i] = kvinfer::core::rope_default_inv_freq(i, static_cast<int>(rot), 1e4f);
+  for (auto layout : {cuda::RopeLayout::HalfSplit, cuda::RopeLayout::Interleaved})
+    for (const float factor : {1.0f, 1.2079f})
+      for (int64_t start : {0, 16380}) {
+        const auto x = random_floats(static_cast<size_t>(n * heads * hd), 9);
+        DeviceBuffer d_x(x), d_f(inv_freq);
+        cuda::rope(d_x.as<float>(), n, heads, hd, start, d_f.as<float>(), layout, stream_, nullptr, rot, factor);
+        sync();
+        const auto y = d_x.to_host<float>();
+        const bool half_split = layout == cuda::RopeLayout::HalfSplit;
+        auto cpu_y = x;
+        cpu::rope(cpu_y.data(), n, heads, hd, start, inv_freq.data(),
+                  half_split ? kvinfer::RopeLayout::HalfSplit : kvinfer::RopeLayout::Interleaved, rot, factor);
+        for (int64_t r = 0; r < n * heads; ++r)
+          for (int64_t d = 0; d < hd; ++d) {
+            const size_t i = static_cast<size_t>(r * hd + d);
+            if (d >= rot) {
+              ASSERT_EQ(y[i], x[i]) << "pass-through dim " << d;
+              continue;
+            }
+            ASSERT_NEAR(y[i], cpu_y[i], kTol) << "dim " << d << " start " << start << " half_split " << half_split;
+          }
+        // Double reference: the rotation of the CPU's f32 angle, scaled.
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t h = 0; h < heads; ++h)
+            for (int64_t i = 0; i < rot / 2; ++i) {
+              const double a = static_cast<float>(start + t) * inv_freq[static_cast<size_t>(i)];
+              const size_t b = static_cast<size_t>((t * heads + h) * hd);
+              const size_t i0 = b + static_cast<size_t>(half_split ? i : 2 * i);
+              const size_t i1 = b + static_cast<size_t>(half_split ? i + rot / 2 : 2 * i + 1);
+              const double c = std::cos(a) * factor, s = std::sin(a) * factor;
+              ASSERT_NEAR(y[i0], x[i0] * c - x[i1] * s, kTol);
+              ASSERT_NEAR(y[i1], x[i1] * c + x[i0] * s, kTol);
+            }
+      }
+  std::vector<float> full(static_cast<size_t>(hd / 2));
+  for (int i = 0; i < hd / 2; ++i) full[i] = kvinfer::core::rope_default_inv_freq(i, static_cast<int>(hd), 1e4f);
+  const auto x = random_floats(static_cast<size_t>(n * heads * hd), 10);
+  DeviceBuffer a(x), b(x), d_f(full);
+  cuda::rope(a.as<float>(), n, heads, hd, 77, d_f.as<float>(), cuda::RopeLayout::HalfSplit, stream_);
+  cuda::rope(b.as<float>(), n, heads, hd, 77, d_f.as<float>(), cuda::RopeLayout::HalfSplit, stream_, nullptr, hd, 1.0f);
+  sync();
+  EXPECT_EQ(a.to_host<float>(), b.to_host<float>());
 }
 
 // expf (≤ 2 ulp), one division, one product against glibc's exp: a few u relative.
@@ -708,6 +764,8 @@ TEST(CudaOpsArguments, LaunchersRejectBadArgumentsWithClearErrors) {
   auto* p = reinterpret_cast<float*>(uintptr_t{256});  // never dereferenced: checks come first
   EXPECT_THAT(message([&] { cuda::rope(p, 1, 1, 7, 0, p, cuda::RopeLayout::HalfSplit, nullptr); }),
               HasSubstr("head_dim must be even, got 7"));
+  EXPECT_THAT(message([&] { cuda::rope(p, 1, 1, 8, 0, p, cuda::RopeLayout::HalfSplit, nullptr, nullptr, 10); }),
+              HasSubstr("rotary_dim must be even and in [2, head_dim = 8], got 10"));
   EXPECT_THAT(message([&] { cuda::embed(DType::F16, nullptr, 10, 4, nullptr, 1, p, nullptr); }),
               HasSubstr("table is a null pointer"));
   EXPECT_THAT(message([&] { cuda::rms_norm(p, p, 0, 4, 1e-6f, p, nullptr); }), HasSubstr("n must be positive, got 0"));
@@ -753,6 +811,100 @@ TEST(CudaOpsArguments, LayerNormAndGeluTanhRejectBadArgumentsWithClearErrors) {
               HasSubstr("cuda::gelu_tanh: x is a null pointer"));
   EXPECT_THAT(message([&] { cuda::gelu_tanh(p, nullptr, 4, nullptr); }), HasSubstr("out is a null pointer"));
   EXPECT_THAT(message([&] { cuda::gelu_tanh(p, p, -3, nullptr); }), HasSubstr("n must be positive, got -3"));
+}
+
+// ---- mixture of experts (kernels/moe.cu) against src/cpu/moe.cpp ------------------------------
+
+// Routing on the device: the same experts as the CPU, the weights within a few ulp (expf).
+TEST_F(CudaOps, MoeRouteMatchesCpu) {
+  for (bool normalize : {true, false})
+    for (auto [experts, k] : {std::pair{4, 2}, {8, 2}, {60, 4}, {256, 8}}) {
+      const int64_t n = 37;
+      const auto logits = random_floats(static_cast<size_t>(n * experts), static_cast<uint32_t>(experts + k), -4.0f, 4.0f);
+      std::vector<int32_t> ids(static_cast<size_t>(n * k));
+      std::vector<float> w(ids.size());
+      cpu::moe_route(logits.data(), n, experts, k, normalize, ids.data(), w.data());
+      DeviceBuffer d_logits(logits), d_ids(ids.size() * sizeof(int32_t)), d_w(w.size() * sizeof(float));
+      cuda::moe_route(d_logits.as<float>(), n, experts, k, normalize, d_ids.as<int32_t>(), d_w.as<float>(), stream_);
+      sync();
+      EXPECT_EQ(d_ids.to_host<int32_t>(), ids) << experts << " experts, k " << k;
+      EXPECT_LE(max_rel_err(d_w.to_host<float>(), w), 8 * kU32) << experts << " experts, k " << k;
+    }
+}
+
+// Every (row, expert) pair on the device against the CPU's grouped experts, for every weight
+// type, one row (decode) and several; the device picks each pair's expert from the routed ids.
+TEST_F(CudaOps, MoeExpertsMatchCpuForEveryWeightType) {
+  auto ctx = kvinfer::cuda_backend::create_context();
+  const int64_t experts = 5, k = 2, hidden = 512, inter = 256;
+  std::vector<DType> types(std::begin(kDtypes), std::end(kDtypes));
+  for (DType t : kQuantTypes)  // the types quantize_row writes (not Q5_0/Q5_1: core::dequantize_group alike)
+    if (kvinfer::can_quantize(t)) types.push_back(t);
+  for (DType t : types)
+    for (int64_t n : {1, 7, 40}) {  // 40 rows: a prefill, grouped by expert (cuBLAS for the larger groups)
+      const auto bytes_of = [&](const std::vector<float>& v, int64_t rows, int64_t cols) {
+        std::vector<std::byte> b(static_cast<size_t>(rows) * kvinfer::dtype_row_bytes(t, cols));
+        for (int64_t r = 0; r < rows; ++r) {
+          std::byte* row = b.data() + static_cast<size_t>(r) * kvinfer::dtype_row_bytes(t, cols);
+          if (kvinfer::is_quantized(t))
+            kvinfer::quantize_row(t, v.data() + r * cols, row, cols);
+          else
+            cpu::from_f32(t, v.data() + r * cols, row, cols);
+        }
+        return b;
+      };
+      std::vector<std::vector<std::byte>> host;  // (experts × 3) stored matrices
+      std::vector<std::unique_ptr<DeviceBuffer>> dev;
+      kvinfer::MoeWeights hm, dm;
+      for (int64_t e = 0; e < experts; ++e)
+        for (int part = 0; part < 3; ++part) {
+          const int64_t rows = part == 2 ? hidden : inter, cols = part == 2 ? inter : hidden;
+          host.push_back(bytes_of(random_floats(static_cast<size_t>(rows * cols), static_cast<uint32_t>(e * 3 + part), -0.2f, 0.2f),
+                                  rows, cols));
+          dev.push_back(std::make_unique<DeviceBuffer>(host.back()));
+          const kvinfer::Linear h{.weight = {.dtype = t, .data = host.back().data(), .rows = rows, .cols = cols},
+                                  .bias = {}};
+          const kvinfer::Linear d{.weight = {.dtype = t, .data = dev.back()->as<std::byte>(), .rows = rows, .cols = cols},
+                                  .bias = {}};
+          (part == 0 ? hm.gate : part == 1 ? hm.up : hm.down).push_back(h);
+          (part == 0 ? dm.gate : part == 1 ? dm.up : dm.down).push_back(d);
+        }
+      const auto x = random_floats(static_cast<size_t>(n * hidden), 31);
+      const auto logits = random_floats(static_cast<size_t>(n * experts), 32, -3.0f, 3.0f);
+      std::vector<int32_t> ids(static_cast<size_t>(n * k));
+      std::vector<float> w(ids.size());
+      cpu::moe_route(logits.data(), n, experts, k, true, ids.data(), w.data());
+      std::vector<float> sx(static_cast<size_t>(n * hidden)), sg(static_cast<size_t>(n * k * inter)), su(sg.size()),
+          sy(static_cast<size_t>(n * k * hidden)), ref(static_cast<size_t>(n * hidden));
+      cpu::moe_experts(hm, x.data(), n, hidden, ids.data(), w.data(), k, {sx.data(), sg.data(), su.data(), sy.data()},
+                       ref.data());
+      DeviceBuffer d_x(x), d_ids(ids), d_w(w), d_g(sg.size() * 4), d_u(su.size() * 4), d_y(sy.size() * 4),
+          d_out(ref.size() * 4);
+      kvinfer::cuda_backend::moe_experts(*ctx, dm, d_x.as<float>(), n, hidden, d_ids.as<int32_t>(), d_w.as<float>(), k,
+                                         {nullptr, d_g.as<float>(), d_u.as<float>(), d_y.as<float>()},
+                                         d_out.as<float>());
+      std::vector<float> out(ref.size());
+      kvinfer::cuda_backend::to_host(*ctx, d_out.as<float>(), out.data(), static_cast<int64_t>(out.size()));
+      const double tol32 = 16 * kU32 * std::sqrt(static_cast<double>(hidden));
+      // A group of more than 8 rows goes through cuBLAS, its input narrowed to the weights' dtype
+      // (f16 for quantised weights): that type's rounding, twice (two products), on top.
+      const double narrowed = n <= 8 || t == DType::F32 ? 0 : t == DType::BF16 ? 0x1p-8 : 0x1p-11;
+      EXPECT_LE(max_rel_err(out, ref), 4 * tol32 + 4 * narrowed) << kvinfer::dtype_name(t) << ", n " << n;
+    }
+}
+
+TEST_F(CudaOps, AddGatedMatchesCpuBitForBit) {
+  const int64_t n = 5, dim = 333;
+  auto out = random_floats(static_cast<size_t>(n * dim), 41);
+  const auto gate = random_floats(static_cast<size_t>(n), 42, -6.0f, 6.0f);
+  const auto y = random_floats(static_cast<size_t>(n * dim), 43);
+  DeviceBuffer d_out(out), d_gate(gate), d_y(y);
+  cuda::add_gated(d_out.as<float>(), d_gate.as<float>(), d_y.as<float>(), n, dim, stream_);
+  sync();
+  cpu::add_gated(out.data(), gate.data(), y.data(), n, dim);
+  const auto got = d_out.to_host<float>();
+  // sigmoid's expf may differ from glibc's by an ulp: then so may the product.
+  EXPECT_LE(max_rel_err(got, out), 4 * kU32);
 }
 
 }  // namespace

@@ -63,6 +63,15 @@ const GgufFixture kGgufFixtures[] = {
     {"gemma2_tiny.q8_0.gguf", "gemma2_tiny", DType::Q8_0, true},
     {"gemma3_tiny.f32.gguf", "gemma3_tiny", DType::F32, true},
     {"gemma3_tiny.q8_0.gguf", "gemma3_tiny", DType::Q8_0, true},
+    {"mixtral_tiny.f32.gguf", "mixtral_tiny", DType::F32, false},
+    {"mixtral_tiny.q8_0.gguf", "mixtral_tiny", DType::Q8_0, true},
+    {"qwen2_moe_tiny.f32.gguf", "qwen2_moe_tiny", DType::F32, false},
+    {"qwen2_moe_tiny.q8_0.gguf", "qwen2_moe_tiny", DType::Q8_0, true},
+    {"llama_yarn.f32.gguf", "llama_yarn", DType::F32, false},
+    {"qwen2_yarn.f32.gguf", "qwen2_yarn", DType::F32, false},
+    {"phi3_longrope.f32.gguf", "phi3_longrope", DType::F32, false},
+    {"phi4_partial_rotary.f32.gguf", "phi4_partial_rotary", DType::F32, false},
+    {"phi4_partial_rotary.q8_0.gguf", "phi4_partial_rotary", DType::Q8_0, true},
 };
 
 // reference.safetensors of tools/make_fixtures.py, from any path.
@@ -112,8 +121,20 @@ void expect_config_of_hf_fixture(const ModelConfig& g, const ModelConfig& h) {
     EXPECT_EQ(g.rope_scaling.type, h.rope_scaling.type);
     EXPECT_EQ(g.rope_scaling.factor, h.rope_scaling.factor);
   }
+  // YaRN and LongRoPE: what llama.cpp's converter keeps (f32 in GGUF) and the factor tensors.
+  EXPECT_EQ(static_cast<float>(g.rope_scaling.attention_factor), static_cast<float>(h.rope_scaling.attention_factor));
+  if (h.rope_scaling.type == RopeScaling::Type::Yarn || h.rope_scaling.type == RopeScaling::Type::LongRope) {
+    EXPECT_EQ(g.rope_scaling.original_max_position_embeddings, h.rope_scaling.original_max_position_embeddings);
+  }
+  EXPECT_EQ(g.rope_scaling.beta_fast, h.rope_scaling.beta_fast);
+  EXPECT_EQ(g.rope_scaling.beta_slow, h.rope_scaling.beta_slow);
+  EXPECT_EQ(g.rope_scaling.short_factor, h.rope_scaling.short_factor);
+  EXPECT_EQ(g.rope_scaling.long_factor, h.rope_scaling.long_factor);
+  EXPECT_EQ(g.rope_dim(), h.rope_dim());
   EXPECT_EQ(h.rope_layout, RopeLayout::HalfSplit);
-  EXPECT_EQ(g.rope_layout, g.arch == Architecture::Llama ? RopeLayout::Interleaved : RopeLayout::HalfSplit);
+  // "llama" files (Mixtral's too) hold permuted Q/K rows.
+  EXPECT_EQ(g.rope_layout, g.arch == Architecture::Llama || g.arch == Architecture::Mixtral ? RopeLayout::Interleaved
+                                                                                           : RopeLayout::HalfSplit);
   EXPECT_EQ(g.max_position_embeddings, h.max_position_embeddings);
   EXPECT_EQ(g.sliding_window, h.sliding_window);
   // llama.cpp's GPT-2 converter writes output.weight, a copy of token_embd.
@@ -130,6 +151,12 @@ void expect_config_of_hf_fixture(const ModelConfig& g, const ModelConfig& h) {
   EXPECT_EQ(g.rope_local_theta, h.rope_local_theta);
   EXPECT_EQ(g.sliding_layers, h.sliding_layers);
   EXPECT_EQ(g.bos_token_id, h.bos_token_id);
+  EXPECT_EQ(g.num_experts, h.num_experts);
+  EXPECT_EQ(g.num_experts_per_tok, h.num_experts_per_tok);
+  EXPECT_EQ(g.moe_intermediate_size, h.moe_intermediate_size);
+  EXPECT_EQ(g.shared_expert_intermediate_size, h.shared_expert_intermediate_size);
+  EXPECT_EQ(g.norm_topk_prob, h.norm_topk_prob);
+  EXPECT_EQ(g.dense_layers, h.dense_layers);
   if (h.eos_token_ids.size() <= 1)
     EXPECT_EQ(g.eos_token_ids, h.eos_token_ids);
   else
@@ -159,7 +186,8 @@ TEST_P(GgufModel, LoadsTheFilesBytesWithTheHfFixturesConfig) {
   const GgufFile file(kGgufDir / GetParam().file);
   uint64_t bytes = 0;
   for (const GgufTensorInfo& t : file.tensors())
-    if (t.name != "rope_freqs.weight") bytes += t.bytes;
+    if (t.name != "rope_freqs.weight" && t.name != "rope_factors_long.weight" && t.name != "rope_factors_short.weight")
+      bytes += t.bytes;  // frequency factors become the rope frequencies
   EXPECT_EQ(model_->weight_bytes(), bytes);
   for (const bool in_place : {false, true}) {
     int packed = 0;  // matrices copied with at least one packed block
@@ -217,9 +245,43 @@ TEST_P(GgufModel, LoadsTheFilesBytesWithTheHfFixturesConfig) {
           expect_tensor(m->weight, p + name + ".weight");
         continue;
       }
-      for (auto [m, name] : {std::pair{&L.q, "attn_q"}, {&L.k, "attn_k"}, {&L.v, "attn_v"}, {&L.o, "attn_output"},
-                             {&L.gate, "ffn_gate"}, {&L.up, "ffn_up"}, {&L.down, "ffn_down"}})
+      if (model->config().arch == Architecture::Phi3) {  // row blocks of attn_qkv and of ffn_up (gate, up)
+        const std::string qkv = p + "attn_qkv.weight", gate_up = p + "ffn_up.weight";
+        const uint64_t row = L.q.weight.row_bytes();
+        const uint64_t q = row * static_cast<uint64_t>(L.q.weight.rows), kv = row * static_cast<uint64_t>(L.k.weight.rows);
+        expect_bytes(L.q.weight, qkv, 0, q, p + "attn_qkv q");
+        expect_bytes(L.k.weight, qkv, q, kv, p + "attn_qkv k");
+        expect_bytes(L.v.weight, qkv, q + kv, kv, p + "attn_qkv v");
+        EXPECT_EQ(q + 2 * kv, file.tensor(qkv).bytes);
+        const uint64_t half = file.tensor(gate_up).bytes / 2;
+        expect_bytes(L.gate.weight, gate_up, 0, half, p + "ffn_up gate");
+        expect_bytes(L.up.weight, gate_up, half, half, p + "ffn_up up");
+        for (auto [m, name] : {std::pair{&L.o, "attn_output"}, {&L.down, "ffn_down"}})
+          expect_tensor(m->weight, p + name + ".weight");
+        continue;
+      }
+      for (auto [m, name] : {std::pair{&L.q, "attn_q"}, {&L.k, "attn_k"}, {&L.v, "attn_v"}, {&L.o, "attn_output"}})
         expect_tensor(m->weight, p + name + ".weight");
+      if (L.moe.empty()) {
+        for (auto [m, name] : {std::pair{&L.gate, "ffn_gate"}, {&L.up, "ffn_up"}, {&L.down, "ffn_down"}})
+          expect_tensor(m->weight, p + name + ".weight");
+        continue;
+      }
+      // Experts: each one's matrices are its row block of the stacked tensor, in place or copied.
+      expect_tensor(L.moe.router.weight, p + "ffn_gate_inp.weight");
+      for (auto [experts, name] : {std::pair{&L.moe.gate, "ffn_gate_exps"}, {&L.moe.up, "ffn_up_exps"},
+                                   {&L.moe.down, "ffn_down_exps"}}) {
+        const std::string stacked = p + name + ".weight";
+        const uint64_t each = file.tensor(stacked).bytes / experts->size();
+        ASSERT_EQ(static_cast<int64_t>(experts->size()), model->config().num_experts);
+        for (size_t e = 0; e < experts->size(); ++e)
+          expect_bytes((*experts)[e].weight, stacked, e * each, each, fmt::format("{} expert {}", stacked, e));
+      }
+      if (model->config().shared_expert_intermediate_size > 0) {
+        for (auto [m, name] : {std::pair{&L.gate, "ffn_gate_shexp"}, {&L.up, "ffn_up_shexp"},
+                               {&L.down, "ffn_down_shexp"}, {&L.shared_expert_gate, "ffn_gate_inp_shexp"}})
+          expect_tensor(m->weight, p + name + ".weight");
+      }
     }
     // Where this CPU reads the type packed, the fixtures run the packed kernels.
     EXPECT_EQ(packed > 0, cpu::packs_rows(GetParam().dtype, model_->config().hidden_size) && !in_place);
@@ -583,9 +645,23 @@ TEST(GgufModelErrors, UnsupportedArchitecture) {
 TEST(GgufModelErrors, BadRopeScaling) {
   test::TempDir tmp;
   TinyGguf g;
-  g.set_string("llama.rope.scaling.type", "yarn");
+  g.set_string("llama.rope.scaling.type", "dynamic");  // not a llama.cpp type
   g.set_f32("llama.rope.scaling.factor", 4.0f);
-  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'llama.rope.scaling.type'"), HasSubstr("'yarn'")));
+  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'llama.rope.scaling.type'"), HasSubstr("'dynamic'")));
+  // YaRN as HF computes it: llama.cpp's other extrapolation factors and DeepSeek's log multiplier
+  // are refused, naming the key.
+  g.set_string("llama.rope.scaling.type", "yarn");
+  g.set_f32("llama.rope.scaling.yarn_ext_factor", 0.5f);
+  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'llama.rope.scaling.yarn_ext_factor'"), HasSubstr("0.5")));
+  g.erase_key("llama.rope.scaling.yarn_ext_factor");
+  g.set_f32("llama.rope.scaling.yarn_log_multiplier", 0.1f);
+  EXPECT_THAT(load_error(g.write(tmp)), HasSubstr("'llama.rope.scaling.yarn_log_multiplier'"));
+  g.erase_key("llama.rope.scaling.yarn_log_multiplier");
+  {
+    const RopeScaling s = Model::load(g.write(tmp), {.device = Device::CPU})->config().rope_scaling;
+    EXPECT_EQ(s.type, RopeScaling::Type::Yarn);
+    EXPECT_DOUBLE_EQ(s.attention_factor, 0.1 * std::log(4.0) + 1.0);  // HF's default
+  }
   g.set_string("llama.rope.scaling.type", "linear");
   g.set_f32("llama.rope.scaling.factor", 0.5f);
   EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'llama.rope.scaling.factor'"), HasSubstr(">= 1")));

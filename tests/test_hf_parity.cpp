@@ -28,7 +28,8 @@ std::span<const float> row(const std::vector<float>& m, size_t r, size_t width) 
 class HfParity : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    model_ = Model::load(test::model_dir(GetParam()), {.device = Device::CPU});
+    model_ = Model::load(test::model_dir(GetParam()),
+                         {.device = Device::CPU, .context_length = test::fixture_context_length(GetParam())});
     ref_ = std::make_unique<Reference>(GetParam());
     vocab_ = static_cast<size_t>(model_->config().vocab_size);
   }
@@ -119,6 +120,36 @@ TEST(HfParityNative, HalfPrecisionWithinRoundingOfNativeHf) {
     for (size_t t = 0; t < ref.prompt_ids.size(); ++t)
       EXPECT_LE(max_abs_diff(all.subspan(t * vocab, vocab), row(ref.prompt_logits_native, t, vocab)), tolerance)
           << "prompt position " << t;
+  }
+}
+
+// Dynamic NTK and LongRoPE pick their frequencies by the model's context length, fixed at load
+// (docs/rope-scaling.md): loaded with a context within the original length, the model computes
+// what HF computes for a call over the prompt alone (default rope for dynamic NTK, LongRoPE's
+// short factors); loaded with a longer one, what HF computes for a call that long (the
+// fixtures' references, HfParity above). The two differ by far more than the bound.
+TEST(HfParityRopeContext, ShortContextGivesHfsShortCall) {
+  for (auto [name, context] : {std::pair{"llama_dynamic", int64_t{0}}, std::pair{"phi3_longrope", int64_t{16}},
+                               std::pair{"phi4_partial_rotary", int64_t{16}}}) {
+    SCOPED_TRACE(name);
+    Reference ref(name);
+    ASSERT_FALSE(ref.prompt_logits_short.empty());
+    const size_t T = ref.prompt_ids.size();
+    for (const bool short_context : {true, false}) {
+      const int64_t ctx = short_context ? context : test::fixture_context_length(name);
+      auto model = Model::load(test::model_dir(name), {.device = Device::CPU, .context_length = ctx});
+      const size_t vocab = static_cast<size_t>(model->config().vocab_size);
+      KvCache kv(*model, static_cast<int64_t>(T), DType::F32);
+      Session s(model);
+      auto all = s.prefill(kv, ref.prompt_ids, Logits::All);
+      float d_short = 0, d_long = 0;
+      for (size_t t = 0; t < T; ++t) {
+        d_short = std::max(d_short, max_abs_diff(all.subspan(t * vocab, vocab), row(ref.prompt_logits_short, t, vocab)));
+        d_long = std::max(d_long, max_abs_diff(all.subspan(t * vocab, vocab), row(ref.prompt_logits, t, vocab)));
+      }
+      EXPECT_LE(short_context ? d_short : d_long, kF32Tolerance) << "context " << ctx;
+      EXPECT_GT(short_context ? d_long : d_short, 100 * kF32Tolerance) << "context " << ctx;
+    }
   }
 }
 

@@ -208,6 +208,22 @@ TEST(KvPlan, KvCacheFromConfigMatchesPlan) {
   EXPECT_EQ(cache.size(), 0);
 }
 
+// Mixture-of-experts models: the cache is the attention's, whatever the experts (Mixtral, with
+// Mistral's attention; Qwen2-MoE, with a dense layer among its MoE ones).
+TEST(KvPlan, MixtureOfExpertsPlansTheAttentionsCache) {
+  for (const char* name : {"mixtral_tiny", "qwen2_moe_tiny"}) {
+    SCOPED_TRACE(name);
+    const ModelConfig c =
+        kvinfer::load_config(std::filesystem::path(KVINFER_TEST_DATA) / "models" / name / "config.json");
+    ASSERT_GT(c.num_experts, 0);
+    const uint64_t per_token = 2 * static_cast<uint64_t>(c.num_layers * c.num_kv_heads * c.head_dim) * 4;
+    EXPECT_EQ(kv_bytes_per_token(c, DType::F32), per_token);
+    EXPECT_EQ(plan_kv_bytes(c, 100, DType::F32), 100 * per_token);
+    const KvCache cache(c, 100, DType::F16);
+    EXPECT_EQ(cache.bytes(), 100 * per_token / 2);
+  }
+}
+
 TEST(KvPlan, KvCacheLayoutIsOneContiguousBlock) {
   // (layer, {K, V}, kv_head, position < capacity, head_dim), row-major.
   constexpr int64_t L = 3, H = 2, D = 8, C = 5;
@@ -324,6 +340,32 @@ TEST(KvPlan, KvHeadsSetTheRatioMhaGqaMqa) {
   EXPECT_EQ(plan_kv_bytes(mha, 8192, DType::F16), 4 * GiB);
   EXPECT_EQ(plan_kv_bytes(gqa, 8192, DType::F16), GiB);
   EXPECT_EQ(plan_kv_bytes(mqa, 8192, DType::F16), 128 * MiB);
+}
+
+// Phi-3 / Phi-4-mini (fused projections, partial rotary, a window on Phi-3): the cache has the
+// Llama family's shape, and a loaded model's caches are exactly the plan, from safetensors and
+// from GGUF. Phi-4-mini's shape (32 layers, 8 KV heads, head_dim 128): 128 KiB a token in f16.
+TEST(KvPlan, Phi3CachesAreExactlyThePlan) {
+  const std::filesystem::path data(KVINFER_TEST_DATA);
+  for (const auto& path : {data / "models" / "phi3_longrope", data / "models" / "phi4_partial_rotary",
+                           data / "gguf" / "models" / "phi3_longrope.f32.gguf",
+                           data / "gguf" / "models" / "phi4_partial_rotary.q8_0.gguf"}) {
+    SCOPED_TRACE(path.string());
+    const auto model = kvinfer::Model::load(path, {.device = kvinfer::Device::CPU});
+    const ModelConfig& c = model->config();
+    EXPECT_EQ(c.arch, kvinfer::Architecture::Phi3);
+    for (DType dt : {DType::F32, DType::F16, DType::I8}) {
+      const KvCache kv(*model, 40, dt);
+      EXPECT_EQ(kv.bytes(), plan_kv_bytes(c, 40, dt));
+    }
+    EXPECT_EQ(plan_kv_bytes(c, 40, DType::F32),
+              static_cast<uint64_t>(2 * c.num_layers * c.num_kv_heads * c.head_dim * 4 * 40));
+  }
+  ModelConfig phi4 = tiny(32, 24, 8, 128);
+  phi4.arch = kvinfer::Architecture::Phi3;
+  phi4.rotary_dim = 96;  // partial rotary changes no cache byte
+  EXPECT_EQ(kv_bytes_per_token(phi4, DType::F16), 128 * KiB);
+  EXPECT_EQ(plan_kv_bytes(phi4, 131072, DType::F16), 16 * GiB);
 }
 
 TEST(FormatBytes, BinaryUnitsAtEveryBoundary) {

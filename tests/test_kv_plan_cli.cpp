@@ -162,6 +162,21 @@ TEST(KvPlanCli, GgufModelsGiveTheirDirectorysShapeAndStoredBytes) {
   EXPECT_EQ(plan({"-m", f32.string()})["weight_bytes"], dir["weight_bytes"]);
 }
 
+// Phi-3 and Phi-4-mini (fused projections, partial rotary), from safetensors and GGUF: the plan
+// is the bytes of the cache a loaded model makes.
+TEST(KvPlanCli, Phi3PlansAreTheLoadedModelsCacheBytes) {
+  for (const fs::path& path : {kData / "models" / "phi3_longrope", kData / "gguf" / "models" / "phi3_longrope.f32.gguf",
+                               kData / "models" / "phi4_partial_rotary",
+                               kData / "gguf" / "models" / "phi4_partial_rotary.q8_0.gguf"}) {
+    SCOPED_TRACE(path.string());
+    const json j = plan({"-m", path.string(), "-n", "40"});
+    const auto model = kvinfer::Model::load(path, {.device = kvinfer::Device::CPU});
+    EXPECT_EQ(j["kv_heads"], model->config().num_kv_heads);
+    EXPECT_EQ(j["head_dim"], model->config().head_dim);
+    EXPECT_EQ(j["bytes_per_sequence"].get<uint64_t>(), kvinfer::KvCache(*model, 40, kvinfer::DType::F16).bytes());
+  }
+}
+
 TEST(KvPlanCli, TableShowsTheJsonFigures) {
   const std::vector<std::vector<std::string>> cases = {
       {"-m", config("llama-3.1-8b-instruct"), "-n", "32768", "-b", "4", "--kv-dtype", "bf16"},

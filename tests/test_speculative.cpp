@@ -38,7 +38,8 @@ namespace fs = std::filesystem;
 using test::error_of;
 
 std::shared_ptr<const Model> load(const std::string& fixture) {
-  return Model::load(test::model_dir(fixture), {.device = Device::CPU});
+  return Model::load(test::model_dir(fixture),
+                     {.device = Device::CPU, .context_length = test::fixture_context_length(fixture)});
 }
 
 // What one generation did, as a caller sees it.

@@ -375,5 +375,34 @@ TEST(RandomModel, CacheOnEqualsCacheOffForBothFamilies) {
   }
 }
 
+// Mixture-of-experts shapes: every expert made (and counted), the model runs and keeps cache-on ==
+// cache-off; a Qwen2-MoE-style one with a shared expert and a dense layer too.
+TEST(RandomModel, MixtureOfExpertsShapesRunAndKeepTheInvariant) {
+  ModelConfig c = tiny(Architecture::Llama);
+  c.arch = Architecture::Mixtral;
+  c.num_experts = 4;
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = 64;
+  ModelConfig q = c;
+  q.arch = Architecture::Qwen2Moe;
+  q.shared_expert_intermediate_size = 32;
+  q.norm_topk_prob = false;
+  q.dense_layers = {1};
+  for (const ModelConfig& cfg : {c, q}) {
+    SCOPED_TRACE(std::string(architecture_name(cfg.arch)));
+    auto m = random_model(cfg, {.weight_dtype = DType::F32, .seed = 5, .device = Device::CPU});
+    const ModelWeights& w = model_weights(*m);
+    const uint64_t expert = 3 * 96 * 64 * 4;
+    EXPECT_EQ(w.layers[0].moe.experts(), 4);
+    EXPECT_EQ(w.layers[1].moe.empty(), cfg.arch == Architecture::Qwen2Moe);
+    // A step reads all but the 2 unchosen experts of each MoE layer, plus one row of the (tied) embedding.
+    const uint64_t moe_layers = cfg.arch == Architecture::Qwen2Moe ? 1 : 2;
+    EXPECT_EQ(m->weight_bytes() + 96 * 4, m->step_weight_bytes() + moe_layers * 2 * expert);
+    test::expect_cache_on_equals_off(m, std::vector<int32_t>{5, 17, 250, 3, 99}, 12);
+  }
+  const ModelConfig moe = synthetic_config("moe-8x2"), dense = synthetic_config("moe-8x2-dense");
+  EXPECT_EQ(moe.num_experts_per_tok * moe.moe_intermediate_size, dense.intermediate_size);
+}
+
 }  // namespace
 }  // namespace kvinfer

@@ -26,6 +26,11 @@ configs=(
   "tinyllama-1.1b q8_0 --int8-activations|-s tinyllama-1.1b --dtype q8_0 --int8-activations"
   "tinyllama-1.1b q4_0 --int8-activations|-s tinyllama-1.1b --dtype q4_0 --int8-activations"
   "tinyllama-1.1b q4_1 --int8-activations|-s tinyllama-1.1b --dtype q4_1 --int8-activations"
+  # A mixture of experts against the dense model of its active size (ONLY=moe runs just these).
+  "moe-8x2 q8_0|-s moe-8x2 --dtype q8_0"
+  "moe-8x2-dense q8_0|-s moe-8x2-dense --dtype q8_0"
+  "moe-8x2 bf16|-s moe-8x2 --dtype bf16"
+  "moe-8x2-dense bf16|-s moe-8x2-dense --dtype bf16"
 )
 [[ -f "$MODEL" ]] && configs+=("SmolLM2-135M Q4_1|-m $MODEL" "SmolLM2-135M Q4_1 --int8-activations|-m $MODEL --int8-activations")
 if [[ -n "${ONLY:-}" ]]; then  # ONLY=REGEX keeps the configurations whose label matches

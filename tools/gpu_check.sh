@@ -30,6 +30,7 @@ JOBS="$(nproc 2>/dev/null || echo 4)"
 export PATH="$PATH:/usr/local/cuda/bin"
 
 TESTS=(test_cuda_attention test_cuda_ops test_cuda_gemv test_cuda_graphs test_cuda_sample test_cuda_e2e test_cuda_kv_state
+       test_cuda_batch test_cuda_decoding
        test_device)
 BENCHES=(kvinfer-bench-cuda-attention kvinfer-bench-cuda-decode kvinfer-bench-cuda-ops)
 # The decode floor: kvinfer-bench on the TinyLlama-1.1B shape, P = 512, N = 129 (the floor at the

@@ -15,6 +15,15 @@ model.safetensors.index.json, generation_config.json) plus reference.safetensors
                                          prompt + greedy_ids[:i]; argmax -> greedy_ids[i]
   prompt_logits_native  f32    [T, V]    (bf16/f16 fixtures only) logits of HF running
                                          natively in the stored half dtype on CPU
+  prompt_logits_short   f32    [T, V]    ("pad_to" fixtures only) HF's own forward over the
+                                         prompt alone (a call within the original length)
+
+Fixtures with the option "pad_to": L (dynamic NTK, LongRoPE) are made as HF computes one call
+over L positions: HF picks those frequencies by the length of each forward call, kvinfer by
+the model's context length (docs/rope-scaling.md). Every reference forward is a no-cache call
+over the sequence padded with token 0 to L positions; causal attention makes each row
+independent of the padding after it, so row t holds the logits of the first t + 1 tokens with
+the frequencies of a call of L positions, which kvinfer loaded with context_length L computes.
 
 All reference math is float32 on CPU with attn_implementation="eager"; for half
 precision fixtures the saved (rounded) weights are upcast with model.float().
@@ -50,12 +59,19 @@ from transformers import (
     LlamaForCausalLM,
     MistralConfig,
     MistralForCausalLM,
+    MixtralConfig,
+    MixtralForCausalLM,
+    Phi3Config,
+    Phi3ForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
+    Qwen2MoeConfig,
+    Qwen2MoeForCausalLM,
 )
 
 N_GREEDY = 32
 MIN_MARGIN = 1e-3
+MIN_ROUTE_GAP = 1e-4  # MoE fixtures: every token's k-th and (k+1)-th expert probabilities differ by this
 MAX_SEED_TRIES = 50
 BIAS_STD = 0.1  # HF initialises biases to 0 -> randomise them so bias handling is tested
 NORM_STD = 0.1  # HF initialises RMSNorm weights to 1 -> use 1 + N(0, NORM_STD)
@@ -74,6 +90,11 @@ def rope(theta=10000.0, **extra):
     d = {"rope_type": "default", "rope_theta": theta}
     d.update(extra)
     return d
+
+
+# LongRoPE factor lists (rotary dims / 2 each), fixed, spread so that short and long differ.
+def longrope_factors(n, lo, hi):
+    return [round(lo + (hi - lo) * i / max(n - 1, 1), 4) for i in range(n)]
 
 
 # name -> (model class, config class, config kwargs, prompt length T, base seed, options)
@@ -212,7 +233,122 @@ FIXTURES = [
           tie_word_embeddings=True, use_sliding_window=True, sliding_window=4, max_window_layers=1,
           rms_norm_eps=1e-6, rope_parameters=rope(1000000.0), bos_token_id=3, eos_token_id=4),
      10, 19000, {"effects": [{"sliding_window": 64}]}),
+    # Mixture of experts. Mixtral: 4 experts, top 2, renormalised; Mistral's attention (no window,
+    # as Mixtral 8x7B: a GGUF "llama" file has no window key).
+    ("mixtral_tiny", MixtralForCausalLM, MixtralConfig,
+     dict(hidden_size=64, intermediate_size=32, num_attention_heads=4, num_key_value_heads=2,
+          num_local_experts=4, num_experts_per_tok=2, sliding_window=None,
+          tie_word_embeddings=False, rope_parameters=rope(1000000.0), rms_norm_eps=1e-5,
+          bos_token_id=1, eos_token_id=2),
+     11, 16000, {"check_routing": True, "fused_copy": "mixtral_fused"}),
+    # Qwen2-MoE: 3 layers, layer 1 dense (mlp_only_layers), 4 experts of width 32, top 2 NOT
+    # renormalised (norm_topk_prob false), a shared expert of width 48 behind its sigmoid gate.
+    ("qwen2_moe_tiny", Qwen2MoeForCausalLM, Qwen2MoeConfig,
+     dict(hidden_size=64, intermediate_size=64, moe_intermediate_size=32, shared_expert_intermediate_size=48,
+          num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, num_experts=4,
+          num_experts_per_tok=2, norm_topk_prob=False, decoder_sparse_step=1, mlp_only_layers=[1],
+          use_sliding_window=False, tie_word_embeddings=False, rope_parameters=rope(1000000.0),
+          rms_norm_eps=1e-6, bos_token_id=3, eos_token_id=4),
+     9, 17000, {"check_routing": True}),
+    # YaRN, HF's defaults: attention factor 0.1 ln(4) + 1, beta 32 / 1, truncated range. The tiny
+    # original length 32 puts the ramp over dims [0, 3] of 16: original, blended and
+    # interpolated frequencies all occur.
+    ("llama_yarn", LlamaForCausalLM, LlamaConfig,
+     dict(hidden_size=64, intermediate_size=64, num_attention_heads=2, num_key_value_heads=1,
+          head_dim=32, tie_word_embeddings=True,
+          rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                           "original_max_position_embeddings": 32},
+          bos_token_id=1, eos_token_id=2),
+     10, 16000, {}),
+    # YaRN with an explicit attention_factor and beta_fast / beta_slow (what llama.cpp's converter
+    # carries into GGUF), on Qwen2 (q/k/v biases).
+    ("qwen2_yarn", Qwen2ForCausalLM, Qwen2Config,
+     dict(hidden_size=64, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+          tie_word_embeddings=False, use_sliding_window=False, rms_norm_eps=1e-6,
+          rope_parameters={"rope_type": "yarn", "rope_theta": 1000.0, "factor": 2.5,
+                           "original_max_position_embeddings": 24, "attention_factor": 1.25,
+                           "beta_fast": 16.0, "beta_slow": 2.0},
+          bos_token_id=3, eos_token_id=4),
+     9, 17000, {}),
+    # YaRN with DeepSeek's mscale / mscale_all_dim ratio and truncate false (fractional range).
+    ("llama_yarn_mscale", LlamaForCausalLM, LlamaConfig,
+     dict(hidden_size=64, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+          tie_word_embeddings=True,
+          rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 8.0,
+                           "original_max_position_embeddings": 16, "mscale": 1.0,
+                           "mscale_all_dim": 0.5, "truncate": False},
+          bos_token_id=1, eos_token_id=2),
+     11, 18000, {}),
+    # Dynamic NTK: max_position_embeddings 32, references for one call of 64 positions (the
+    # base grows by (2 · 64 / 32 - 1)^(16/14)); kvinfer loads it with context_length 64.
+    ("llama_dynamic", LlamaForCausalLM, LlamaConfig,
+     dict(hidden_size=64, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+          tie_word_embeddings=True, max_position_embeddings=32,
+          rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0},
+          bos_token_id=1, eos_token_id=2),
+     12, 19000, {"pad_to": 64}),
+    # Phi-3: fused qkv_proj / gate_up_proj, LongRoPE (original length 16, context 64: the long
+    # factors; attention factor sqrt(1 + ln 4 / ln 16)), a sliding window of 8.
+    ("phi3_longrope", Phi3ForCausalLM, Phi3Config,
+     dict(hidden_size=64, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+          tie_word_embeddings=False, max_position_embeddings=64, original_max_position_embeddings=16,
+          sliding_window=8, rms_norm_eps=1e-5,
+          rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                           "short_factor": longrope_factors(8, 1.0, 1.6),
+                           "long_factor": longrope_factors(8, 1.0, 6.0)},
+          bos_token_id=1, eos_token_id=2, pad_token_id=0),
+     13, 20000, {"pad_to": 64}),
+    # Phi-4-mini's shape: partial_rotary_factor 0.75 (12 of 16 dims rotate), tied embeddings,
+    # no window, LongRoPE.
+    ("phi4_partial_rotary", Phi3ForCausalLM, Phi3Config,
+     dict(hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=1,
+          tie_word_embeddings=True, max_position_embeddings=64, original_max_position_embeddings=16,
+          sliding_window=None, rms_norm_eps=1e-5,
+          rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.75,
+                           "short_factor": longrope_factors(6, 1.0, 1.3),
+                           "long_factor": longrope_factors(6, 1.5, 8.0)},
+          bos_token_id=1, eos_token_id=2, pad_token_id=0),
+     7, 21300, {"pad_to": 64}),
 ]
+
+
+@torch.no_grad()
+def routing_stats(model, seq):
+    """Over a cache-off forward of seq: the smallest gap between a token's k-th and (k+1)-th
+    expert probability (any MoE layer), and how often each (layer, expert) was chosen."""
+    k = model.config.num_experts_per_tok
+    gaps, uses, hooks = [], {}, []
+    for name, mod in model.named_modules():
+        if type(mod).__name__.endswith("TopKRouter"):
+            def hook(m, args, out, name=name):
+                probs = torch.softmax(out[0].float(), dim=-1)
+                top = torch.sort(probs, dim=-1, descending=True).values
+                gaps.append(float((top[:, k - 1] - top[:, k]).min()) if probs.shape[-1] > k else 1.0)
+                uses[name] = torch.bincount(out[2].flatten(), minlength=probs.shape[-1]).tolist()
+            hooks.append(mod.register_forward_hook(hook))
+    model(input_ids=seq[None, :], use_cache=False)
+    for h in hooks:
+        h.remove()
+    assert uses, "no router found"
+    return min(gaps), uses
+
+
+def write_fused_copy(src_dir, dst_dir, model_cls):
+    """The same model as transformers 5 holds it in memory: experts fused into (experts, 2·inter,
+    hidden) gate_up_proj and (experts, hidden, inter) down_proj (save_original_format=False)."""
+    if os.path.isdir(dst_dir):
+        shutil.rmtree(dst_dir)
+    m = model_cls.from_pretrained(src_dir, attn_implementation="eager")
+    m.save_pretrained(dst_dir, save_original_format=False)
+    shutil.copy(os.path.join(src_dir, "reference.safetensors"), os.path.join(dst_dir, "reference.safetensors"))
+    from safetensors import safe_open
+    with safe_open(os.path.join(dst_dir, "model.safetensors"), "pt") as f:
+        assert any(k.endswith("experts.gate_up_proj") for k in f.keys()), "not fused"
+    b = model_cls.from_pretrained(dst_dir, attn_implementation="eager").eval()
+    ids = torch.arange(0, 9)[None, :]
+    with torch.no_grad():
+        assert torch.equal(m.eval()(input_ids=ids).logits, b(input_ids=ids).logits)
+    print(f"    fused-experts copy: {dst_dir}")
 
 
 def check_llama3_bands(cfg):
@@ -265,6 +401,30 @@ def greedy_with_cache(model, prompt):
 
 
 @torch.no_grad()
+def padded_logits(model, seq, pad_to):
+    """Logits of `seq` from one no-cache call over it padded with token 0 to pad_to positions."""
+    ids = torch.cat([seq, torch.zeros(pad_to - len(seq), dtype=torch.long)])
+    return model(input_ids=ids[None, :], use_cache=False).logits[0, :len(seq)].float()
+
+
+@torch.no_grad()
+def greedy_padded(model, prompt, pad_to):
+    """greedy_with_cache's outputs, every forward a padded no-cache call of pad_to positions."""
+    prompt_logits = padded_logits(model, prompt, pad_to)
+    seq, logits = prompt, prompt_logits[-1]
+    ids, step_logits = [], []
+    for i in range(N_GREEDY):
+        step_logits.append(logits.clone())
+        tok = int(torch.argmax(logits))
+        ids.append(tok)
+        if i == N_GREEDY - 1:
+            break
+        seq = torch.cat([seq, torch.tensor([tok], dtype=torch.long)])
+        logits = padded_logits(model, seq, pad_to)[-1]
+    return prompt_logits.clone(), torch.tensor(ids, dtype=torch.long), torch.stack(step_logits)
+
+
+@torch.no_grad()
 def full_logits_no_cache(model, prompt, greedy_ids):
     seq = torch.cat([prompt, greedy_ids[:-1]])
     return model(input_ids=seq[None, :], use_cache=False).logits[0].float()
@@ -311,16 +471,29 @@ def build_one(name, model_cls, config_cls, cfg_kwargs, T, base_seed, opts, out_r
         # --- reload from disk; reference in exact f32 on the saved weights --------------
         model = model_cls.from_pretrained(out_dir, dtype=save_dtype, attn_implementation="eager")
         model = model.float().eval()
-        prompt_logits, greedy_ids, greedy_logits = greedy_with_cache(model, prompt)
+        pad_to = opts.get("pad_to")
+        if pad_to:
+            prompt_logits, greedy_ids, greedy_logits = greedy_padded(model, prompt, pad_to)
+        else:
+            prompt_logits, greedy_ids, greedy_logits = greedy_with_cache(model, prompt)
         assert torch.equal(greedy_logits[0], prompt_logits[-1])
 
-        nocache = full_logits_no_cache(model, prompt, greedy_ids)
+        if pad_to:
+            nocache = padded_logits(model, torch.cat([prompt, greedy_ids[:-1]]), pad_to)
+        else:
+            nocache = full_logits_no_cache(model, prompt, greedy_ids)
         nocache_steps = nocache[T - 1:]
         nocache_ids = torch.argmax(nocache_steps, dim=-1)
         cache_diff = float((nocache_steps - greedy_logits).abs().max())
         prompt_diff = float((nocache[:T] - prompt_logits).abs().max())
         margin = min_margin(greedy_logits)
         ok = margin >= MIN_MARGIN and torch.equal(nocache_ids, greedy_ids)
+        if opts.get("check_routing"):
+            gap, uses = routing_stats(model, torch.cat([prompt, greedy_ids[:-1]]))
+            unused = [(n, e) for n, u in uses.items() for e, c in enumerate(u) if c == 0]
+            print(f"    routing: min k-th/(k+1)-th gap {gap:.4g}, choices per expert {uses}")
+            ok = ok and gap >= MIN_ROUTE_GAP and not unused
+            info["route_gap"] = gap
         print(f"  {name}: seed={seed} T={T} min_margin={margin:.4g} "
               f"cache_on_vs_off_maxabs={cache_diff:.3g} (prompt part {prompt_diff:.3g}) "
               f"tokens_match={torch.equal(nocache_ids, greedy_ids)}")
@@ -336,6 +509,22 @@ def build_one(name, model_cls, config_cls, cfg_kwargs, T, base_seed, opts, out_r
         }
         info.update(seed=seed, T=T, min_margin=margin, cache_on_off_maxabs=cache_diff,
                     greedy_ids=greedy_ids.tolist(), prompt_ids=prompt.tolist())
+
+        if pad_to:
+            # HF's own short call over the prompt (within the original length), and how far HF's
+            # cache-on loop, whose frequencies change with each call's length, is from the
+            # one-length references.
+            with torch.no_grad():
+                short = model(input_ids=prompt[None, :], use_cache=False).logits[0].float()
+            ref["prompt_logits_short"] = short.contiguous()
+            info["short_vs_long_maxabs"] = float((short - prompt_logits).abs().max())
+            _, hf_ids, hf_logits = greedy_with_cache(model, prompt)
+            info["hf_cache_loop_maxabs"] = float((hf_logits - greedy_logits).abs().max())
+            info["hf_cache_loop_same_tokens"] = bool(torch.equal(hf_ids, greedy_ids))
+            print(f"    pad_to={pad_to}: short call vs long max|d|={info['short_vs_long_maxabs']:.4g}; "
+                  f"HF cache-on loop vs references max|d|={info['hf_cache_loop_maxabs']:.4g} "
+                  f"(same tokens: {info['hf_cache_loop_same_tokens']})")
+            assert info["short_vs_long_maxabs"] > 1e-3, "the long frequencies have no effect"
 
         if opts.get("check_window"):
             cfg_nw = json.load(open(os.path.join(out_dir, "config.json")))
@@ -385,6 +574,8 @@ def build_one(name, model_cls, config_cls, cfg_kwargs, T, base_seed, opts, out_r
             info["llama3_bands"] = check_llama3_bands(json.load(open(os.path.join(out_dir, "config.json"))))
 
         save_file(ref, os.path.join(out_dir, "reference.safetensors"))
+        if "fused_copy" in opts:
+            write_fused_copy(out_dir, os.path.join(out_root, opts["fused_copy"]), model_cls)
         if "legacy_copy" in opts:
             write_legacy_gpt2(out_dir, os.path.join(out_root, opts["legacy_copy"]), cfg["n_positions"])
         return info
@@ -447,8 +638,13 @@ def main():
             extra += f" window_effect={s['window_effect_maxabs']:.4g}"
         for k, v in s.get("effects", {}).items():
             extra += f" without {k}: {v:.3g}"
+        if "route_gap" in s:
+            extra += f" route_gap={s['route_gap']:.4g}"
         if "native_vs_f32_maxabs" in s:
             extra += f" native_vs_f32={s['native_vs_f32_maxabs']:.4g}"
+        if "short_vs_long_maxabs" in s:
+            extra += (f" short_vs_long={s['short_vs_long_maxabs']:.4g}"
+                      f" hf_cache_loop={s['hf_cache_loop_maxabs']:.4g}")
         print(f"  {name:18s} seed={s['seed']:5d} T={s['T']:2d} min_margin={s['min_margin']:.4g} "
               f"cache_on_off={s['cache_on_off_maxabs']:.3g}{extra}")
 

@@ -61,7 +61,7 @@ import gguf
 from gguf import GGMLQuantizationType as Q
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_fixtures import MIN_MARGIN, greedy_with_cache, min_margin  # noqa: E402
+from make_fixtures import FIXTURES as HF_FIXTURES, MIN_MARGIN, greedy_padded, greedy_with_cache, min_margin  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "tests" / "data" / "models"
@@ -81,6 +81,12 @@ FIXTURES = [
     ("qwen3_tiny", ["f32", "q8_0"]),
     ("gemma2_tiny", ["f32", "q8_0"]),
     ("gemma3_tiny", ["f32", "q8_0"]),
+    ("mixtral_tiny", ["f32", "q8_0"]),
+    ("qwen2_moe_tiny", ["f32", "q8_0"]),
+    ("llama_yarn", ["f32"]),
+    ("qwen2_yarn", ["f32"]),
+    ("phi3_longrope", ["f32"]),
+    ("phi4_partial_rotary", ["f32", "q8_0"]),
 ]
 
 FILE_TYPES = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
@@ -90,7 +96,17 @@ ARCHS = {"LlamaForCausalLM": ("llama", gguf.MODEL_ARCH.LLAMA),
          "Qwen3ForCausalLM": ("qwen3", gguf.MODEL_ARCH.QWEN3),
          "Gemma2ForCausalLM": ("gemma2", gguf.MODEL_ARCH.GEMMA2),
          "Gemma3ForCausalLM": ("gemma3", gguf.MODEL_ARCH.GEMMA3),
-         "GPT2LMHeadModel": ("gpt2", gguf.MODEL_ARCH.GPT2)}
+         "GPT2LMHeadModel": ("gpt2", gguf.MODEL_ARCH.GPT2),
+         "MixtralForCausalLM": ("llama", gguf.MODEL_ARCH.LLAMA),
+         "Qwen2MoeForCausalLM": ("qwen2moe", gguf.MODEL_ARCH.QWEN2MOE),
+         "Phi3ForCausalLM": ("phi3", gguf.MODEL_ARCH.PHI3)}
+# Mixture of experts, as convert_hf_to_gguf.py's LlamaModel (Mixtral) and Qwen2MoeModel: each
+# layer's per-expert matrices stacked into one (experts, rows, cols) tensor, ggml dims
+# [cols, rows, experts]; the router (ffn_gate_inp) and the shared expert's gate
+# (ffn_gate_inp_shexp) always F32, as its tensor type exclusions say.
+EXPERT_PARTS = {"w1": "ffn_gate_exps", "w3": "ffn_up_exps", "w2": "ffn_down_exps",
+                "gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps", "down_proj": "ffn_down_exps"}
+F32_ALWAYS = ("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight")
 # GPT2Model in convert_hf_to_gguf.py: Conv1D weights transposed to (out, in); the causal-mask
 # buffers dropped; output.weight written as a copy of token_embd (GPT-2 ties them).
 GPT2_CONV1D = (".c_attn.weight", ".c_proj.weight", ".c_fc.weight")
@@ -166,7 +182,10 @@ def gguf_tensor(data, qtype, n_dims):
         return x.astype(np.float32), None
     if qtype == "f16":
         return x.astype(np.float16), None
-    return gguf.quants.quantize(x, Q.Q8_0), Q.Q8_0
+    try:
+        return gguf.quants.quantize(x, Q.Q8_0), Q.Q8_0
+    except gguf.QuantError:  # rows not whole blocks (qwen2_moe_tiny's shared expert, width 48): as llama.cpp
+        return x.astype(np.float16), None
 
 
 def convert_gpt2(w, cfg, state, qtype, tmap):
@@ -242,6 +261,38 @@ def convert_gemma(w, cfg, arch_name, qtype, state, tmap):
         w.add_tensor(tmap.get_name(hf_name, try_suffixes=(".weight", ".bias")), array, raw_dtype=raw)
 
 
+def convert_phi3(w, cfg, state, qtype, tmap):
+    """llama.cpp's Phi3MiniModel: its own metadata (no vocab_size, no key_length), rope dims
+    int(partial_rotary_factor * n_embd) // n_head, the window (0: none), and for LongRoPE the
+    factor tensors with rope.scaling.attn_factor sqrt(1 + ln(s) / ln(original)), s the ratio of
+    the context lengths. No Q/K permutation (NEOX rope); qkv_proj -> attn_qkv, gate_up_proj ->
+    ffn_up, by gguf's tensor map."""
+    rp = cfg["rope_parameters"]
+    n_embd, n_head = cfg["hidden_size"], cfg["num_attention_heads"]
+    max_pos, orig = cfg["max_position_embeddings"], rp["original_max_position_embeddings"]
+    rope_dims = int(rp.get("partial_rotary_factor", 1.0) * n_embd) // n_head
+    w.add_context_length(max_pos)
+    w.add_rope_scaling_orig_ctx_len(orig)
+    w.add_embedding_length(n_embd)
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_head_count(n_head)
+    w.add_head_count_kv(cfg.get("num_key_value_heads", n_head))
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_rope_dimension_count(rope_dims)
+    w.add_rope_freq_base(rp["rope_theta"])
+    w.add_file_type(FILE_TYPES[qtype])
+    w.add_sliding_window(cfg.get("sliding_window") or 0)
+    if rp.get("long_factor"):
+        scale = max_pos / orig
+        w.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1.0 else 1.0)
+        w.add_tensor("rope_factors_long.weight", np.asarray(rp["long_factor"], dtype=np.float32))
+        w.add_tensor("rope_factors_short.weight", np.asarray(rp["short_factor"], dtype=np.float32))
+    for hf_name in sorted(state):
+        array, raw = gguf_tensor(state[hf_name], qtype, state[hf_name].dim())
+        w.add_tensor(tmap.get_name(hf_name, try_suffixes=(".weight", ".bias")), array, raw_dtype=raw)
+
+
 def convert(name, qtype, out_path):
     model_dir = MODELS / name
     cfg = json.load(open(model_dir / "config.json"))
@@ -268,6 +319,17 @@ def convert(name, qtype, out_path):
         w.write_tensors_to_file()
         w.close()
         return cfg, arch_name, arch, state
+    if arch_name == "phi3":
+        w = gguf.GGUFWriter(str(out_path), arch_name)
+        w.add_name(f"kvinfer fixture {name}")
+        gguf.SpecialVocab(model_dir, load_merges=False, n_vocab=cfg["vocab_size"]).add_to_gguf(w)
+        state = load_file(model_dir / "model.safetensors")
+        convert_phi3(w, cfg, state, qtype, gguf.get_tensor_name_map(arch, cfg["num_hidden_layers"]))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        return cfg, arch_name, arch, state
     n_layers, n_head = cfg["num_hidden_layers"], cfg["num_attention_heads"]
     n_kv = cfg.get("num_key_value_heads", n_head)
     rp = cfg["rope_parameters"]
@@ -282,7 +344,7 @@ def convert(name, qtype, out_path):
     w.add_head_count_kv(n_kv)
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     w.add_rope_freq_base(rp["rope_theta"])
-    if "head_dim" in cfg:
+    if cfg.get("head_dim") is not None:  # MixtralConfig writes "head_dim": null
         w.add_key_length(cfg["head_dim"])
         w.add_value_length(cfg["head_dim"])
     if arch_name == "llama":
@@ -290,8 +352,27 @@ def convert(name, qtype, out_path):
     if rp.get("rope_type") == "linear":
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(rp["factor"])
+    if rp.get("rope_type") == "yarn":
+        # TextModel.set_gguf_parameters: type, factor, original length; the optional HF keys
+        # extrapolation_factor, attention_factor (as yarn_attn_factor), beta_fast, beta_slow.
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(rp["factor"])
+        w.add_rope_scaling_orig_ctx_len(rp["original_max_position_embeddings"])
+        if rp.get("attention_factor") is not None:
+            w.add_rope_scaling_yarn_attn_factor(rp["attention_factor"])
+        if rp.get("beta_fast") is not None:
+            w.add_rope_scaling_yarn_beta_fast(rp["beta_fast"])
+        if rp.get("beta_slow") is not None:
+            w.add_rope_scaling_yarn_beta_slow(rp["beta_slow"])
     w.add_vocab_size(cfg["vocab_size"])
     w.add_file_type(FILE_TYPES[qtype])
+    n_experts = cfg.get("num_local_experts") or cfg.get("num_experts")
+    if n_experts:
+        w.add_expert_count(n_experts)
+        w.add_expert_used_count(cfg["num_experts_per_tok"])
+    if arch_name == "qwen2moe":
+        w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+        w.add_expert_shared_feed_forward_length(cfg["shared_expert_intermediate_size"])
     has_tokenizer = (model_dir / "tokenizer.json").exists()
     if has_tokenizer:
         write_tokenizer(w, model_dir, cfg["vocab_size"])
@@ -301,19 +382,59 @@ def convert(name, qtype, out_path):
         w.add_tensor("rope_freqs.weight", llama3_rope_factors(cfg).numpy())
     tmap = gguf.get_tensor_name_map(arch, n_layers)
     state = load_file(model_dir / "model.safetensors")
-    for hf_name in sorted(state):
-        data = state[hf_name]
-        if arch_name == "llama" and ".self_attn.q_proj." in hf_name:
-            data = permute(data, n_head)
-        if arch_name == "llama" and ".self_attn.k_proj." in hf_name:
-            data = permute(data, n_kv)
-        array, raw = gguf_tensor(data, qtype, data.dim())
-        w.add_tensor(tmap.get_name(hf_name, try_suffixes=(".weight", ".bias")), array, raw_dtype=raw)
+    for new, data in sorted(gguf_tensors(state, arch_name, n_head, n_kv, n_experts, tmap)):
+        if new in F32_ALWAYS or new.endswith(F32_ALWAYS):
+            array, raw = data.float().numpy().astype(np.float32), None
+        else:
+            array, raw = gguf_tensor(data, qtype, data.dim())
+        w.add_tensor(new, array, raw_dtype=raw)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
     return cfg, arch_name, arch, state
+
+
+def expert_name(hf_name):
+    """(layer, expert, part) of a per-expert HF tensor name, or None."""
+    parts = hf_name.split(".")
+    if ".experts." not in hf_name or not hf_name.endswith(".weight"):
+        return None
+    i = parts.index("experts")
+    return int(parts[2]), int(parts[i + 1]), parts[i + 2]
+
+
+# A dense MLP in a "qwen2moe" model (Qwen2-MoE's mlp_only_layers): gguf-py's QWEN2MOE tensor list
+# has no ffn_gate/ffn_up/ffn_down, so llama.cpp's converter refuses such a checkpoint. kvinfer reads
+# them under the names every other architecture gives them (blk.N.ffn_gate.weight, ...).
+DENSE_MLP = {"mlp.gate_proj": gguf.MODEL_TENSOR.FFN_GATE, "mlp.up_proj": gguf.MODEL_TENSOR.FFN_UP,
+             "mlp.down_proj": gguf.MODEL_TENSOR.FFN_DOWN}
+
+
+def gguf_name(tmap, hf_name):
+    new = tmap.get_name(hf_name, try_suffixes=(".weight", ".bias"))
+    if new is None:
+        layer, part = hf_name.split(".")[2], ".".join(hf_name.split(".")[3:5])
+        new = gguf.TENSOR_NAMES[DENSE_MLP[part]].format(bid=layer) + ".weight"
+    return new
+
+
+def gguf_tensors(state, arch_name, n_head, n_kv, n_experts, tmap):
+    """(GGUF name, tensor) pairs of an HF state dict: Q/K permuted for "llama", experts stacked."""
+    stacks = {}
+    for hf_name, data in state.items():
+        e = expert_name(hf_name)
+        if e:
+            stacks.setdefault((e[0], EXPERT_PARTS[e[2]]), {})[e[1]] = data
+            continue
+        if arch_name == "llama" and ".self_attn.q_proj." in hf_name:
+            data = permute(data, n_head)
+        if arch_name == "llama" and ".self_attn.k_proj." in hf_name:
+            data = permute(data, n_kv)
+        yield gguf_name(tmap, hf_name), data
+    for (layer, part), experts in stacks.items():
+        assert sorted(experts) == list(range(n_experts)), (layer, part, sorted(experts))
+        yield f"blk.{layer}.{part}.weight", torch.stack([experts[i] for i in range(n_experts)])
 
 
 def read_back(path, cfg, arch_name, arch, hf_names):
@@ -322,7 +443,11 @@ def read_back(path, cfg, arch_name, arch, hf_names):
     n_head = cfg.get("num_attention_heads") or cfg["n_head"]
     n_kv = cfg.get("num_key_value_heads", n_head)
     tmap = gguf.get_tensor_name_map(arch, n_layers)
-    to_hf = {tmap.get_name(n, try_suffixes=(".weight", ".bias")): n for n in hf_names}
+    to_hf = {gguf_name(tmap, n): n for n in hf_names if not expert_name(n)}
+    experts = {}  # GGUF name of a stack -> the HF names of its experts, in order
+    for n in hf_names:
+        if e := expert_name(n):
+            experts.setdefault(f"blk.{e[0]}.{EXPERT_PARTS[e[2]]}.weight", {})[e[1]] = n
     r = gguf.GGUFReader(str(path))
     assert int(r.fields["GGUF.version"].contents()) == 3
     out, types = {}, set()
@@ -330,7 +455,12 @@ def read_back(path, cfg, arch_name, arch, hf_names):
         x = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
         x = x.reshape([int(d) for d in reversed(t.shape)])
         types.add(t.tensor_type.name)
-        if t.name == "rope_freqs.weight" or (arch_name == "gpt2" and t.name == "output.weight"):
+        if t.name in ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight") or \
+                (arch_name == "gpt2" and t.name == "output.weight"):
+            continue
+        if t.name in experts:
+            for i, n in experts[t.name].items():
+                out[n] = torch.from_numpy(np.ascontiguousarray(x[i]))
             continue
         hf_name = to_hf[t.name]
         if arch_name == "gpt2" and hf_name.endswith(GPT2_CONV1D):
@@ -349,16 +479,30 @@ def read_back(path, cfg, arch_name, arch, hf_names):
 def hf_reference(name, weights):
     model_dir = MODELS / name
     config = AutoConfig.from_pretrained(model_dir, attn_implementation="eager")
-    model = AutoModelForCausalLM.from_config(config).float().eval()
-    missing, unexpected = model.load_state_dict(weights, strict=False)
-    assert not unexpected and all(k == "lm_head.weight" for k in missing), (missing, unexpected)
+    if any(expert_name(n) for n in weights):
+        # Per-expert names: from_pretrained fuses them into transformers 5's in-memory layout.
+        import shutil
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            shutil.copy(model_dir / "config.json", tmp)
+            save_file({k: v.contiguous() for k, v in weights.items()}, os.path.join(tmp, "model.safetensors"),
+                      metadata={"format": "pt"})
+            model = AutoModelForCausalLM.from_pretrained(tmp, attn_implementation="eager").float().eval()
+    else:
+        model = AutoModelForCausalLM.from_config(config).float().eval()
+        missing, unexpected = model.load_state_dict(weights, strict=False)
+        assert not unexpected and all(k == "lm_head.weight" for k in missing), (missing, unexpected)
     if config.tie_word_embeddings:
         model.tie_weights()
         embed = "transformer.wte.weight" if "transformer.wte.weight" in weights else "model.embed_tokens.weight"
         assert torch.equal(model.lm_head.weight, weights[embed])
     with safe_open(model_dir / "reference.safetensors", "pt") as f:
         prompt = f.get_tensor("prompt_ids").long()
-    prompt_logits, greedy_ids, greedy_logits = greedy_with_cache(model, prompt)
+    pad_to = next(o for n, *_, o in HF_FIXTURES if n == name).get("pad_to")
+    if pad_to:  # as make_fixtures.py: every call over pad_to positions
+        prompt_logits, greedy_ids, greedy_logits = greedy_padded(model, prompt, pad_to)
+    else:
+        prompt_logits, greedy_ids, greedy_logits = greedy_with_cache(model, prompt)
     return {
         "prompt_ids": prompt.to(torch.int32).contiguous(),
         "prompt_logits": prompt_logits.contiguous(),
@@ -370,7 +514,9 @@ def hf_reference(name, weights):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "tests" / "data" / "gguf" / "models"))
+    ap.add_argument("--only", default="", help="comma-separated fixture names (default: all)")
     args = ap.parse_args()
+    only = set(filter(None, args.only.split(",")))
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, numpy {np.__version__}, "
@@ -379,6 +525,8 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     total = 0
     for name, qtypes in FIXTURES:
+        if only and name not in only:
+            continue
         for qtype in qtypes:
             path = out / f"{name}.{qtype}.gguf"
             cfg, arch_name, arch, state = convert(name, qtype, path)

@@ -20,18 +20,32 @@ namespace kvinfer {
 // before and after each block, GeGLU (tanh GELU), embeddings times sqrt(hidden), sliding-window
 // and global layers; Gemma 2 soft-caps attention scores and logits, Gemma 3 norms q and k per
 // head and gives sliding layers their own rope base.
-enum class Architecture { Llama, Mistral, Qwen2, GPT2, Qwen3, Gemma2, Gemma3 };
+// Mixtral (Mistral's attention) and Qwen2Moe (Qwen2's): a mixture of SwiGLU experts for the MLP.
+// Phi3 (Phi-3, Phi-4-mini): the Llama block with fused qkv and gate_up projections, partial rotary.
+enum class Architecture { Llama, Mistral, Qwen2, GPT2, Qwen3, Gemma2, Gemma3, Mixtral, Qwen2Moe, Phi3 };
 std::string_view architecture_name(Architecture a);
 
-// How rotary frequencies are adjusted for long contexts (HF `rope_scaling`).
+// How rotary frequencies are adjusted for long contexts (HF `rope_scaling`). docs/rope-scaling.md
+// says how each type is computed and, for dynamic and longrope, which context length picks the
+// frequencies (the model's, fixed at load: never the length of one call).
 struct RopeScaling {
-  enum class Type { None, Linear, Llama3 };
+  enum class Type { None, Linear, Llama3, Yarn, Dynamic, LongRope };
   Type type = Type::None;
   double factor = 1.0;
   // llama3 only
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
-  int64_t original_max_position_embeddings = 8192;
+  int64_t original_max_position_embeddings = 8192;  // llama3, yarn, longrope
+  // yarn: the ramp between interpolated and original frequencies (HF's beta_fast, beta_slow,
+  // truncate of the correction range to whole dimensions)
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  bool truncate = true;
+  // yarn, longrope: cos and sin are multiplied by it (HF's attention_scaling), resolved from the
+  // config (attention_factor, or what HF derives from factor, mscale, mscale_all_dim); 1: none
+  double attention_factor = 1.0;
+  // longrope: per-frequency divisors (rotary_dim / 2 each), short up to the original length
+  std::vector<float> short_factor = {}, long_factor = {};
 };
 
 // Which dimensions of a head rope rotates together. HF checkpoints pair (i, i + head_dim/2)
@@ -53,6 +67,7 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   RopeLayout rope_layout = RopeLayout::HalfSplit;
+  int64_t rotary_dim = 0;  // the first dimensions of each head rope rotates (partial rotary); 0: all
   int64_t max_position_embeddings = 2048;  // GPT-2: n_positions, the rows of the position table
   std::optional<int64_t> sliding_window;  // Mistral: attend to the last N positions only
   bool tie_word_embeddings = false;
@@ -61,6 +76,13 @@ struct ModelConfig {
   bool mlp_bias = false;
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;
+  // Mixture of experts (Mixtral, Qwen2-MoE); num_experts 0: every MLP is dense.
+  int64_t num_experts = 0;                      // num_local_experts (Mixtral), num_experts (Qwen2-MoE)
+  int64_t num_experts_per_tok = 0;              // k: the experts each token runs
+  int64_t moe_intermediate_size = 0;            // each expert's (Mixtral: intermediate_size)
+  int64_t shared_expert_intermediate_size = 0;  // Qwen2-MoE's shared expert; 0: none
+  bool norm_topk_prob = true;                   // the k chosen gate weights renormalised to sum 1
+  std::vector<int64_t> dense_layers;            // layers with a dense MLP (Qwen2-MoE's mlp_only_layers, sparse step)
 
   // Qwen3, Gemma 2/3 (zero where unused).
   bool qk_norm = false;                 // q and k RMSNorm-ed per head (head_dim weights) before rope
@@ -83,6 +105,15 @@ struct ModelConfig {
     if (sliding_layers.empty()) return *sliding_window;
     return sliding_layers[static_cast<size_t>(l)] ? *sliding_window : 0;
   }
+  // Whether layer `layer`'s MLP is a mixture of experts.
+  bool is_moe_layer(int64_t layer) const {
+    if (num_experts == 0) return false;
+    for (int64_t d : dense_layers)
+      if (d == layer) return false;
+    return true;
+  }
+  // Dimensions of each head that rope rotates (even, <= head_dim).
+  int64_t rope_dim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
 };
 
 // Parses HF config.json text. `source` names the file in error messages.

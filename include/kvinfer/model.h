@@ -102,7 +102,8 @@ class Model {
   // Bytes of all weights as stored (what one forward pass reads, embeddings aside).
   uint64_t weight_bytes() const { return weight_bytes_; }
   // Bytes of weights one decode step reads: every projection with its bias, the norms, and the
-  // LM head whole (the token embedding when tied); of the embedding tables only one row each.
+  // LM head whole (the token embedding when tied); of the embedding tables only one row each; of
+  // a mixture-of-experts layer the router and the num_experts_per_tok largest experts.
   uint64_t step_weight_bytes() const { return step_weight_bytes_; }
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
   // Throws kvinfer::Error when the model was loaded without one.

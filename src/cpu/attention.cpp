@@ -408,7 +408,9 @@ void self_attention(std::span<const SequenceRows> seqs, const SelfAttention& a, 
   auto one = [&](const SequenceRows& s, bool one_thread) {
     float* sq = q + s.row * a.heads * hd;
     float* sk = k + s.row * a.kv_heads * hd;
-    if (a.inv_freq) rope_qk(sq, a.heads, sk, a.kv_heads, s.n, hd, s.start, a.inv_freq->data, a.layout);
+    if (a.inv_freq)
+      rope_qk(sq, a.heads, sk, a.kv_heads, s.n, hd, s.start, a.inv_freq->data, a.layout, 2 * a.inv_freq->n,
+              a.rope_attention_factor);
     store_kv(*s.kv, a.layer, s.start, s.n, sk, v + s.row * a.kv_heads * hd);
     attention(*s.kv, a.layer, sq, s.n, s.start, a.heads, a.window, att + s.row * a.heads * hd, one_thread, a.scores);
   };

@@ -10,6 +10,7 @@
 #include "kvinfer/config.h"
 #include "kvinfer/kv_cache.h"
 #include "models/weights.h"
+#include "ops/moe.h"
 #include "ops/self_attention.h"
 
 namespace kvinfer::cpu {
@@ -51,12 +52,16 @@ void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float
 void layer_norm(const float* x, const float* weight, const float* bias, int64_t n, int64_t dim, float eps, float* y);
 // x (n, heads, head_dim) rotated in place, row t at position start + t; pair i (frequency
 // inv_freq[i]) is (i, i + head_dim/2) in the half-split layout, (2i, 2i + 1) in the interleaved one.
+// rotary_dim (even, <= head_dim; 0: head_dim): only the first rotary_dim values of each head rotate,
+// pairs (i, i + rotary_dim/2), inv_freq (rotary_dim / 2); the rest pass through (partial rotary).
+// attention_factor: cos and sin are multiplied by it once rounded to f32 (YaRN, LongRoPE; HF's
+// attention_scaling); 1 gives the bits of plain rope.
 void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const float* inv_freq,
-          RopeLayout layout = RopeLayout::HalfSplit);
+          RopeLayout layout = RopeLayout::HalfSplit, int64_t rotary_dim = 0, float attention_factor = 1.0f);
 // rope of q (n, q_heads, head_dim) and k (n, k_heads, head_dim) at the same positions, each angle's
 // cosine and sine computed once for both: the bits rope gives each.
 void rope_qk(float* q, int64_t q_heads, float* k, int64_t k_heads, int64_t n, int64_t head_dim, int64_t start,
-             const float* inv_freq, RopeLayout layout);
+             const float* inv_freq, RopeLayout layout, int64_t rotary_dim = 0, float attention_factor = 1.0f);
 // x (rows, head_dim) RMSNorm-ed per row in place with weight (head_dim): rms_norm's bits, each
 // head of q or k a row (Qwen3's and Gemma 3's q_norm / k_norm).
 void head_rms_norm(float* x, const float* weight, int64_t rows, int64_t head_dim, float eps);
@@ -81,6 +86,21 @@ void embed(const Matrix& table, std::span<const int32_t> ids, float* out);
 // The index of the first NaN or ±Inf among x[0 .. n), or -1 when every value is finite. Reads x
 // only (the debug check of LoadOptions::check_finite and the check of every call's logits).
 int64_t first_nonfinite(const float* x, int64_t n);
+
+// Mixture of experts (src/cpu/moe.cpp; the routing math is kernels/core/moe.h's).
+// ids (n, k) and weights (n, k): each row's k experts from its router logits (n, experts), sorted
+// by expert index (core::route_top_k).
+void moe_route(const float* logits, int64_t n, int64_t experts, int64_t k, bool normalize, int32_t* ids,
+               float* weights);
+// out (n, hidden) = Σ_j weights[t, j] · down_e(silu(gate_e · x_t) ⊙ up_e · x_t), e = ids[t, j],
+// the terms added from 0 in j order (by expert index, as HF's index_add_ loop). Experts are taken
+// in index order, each over the rows that chose it, gathered: its matrices are read once per call,
+// and an expert no row chose is not read at all. Each row's result has the bits it gets alone
+// (linear's products are batch-invariant and a row's adds come in j order whatever n is).
+void moe_experts(const MoeWeights& m, const float* x, int64_t n, int64_t hidden, const int32_t* ids,
+                 const float* weights, int64_t k, const MoeScratch& scratch, float* out, bool int8_activations = false);
+// out (n, dim) += sigmoid(gate[t]) · y (n, dim): Qwen2-MoE's shared expert, scaled by its gate.
+void add_gated(float* out, const float* gate, const float* y, int64_t n, int64_t dim);
 
 // Writes k, v (n, kv_heads, head_dim) into layer `layer` of the cache at positions start..start+n-1.
 void store_kv(KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v);

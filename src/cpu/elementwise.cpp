@@ -67,13 +67,13 @@ void layer_norm(const float* x, const float* weight, const float* bias, int64_t 
 }
 
 void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const float* inv_freq,
-          RopeLayout layout) {
-  rope_qk(x, heads, nullptr, 0, n, head_dim, start, inv_freq, layout);
+          RopeLayout layout, int64_t rotary_dim, float attention_factor) {
+  rope_qk(x, heads, nullptr, 0, n, head_dim, start, inv_freq, layout, rotary_dim, attention_factor);
 }
 
 void rope_qk(float* q, int64_t q_heads, float* k, int64_t k_heads, int64_t n, int64_t head_dim, int64_t start,
-             const float* inv_freq, RopeLayout layout) {
-  const int64_t half = head_dim / 2;
+             const float* inv_freq, RopeLayout layout, int64_t rotary_dim, float attention_factor) {
+  const int64_t half = (rotary_dim > 0 ? rotary_dim : head_dim) / 2;  // pairs rotated per head
   // Pair i is (i, i + half) or (2i, 2i + 1): only where its two values sit differs, the angle
   // and the rotation are the same operations in the same order.
   const int64_t stride = layout == RopeLayout::HalfSplit ? 1 : 2;   // x0 of pair i is xh[stride·i]
@@ -89,8 +89,9 @@ void rope_qk(float* q, int64_t q_heads, float* k, int64_t k_heads, int64_t n, in
     const float pos = static_cast<float>(start + t);
     for (int64_t i = 0; i < half; ++i) {
       const float angle = pos * inv_freq[i];
-      const float c = static_cast<float>(std::cos(static_cast<double>(angle)));
-      const float s = static_cast<float>(std::sin(static_cast<double>(angle)));
+      // HF: cos(angle) · attention_scaling, each rounded to f32 (× 1 changes no bit).
+      const float c = static_cast<float>(std::cos(static_cast<double>(angle))) * attention_factor;
+      const float s = static_cast<float>(std::sin(static_cast<double>(angle))) * attention_factor;
       rotate(q, q_heads, t, i, c, s);
       rotate(k, k_heads, t, i, c, s);
     }

@@ -21,6 +21,7 @@
 #include "cuda_check.h"
 #include "cuda_gemm.h"
 #include "cuda_gemv.h"
+#include "cuda_moe.h"
 #include "cuda_ops.h"
 #include "cuda_sample.h"
 #include "core/kv_cache_access.h"
@@ -88,6 +89,8 @@ class Context {
   DeviceBuffer x_lowp;     // (n, in) of the weights' dtype (f16 for quantised weights), n > 8
   DeviceBuffer w_tile;     // (tile rows, in) f16: rows of one quantised matrix, dequantised for a GEMM, n > 8
   DeviceBuffer workspace;  // split-K partials of decode attention
+  DeviceBuffer moe_order;  // (2, pairs) int32: a prefill's pairs by expert, and each pair's place (moe_experts)
+  std::vector<int32_t> moe_host;  // (n, k) routed ids, then the order, on the host
   uint64_t tile_bytes = kDequantTileBytes;  // bound of w_tile
 
   // Decode steps as graphs (decode_step).
@@ -253,9 +256,10 @@ void linear(Context& c, const Linear& layer, const float* x, int64_t n, float* y
 }
 
 void rope(Context& c, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq,
-          RopeLayout layout) {
+          RopeLayout layout, float attention_factor) {
   const auto kernel = layout == RopeLayout::Interleaved ? cuda::RopeLayout::Interleaved : cuda::RopeLayout::HalfSplit;
-  cuda::rope(x, n, heads, head_dim, start, inv_freq.data, kernel, c.stream, c.device_start());
+  cuda::rope(x, n, heads, head_dim, start, inv_freq.data, kernel, c.stream, c.device_start(), 2 * inv_freq.n,
+             attention_factor);
 }
 
 void silu_mul(Context& c, const float* gate, const float* up, float* out, int64_t n) {
@@ -277,6 +281,113 @@ void scale(Context& c, float* x, int64_t n, float factor) { cuda::scale(x, n, fa
 void softcap(Context& c, float* x, int64_t n, float cap) { cuda::softcap(x, n, cap, c.stream); }
 
 void add(Context& c, float* x, const float* y, int64_t n) { cuda::add(x, y, n, c.stream); }
+
+void moe_route(Context& c, const float* logits, int64_t n, int64_t experts, int64_t k, bool normalize, int32_t* ids,
+               float* weights) {
+  cuda::moe_route(logits, n, experts, k, normalize, ids, weights, c.stream);
+}
+
+namespace {
+// The device pointers of one kind of expert matrix, which must share a dtype and a shape.
+cuda::ExpertMatrices expert_table(const std::vector<Linear>& experts, const char* what) {
+  if (experts.empty() || static_cast<int64_t>(experts.size()) > core::kMaxExperts)
+    throw Error(ErrorKind::Unsupported, fmt::format("moe_experts: {} experts of kind '{}' (1 to {} are supported)",
+                                                    experts.size(), what, core::kMaxExperts));
+  cuda::ExpertMatrices t{};
+  const Matrix& first = experts[0].weight;
+  for (size_t e = 0; e < experts.size(); ++e) {
+    const Matrix& m = experts[e].weight;
+    if (m.dtype != first.dtype || m.rows != first.rows || m.cols != first.cols || !experts[e].bias.empty())
+      throw Error(ErrorKind::Unsupported, fmt::format("moe_experts: expert {}'s {} matrix differs from expert 0's in dtype "
+                                                      "or shape, or has a bias; CUDA needs them alike", e, what));
+    t.w[e] = m.data;
+  }
+  return t;
+}
+}  // namespace
+
+namespace {
+// Every (row, chosen expert) pair of n rows as a GEMV whose expert the kernel picks by its routed
+// id: no host work depends on the choice (a decode step's graph replays for any), and each pair
+// reads only its expert's bytes.
+void moe_pairs(Context& c, const MoeWeights& m, const float* x, int64_t n, int64_t hidden, const int32_t* ids,
+               const float* weights, int64_t k, const MoeScratch& s, float* out) {
+  const int64_t experts = m.experts(), inter = m.gate[0].weight.rows, pairs = n * k;
+  // Gate and up from the row's input, down from the pair's own.
+  cuda::moe_gemv(m.gate[0].weight.dtype, expert_table(m.gate, "gate"), experts, ids, pairs, inter, hidden, x, k,
+                 s.gate, c.stream);  // (pairs, inter)
+  cuda::moe_gemv(m.up[0].weight.dtype, expert_table(m.up, "up"), experts, ids, pairs, inter, hidden, x, k, s.up,
+                 c.stream);  // (pairs, inter)
+  cuda::silu_mul(s.gate, s.up, s.gate, pairs * inter, c.stream);
+  cuda::moe_gemv(m.down[0].weight.dtype, expert_table(m.down, "down"), experts, ids, pairs, hidden, inter, s.gate, 1,
+                 s.y, c.stream);  // (pairs, hidden)
+  cuda::moe_combine(s.y, weights, n, k, hidden, out, c.stream);
+}
+
+// A prefill segment's pairs grouped by expert (ids: its routed ids, on the host): each expert's
+// matrices multiplied once by all the rows that chose it (linear_rows: GEMV or cuBLAS by the count).
+void moe_grouped(Context& c, const MoeWeights& m, const float* x, int64_t n, int64_t hidden, const int32_t* ids,
+                 const float* weights, int64_t k, const MoeScratch& s, float* out) {
+  const int64_t experts = m.experts(), inter = m.gate[0].weight.rows, pairs = n * k;
+  std::vector<int32_t> order(static_cast<size_t>(2 * pairs));  // (pairs) pair of each place, then (pairs) place of each pair
+  std::vector<int64_t> first(static_cast<size_t>(experts + 1));  // each expert's first place
+  int64_t place = 0;
+  for (int64_t e = 0; e < experts; ++e) {
+    first[static_cast<size_t>(e)] = place;
+    for (int64_t p = 0; p < pairs; ++p)
+      if (ids[p] == e) {
+        order[static_cast<size_t>(place)] = static_cast<int32_t>(p);
+        order[static_cast<size_t>(pairs + p)] = static_cast<int32_t>(place++);
+      }
+  }
+  first[static_cast<size_t>(experts)] = place;
+  if (place != pairs) throw Error(ErrorKind::Device, "moe_experts: a routed expert id is out of range");
+  auto* d_order = static_cast<int32_t*>(c.scratch(c.moe_order, order.size() * sizeof(int32_t), "MoE pair order"));
+  CUDA_CHECK(cudaMemcpyAsync(d_order, order.data(), order.size() * sizeof(int32_t), cudaMemcpyHostToDevice, c.stream));
+  cuda::moe_gather(x, d_order, pairs, k, hidden, s.y, c.stream);  // (pairs, hidden) in the experts' order
+  const auto each = [&](const std::vector<Linear>& layers, const float* in, int64_t in_dim, float* y, int64_t y_dim) {
+    for (int64_t e = 0; e < experts; ++e) {
+      const int64_t f = first[static_cast<size_t>(e)], rows = first[static_cast<size_t>(e) + 1] - f;
+      if (rows > 0) linear_rows(c, layers[static_cast<size_t>(e)], in + f * in_dim, rows, y + f * y_dim);
+    }
+  };
+  each(m.gate, s.y, hidden, s.gate, inter);
+  each(m.up, s.y, hidden, s.up, inter);
+  cuda::silu_mul(s.gate, s.up, s.gate, pairs * inter, c.stream);
+  each(m.down, s.gate, inter, s.y, hidden);  // over the gathered rows: gate and up have read them all
+  cuda::moe_combine(s.y, weights, n, k, hidden, out, c.stream, d_order + pairs);
+  // `order` is pageable: the copy has staged it before cudaMemcpyAsync returned.
+}
+}  // namespace
+
+void moe_experts(Context& c, const MoeWeights& m, const float* x, int64_t n, int64_t hidden, const int32_t* ids,
+                 const float* weights, int64_t k, const MoeScratch& s, float* out, std::span<const int64_t> segments) {
+  const int64_t one[] = {n};
+  if (segments.empty()) segments = one;
+  const bool long_segment = std::any_of(segments.begin(), segments.end(), [](int64_t r) { return r > cuda::kGemvMaxRows; });
+  // Decode steps and small batches (graph-safe): every pair picked on the device.
+  if (!long_segment || c.step_ids != nullptr) return moe_pairs(c, m, x, n, hidden, ids, weights, k, s, out);
+  // A prefill: the ids come to the host once; each sequence's rows alone are grouped, so that a
+  // row gets the bits its sequence's call alone gives it (batch invariance, as linear()).
+  c.moe_host.resize(static_cast<size_t>(n * k));
+  CUDA_CHECK(cudaMemcpyAsync(c.moe_host.data(), ids, c.moe_host.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, c.stream));
+  CUDA_CHECK(cudaStreamSynchronize(c.stream));
+  const int64_t inter = m.gate[0].weight.rows;
+  int64_t row = 0;
+  for (const int64_t rows : segments) {
+    const MoeScratch part{nullptr, s.gate + row * k * inter, s.up + row * k * inter, s.y + row * k * hidden};
+    if (rows > cuda::kGemvMaxRows)
+      moe_grouped(c, m, x + row * hidden, rows, hidden, c.moe_host.data() + row * k, weights + row * k, k, part,
+                  out + row * hidden);
+    else
+      moe_pairs(c, m, x + row * hidden, rows, hidden, ids + row * k, weights + row * k, k, part, out + row * hidden);
+    row += rows;
+  }
+}
+
+void add_gated(Context& c, float* out, const float* gate, const float* y, int64_t n, int64_t dim) {
+  cuda::add_gated(out, gate, y, n, dim, c.stream);
+}
 
 void store_kv(Context& c, KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v) {
   // An 8-bit cache's scales: the layer's (kv_heads, capacity) blocks (null for the other types).

@@ -14,6 +14,7 @@
 #include "kvinfer/sampler.h"
 #include "models/weights.h"
 #include "ops/self_attention.h"
+#include "ops/moe.h"
 
 struct CUstream_st;  // cudaStream_t is CUstream_st*; declared here without the CUDA headers
 
@@ -58,8 +59,9 @@ void layer_norm(Context& c, const float* x, const Vector& weight, const Vector& 
 // through its own GEMM, so every sequence's rows get the bits its call alone gives them.
 void linear(Context& c, const Linear& layer, const float* x, int64_t n, float* y,
             std::span<const int64_t> segments = {});
+// Rotates the first 2 · inv_freq.n values of each head; cos and sin scaled by attention_factor.
 void rope(Context& c, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq,
-          RopeLayout layout);
+          RopeLayout layout, float attention_factor = 1.0f);
 void silu_mul(Context& c, const float* gate, const float* up, float* out, int64_t n);
 void gelu_tanh(Context& c, const float* x, float* out, int64_t n);
 void add(Context& c, float* x, const float* y, int64_t n);
@@ -71,6 +73,18 @@ void softcap(Context& c, float* x, int64_t n, float cap);
 void store_kv(Context& c, KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v);
 void attention(Context& c, const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start, int64_t heads,
                int64_t window, float* out, const ScoreOptions& scores = {});
+// Mixture of experts (kernels/moe.cu): routing on the device (ids int32). Decode steps and
+// sequences of up to cuda::kGemvMaxRows rows: every (row, chosen expert) pair a GEMV over that
+// expert's matrices, picked on the device from the ids, so that a decode step reads only its
+// experts' bytes and its graph replays whatever they are. A longer sequence (prefill): the ids are
+// brought to the host (one synchronisation) and its rows grouped by expert, each expert's
+// matrices multiplied once by all the rows that chose it. segments: as linear()'s.
+void moe_route(Context& c, const float* logits, int64_t n, int64_t experts, int64_t k, bool normalize, int32_t* ids,
+               float* weights);
+void moe_experts(Context& c, const MoeWeights& m, const float* x, int64_t n, int64_t hidden, const int32_t* ids,
+                 const float* weights, int64_t k, const MoeScratch& scratch, float* out,
+                 std::span<const int64_t> segments = {});
+void add_gated(Context& c, float* out, const float* gate, const float* y, int64_t n, int64_t dim);
 // One decode step as one CUDA graph launch. `body` enqueues the step's device work (the forward
 // pass of one token); in step mode the token id and position are read from device memory (the
 // ops take them from the context), so a graph captured once replays for every later position.

@@ -34,7 +34,7 @@ void layer_norm(Context&, const float*, const Vector&, const Vector&, int64_t, i
   unavailable();
 }
 void linear(Context&, const Linear&, const float*, int64_t, float*, std::span<const int64_t>) { unavailable(); }
-void rope(Context&, float*, int64_t, int64_t, int64_t, int64_t, const Vector&, RopeLayout) { unavailable(); }
+void rope(Context&, float*, int64_t, int64_t, int64_t, int64_t, const Vector&, RopeLayout, float) { unavailable(); }
 void silu_mul(Context&, const float*, const float*, float*, int64_t) { unavailable(); }
 void gelu_tanh(Context&, const float*, float*, int64_t) { unavailable(); }
 void add(Context&, float*, const float*, int64_t) { unavailable(); }
@@ -47,6 +47,12 @@ void attention(Context&, const KvCache&, int64_t, const float*, int64_t, int64_t
                const ScoreOptions&) {
   unavailable();
 }
+void moe_route(Context&, const float*, int64_t, int64_t, int64_t, bool, int32_t*, float*) { unavailable(); }
+void moe_experts(Context&, const MoeWeights&, const float*, int64_t, int64_t, const int32_t*, const float*, int64_t,
+                 const MoeScratch&, float*, std::span<const int64_t>) {
+  unavailable();
+}
+void add_gated(Context&, float*, const float*, const float*, int64_t, int64_t) { unavailable(); }
 void decode_step(Context&, int32_t, int64_t, const std::function<std::vector<const void*>()>&,
                  const std::function<void()>&) {
   unavailable();

@@ -1,5 +1,6 @@
 // HF config.json → ModelConfig. Accepts both the transformers 4 spelling (rope_theta +
 // rope_scaling) and the transformers 5 one (rope_parameters).
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <utility>
@@ -11,8 +12,10 @@
 
 #include "core/file_error.h"
 #include "core/input_file.h"
+#include "core/moe.h"
 #include "kvinfer/config.h"
 #include "kvinfer/error.h"
+#include "formats/rope_parameters.h"
 
 namespace kvinfer {
 
@@ -27,6 +30,9 @@ std::string_view architecture_name(Architecture a) {
     case Architecture::Qwen3: return "Qwen3ForCausalLM";
     case Architecture::Gemma2: return "Gemma2ForCausalLM";
     case Architecture::Gemma3: return "Gemma3ForCausalLM";
+    case Architecture::Mixtral: return "MixtralForCausalLM";
+    case Architecture::Qwen2Moe: return "Qwen2MoeForCausalLM";
+    case Architecture::Phi3: return "Phi3ForCausalLM";
   }
   return "?";
 }
@@ -108,36 +114,96 @@ Architecture parse_architecture(const Reader& r) {
   const json& a = r["architectures"][0];
   std::string name = a.is_string() ? a.get<std::string>() : a.dump();
   for (Architecture arch : {Architecture::Llama, Architecture::Mistral, Architecture::Qwen2, Architecture::GPT2,
-                            Architecture::Qwen3, Architecture::Gemma2, Architecture::Gemma3})
+                            Architecture::Qwen3, Architecture::Gemma2, Architecture::Gemma3, Architecture::Mixtral,
+                            Architecture::Qwen2Moe, Architecture::Phi3})
     if (name == architecture_name(arch)) return arch;
   throw r.error("architectures",
                 fmt::format("names unsupported architecture '{}' (supported: LlamaForCausalLM, "
                             "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, "
-                            "Gemma3ForCausalLM, GPT2LMHeadModel)",
+                            "Gemma3ForCausalLM, GPT2LMHeadModel, MixtralForCausalLM, Qwen2MoeForCausalLM, "
+                            "Phi3ForCausalLM)",
                             name));
 }
 
-// `rope` is either the rope_scaling object (transformers 4) or rope_parameters (5).
-RopeScaling parse_rope_scaling(const json& rope, const std::string& source, const std::string& key) {
+// One of longrope's factor lists: rope_dim / 2 numbers, positive and finite in f32 (HF keeps them
+// as an f32 tensor).
+std::vector<float> longrope_factors(const Reader& r, const std::string& key, int64_t n) {
+  if (!r.has(key)) throw r.error(key, "is missing (rope_type longrope)");
+  const json& a = r[key];
+  if (!a.is_array() || static_cast<int64_t>(a.size()) != n)
+    throw r.error(key, fmt::format("must be a list of {} numbers (rotary dimensions / 2), got {}", n,
+                                   a.is_array() ? fmt::format("{} entries", a.size()) : a.dump()));
+  std::vector<float> f;
+  for (const json& v : a) {
+    const float x = v.is_number() ? v.get<float>() : 0.0f;
+    if (!(x > 0) || !std::isfinite(x)) throw r.error(key, fmt::format("holds {}; factors must be positive and finite", v.dump()));
+    f.push_back(x);
+  }
+  return f;
+}
+
+// `rope` is either the rope_scaling object (transformers 4) or rope_parameters (5). `c` holds the
+// sizes parsed so far (max_position_embeddings, rope_dim()); `top_original_max` the top-level
+// original_max_position_embeddings, which HF puts over the rope parameters' (llama3, yarn, longrope).
+RopeScaling parse_rope_scaling(const json& rope, const std::string& source, const std::string& key, const ModelConfig& c,
+                               std::optional<int64_t> top_original_max) {
   Reader r(rope, source, key + ".");
   RopeScaling s;
   std::string type = r.string("rope_type", r.string("type", "default"));
+  // Phi3Config reads the old names "su" and "yarn" as longrope (its only scaling).
+  if (c.arch == Architecture::Phi3 && (type == "su" || type == "yarn")) type = "longrope";
+  if (type == "su") type = "longrope";
+  if (c.arch == Architecture::Phi3 && type != "default" && type != "longrope")
+    throw Error(ErrorKind::Unsupported, fmt::format("{}: '{}' has rope_type '{}'; Phi3ForCausalLM takes default or longrope",
+                                                    source, key, type));
   if (type == "default") return s;
+  const bool has_factor = r.has("factor");
   s.factor = r.positive("factor", 1.0);
   if (!(s.factor >= 1.0)) throw r.error("factor", fmt::format("must be >= 1, got {}", s.factor));
-  if (type == "linear") {
+  // HF's standardize_rope_params: the top-level key wins, else the rope parameters', else
+  // max_position_embeddings.
+  const auto original_max = [&](int64_t fallback) {
+    return top_original_max ? *top_original_max : r.positive_int("original_max_position_embeddings", fallback);
+  };
+  if (type == "yarn") {
+    s.type = RopeScaling::Type::Yarn;
+    s.original_max_position_embeddings = original_max(c.max_position_embeddings);
+    if (!has_factor)  // HF: the ratio of the context lengths
+      s.factor = static_cast<double>(c.max_position_embeddings) / static_cast<double>(s.original_max_position_embeddings);
+    // HF takes `beta_fast or 32`: 0 means the default too.
+    s.beta_fast = r.number("beta_fast", 0.0) != 0.0 ? r.number("beta_fast", 0.0) : 32.0;
+    s.beta_slow = r.number("beta_slow", 0.0) != 0.0 ? r.number("beta_slow", 0.0) : 1.0;
+    s.truncate = r.boolean("truncate", true);
+    s.attention_factor = r.has("attention_factor")
+                             ? r.positive("attention_factor", 1.0)
+                             : yarn_attention_factor(s.factor, r.number("mscale", 0.0), r.number("mscale_all_dim", 0.0));
+  } else if (type == "dynamic") {
+    s.type = RopeScaling::Type::Dynamic;
+    if (!has_factor) throw r.error("factor", "is missing (rope_type dynamic)");
+  } else if (type == "longrope") {
+    s.type = RopeScaling::Type::LongRope;
+    s.original_max_position_embeddings = original_max(c.max_position_embeddings);
+    if (!has_factor)
+      s.factor = static_cast<double>(c.max_position_embeddings) / static_cast<double>(s.original_max_position_embeddings);
+    s.short_factor = longrope_factors(r, "short_factor", c.rope_dim() / 2);
+    s.long_factor = longrope_factors(r, "long_factor", c.rope_dim() / 2);
+    s.attention_factor = r.has("attention_factor")
+                             ? r.positive("attention_factor", 1.0)
+                             : longrope_attention_factor(s.factor, s.original_max_position_embeddings);
+  } else if (type == "linear") {
     s.type = RopeScaling::Type::Linear;
   } else if (type == "llama3") {
     s.type = RopeScaling::Type::Llama3;
     s.low_freq_factor = r.positive("low_freq_factor", 1.0);
     s.high_freq_factor = r.positive("high_freq_factor", 4.0);
-    s.original_max_position_embeddings = r.positive_int("original_max_position_embeddings", 8192);
+    s.original_max_position_embeddings = top_original_max.value_or(r.positive_int("original_max_position_embeddings", 8192));
     if (!(s.high_freq_factor > s.low_freq_factor))
       throw Error(ErrorKind::BadFile, fmt::format("{}: '{}' needs 0 < low_freq_factor < high_freq_factor, got {} and {}", source, key,
                               s.low_freq_factor, s.high_freq_factor));
   } else {
-    throw Error(ErrorKind::Unsupported, fmt::format("{}: '{}' has unsupported rope_type '{}' (supported: default, linear, llama3)", source,
-                            key, type));
+    throw Error(ErrorKind::Unsupported, fmt::format("{}: '{}' has unsupported rope_type '{}' (supported: default, linear, llama3, "
+                                                    "yarn, dynamic, longrope)",
+                                                    source, key, type));
   }
   return s;
 }
@@ -211,7 +277,7 @@ void parse_gemma(const Reader& r, ModelConfig& c) {
 // Gemma3TextConfig's two rope tables: rope_parameters.full_attention (theta, scaling) for global
 // layers and rope_parameters.sliding_attention (theta, unscaled) for sliding ones; or, as
 // transformers 4 wrote them, rope_theta + rope_scaling and rope_local_base_freq.
-void parse_gemma3_rope(const Reader& r, ModelConfig& c) {
+void parse_gemma3_rope(const Reader& r, ModelConfig& c, std::optional<int64_t> top_original_max) {
   if (r.has("rope_parameters") && r["rope_parameters"].is_object() && r["rope_parameters"].contains("full_attention")) {
     const Reader p(r["rope_parameters"], r.source(), "rope_parameters.");
     for (const char* k : {"full_attention", "sliding_attention"})
@@ -219,9 +285,11 @@ void parse_gemma3_rope(const Reader& r, ModelConfig& c) {
     const Reader full(p["full_attention"], r.source(), "rope_parameters.full_attention.");
     const Reader local(p["sliding_attention"], r.source(), "rope_parameters.sliding_attention.");
     c.rope_theta = full.positive("rope_theta", 1000000.0);
-    c.rope_scaling = parse_rope_scaling(p["full_attention"], r.source(), "rope_parameters.full_attention");
+    c.rope_scaling =
+        parse_rope_scaling(p["full_attention"], r.source(), "rope_parameters.full_attention", c, top_original_max);
     c.rope_local_theta = local.positive("rope_theta", 10000.0);
-    if (parse_rope_scaling(p["sliding_attention"], r.source(), "rope_parameters.sliding_attention").type !=
+    if (parse_rope_scaling(p["sliding_attention"], r.source(), "rope_parameters.sliding_attention", c,
+                           top_original_max).type !=
         RopeScaling::Type::None)
       throw local.error("rope_type", "is not 'default'; scaled rope on sliding layers is not supported");
     return;
@@ -232,12 +300,67 @@ void parse_gemma3_rope(const Reader& r, ModelConfig& c) {
   c.rope_local_theta = r.positive("rope_local_base_freq", 10000.0);
   if (r.has("rope_scaling")) {
     if (!r["rope_scaling"].is_object()) throw r.error("rope_scaling", "is not an object");
-    c.rope_scaling = parse_rope_scaling(r["rope_scaling"], r.source(), "rope_scaling");
+    c.rope_scaling = parse_rope_scaling(r["rope_scaling"], r.source(), "rope_scaling", c, top_original_max);
   }
 }
 
-// The Llama family's config.json: LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config,
-// Gemma2Config, Gemma3TextConfig.
+// MixtralConfig's and Qwen2MoeConfig's experts: top-k softmax routing over num_experts SwiGLU
+// experts (transformers' MixtralTopKRouter, Qwen2MoeTopKRouter).
+void parse_moe(const Reader& r, ModelConfig& c) {
+  const bool mixtral = c.arch == Architecture::Mixtral;
+  const std::string count_key = mixtral ? "num_local_experts" : "num_experts";
+  c.num_experts = r.positive_int(count_key);
+  c.num_experts_per_tok = r.positive_int("num_experts_per_tok");
+  if (c.num_experts_per_tok > c.num_experts)
+    throw r.error("num_experts_per_tok", fmt::format("({}) exceeds {} ({})", c.num_experts_per_tok, count_key,
+                                                     c.num_experts));
+  if (c.num_experts > core::kMaxExperts)
+    throw r.error(count_key, fmt::format("is {}; kvinfer supports at most {} experts", c.num_experts, core::kMaxExperts));
+  if (mixtral) {  // Mixtral always renormalises the k weights; its experts are intermediate_size wide
+    c.moe_intermediate_size = c.intermediate_size;
+    c.norm_topk_prob = true;
+    return;
+  }
+  c.moe_intermediate_size = r.positive_int("moe_intermediate_size");
+  c.norm_topk_prob = r.boolean("norm_topk_prob", false);
+  if (r.has("shared_expert_intermediate_size")) {
+    if (!r["shared_expert_intermediate_size"].is_number_integer() || r["shared_expert_intermediate_size"].get<int64_t>() < 0)
+      throw r.error("shared_expert_intermediate_size", fmt::format("must be a non-negative integer, got {}",
+                                                                  r["shared_expert_intermediate_size"].dump()));
+    c.shared_expert_intermediate_size = r["shared_expert_intermediate_size"].get<int64_t>();
+    if (c.shared_expert_intermediate_size > kMaxDim)
+      throw r.error("shared_expert_intermediate_size", fmt::format("is beyond the limit of {} for a size", kMaxDim));
+  }
+  // As Qwen2MoeDecoderLayer: a layer is dense when listed in mlp_only_layers or when
+  // (layer + 1) is not a multiple of decoder_sparse_step.
+  const int64_t step = r.positive_int("decoder_sparse_step", 1);
+  std::vector<int64_t> only;
+  if (r.has("mlp_only_layers")) {
+    if (!r["mlp_only_layers"].is_array()) throw r.error("mlp_only_layers", "is not an array");
+    for (const json& v : r["mlp_only_layers"]) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.num_layers)
+        throw r.error("mlp_only_layers", fmt::format("holds {}, not a layer index below num_hidden_layers ({})",
+                                                     v.dump(), c.num_layers));
+      only.push_back(v.get<int64_t>());
+    }
+  }
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (std::find(only.begin(), only.end(), l) != only.end() || (l + 1) % step != 0) c.dense_layers.push_back(l);
+}
+
+// Phi3: only the first int(head_dim · partial_rotary_factor) dimensions of each head rotate.
+void parse_partial_rotary(const Reader& r, ModelConfig& c) {
+  const double f = r.number("partial_rotary_factor", 1.0);
+  const auto dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * f);  // HF: int(head_dim * factor)
+  if (!(f > 0.0 && f <= 1.0) || dim < 2 || dim % 2 != 0)
+    throw r.error("partial_rotary_factor", fmt::format("is {}: the rotated dimensions (head_dim {} × it = {}) must be "
+                                                       "even and at least 2",
+                                                       f, c.head_dim, dim));
+  c.rotary_dim = dim == c.head_dim ? 0 : dim;
+}
+
+// The Llama family's config.json: LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, Gemma2Config,
+// Gemma3TextConfig, Phi3Config, MixtralConfig, Qwen2MoeConfig.
 void parse_llama_family(const Reader& r, ModelConfig& c) {
   c.vocab_size = r.positive_int("vocab_size");
   c.hidden_size = r.positive_int("hidden_size");
@@ -275,18 +398,31 @@ void parse_llama_family(const Reader& r, ModelConfig& c) {
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", c.is_gemma());
 
   c.rope_theta = r.positive("rope_theta", 10000.0);
-  check_full_rotary(r);
+  // Phi3Config always has original_max_position_embeddings (4096 by default); other configs
+  // when config.json states it.
+  std::optional<int64_t> top_original_max;
+  if (c.arch == Architecture::Phi3 || r.has("original_max_position_embeddings"))
+    top_original_max = r.positive_int("original_max_position_embeddings", 4096);
+  if (c.arch == Architecture::Phi3) {
+    parse_partial_rotary(r, c);
+  } else {
+    check_full_rotary(r);
+  }
   if (c.arch == Architecture::Gemma3) {
-    parse_gemma3_rope(r, c);
+    parse_gemma3_rope(r, c, top_original_max);
   } else if (r.has("rope_parameters")) {
     if (!r["rope_parameters"].is_object()) throw r.error("rope_parameters", "is not an object");
     const Reader p(r["rope_parameters"], r.source(), "rope_parameters.");
     c.rope_theta = p.positive("rope_theta", c.rope_theta);
-    check_full_rotary(p);
-    c.rope_scaling = parse_rope_scaling(r["rope_parameters"], r.source(), "rope_parameters");
+    if (c.arch == Architecture::Phi3) {
+      if (p.has("partial_rotary_factor")) parse_partial_rotary(p, c);
+    } else {
+      check_full_rotary(p);
+    }
+    c.rope_scaling = parse_rope_scaling(r["rope_parameters"], r.source(), "rope_parameters", c, top_original_max);
   } else if (r.has("rope_scaling")) {
     if (!r["rope_scaling"].is_object()) throw r.error("rope_scaling", "is not an object");
-    c.rope_scaling = parse_rope_scaling(r["rope_scaling"], r.source(), "rope_scaling");
+    c.rope_scaling = parse_rope_scaling(r["rope_scaling"], r.source(), "rope_scaling", c, top_original_max);
   }
 
   switch (c.arch) {
@@ -296,11 +432,18 @@ void parse_llama_family(const Reader& r, ModelConfig& c) {
       c.mlp_bias = r.boolean("mlp_bias", false);
       break;
     case Architecture::Mistral:
+    case Architecture::Mixtral:
       if (r.has("sliding_window")) c.sliding_window = r.positive_int("sliding_window");
       break;
     case Architecture::Qwen2:
-      c.attention_bias = true;  // Qwen2 always has q/k/v biases, never an o_proj bias
-      parse_qwen_window(r, c);
+    case Architecture::Qwen2Moe:
+      // Qwen2 always has q/k/v biases, never an o_proj bias; Qwen2-MoE's config says (qkv_bias).
+      c.attention_bias = c.arch == Architecture::Qwen2 || r.boolean("qkv_bias", true);
+      if (c.arch == Architecture::Qwen2) {
+        parse_qwen_window(r, c);
+      } else if (r.boolean("use_sliding_window", false)) {
+        throw r.error("use_sliding_window", "is true; Qwen2-MoE sliding-window attention is not supported");
+      }
       break;
     case Architecture::Qwen3:
       c.qk_norm = true;
@@ -309,8 +452,12 @@ void parse_llama_family(const Reader& r, ModelConfig& c) {
       break;
     case Architecture::Gemma2:
     case Architecture::Gemma3: parse_gemma(r, c); break;
+    case Architecture::Phi3:  // fused qkv_proj and gate_up_proj, no biases
+      if (r.has("sliding_window")) c.sliding_window = r.positive_int("sliding_window");
+      break;
     case Architecture::GPT2: break;  // parse_gpt2
   }
+  if (c.arch == Architecture::Mixtral || c.arch == Architecture::Qwen2Moe) parse_moe(r, c);
 }
 
 // GPT2LMHeadModel's config.json (GPT2Config): n_embd, n_layer, n_head, n_positions, n_inner.

@@ -1,5 +1,6 @@
 // GGUF metadata → ModelConfig, as llama.cpp's llama_model::load_hparams reads "llama" and "qwen2".
 #include "core/file_error.h"
+#include "core/moe.h"
 #include "formats/gguf_config.h"
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 #include <fmt/std.h>
 
+#include "formats/rope_parameters.h"
 #include "kvinfer/error.h"
 
 namespace kvinfer {
@@ -20,6 +22,7 @@ namespace {
 // A dimension beyond int32 is a corrupt file, not a model (token ids are int32 too); capping
 // every dimension there keeps the products the loader forms far from overflowing int64.
 constexpr int64_t kMaxDim = std::numeric_limits<int32_t>::max();
+constexpr const char* kLongRopeFactors = "rope_factors_long.weight";
 
 // The keys of one architecture, `{arch}.name`; errors name the file and the key.
 class Hparams {
@@ -61,20 +64,97 @@ class Hparams {
 };
 
 Architecture parse_architecture(const GgufFile& f, const std::string& arch) {
-  if (arch == "llama") return Architecture::Llama;
+  if (arch == "llama") return Architecture::Llama;  // Mixtral when it has experts (parse_experts)
   if (arch == "qwen2") return Architecture::Qwen2;
   if (arch == "gpt2") return Architecture::GPT2;
   if (arch == "qwen3") return Architecture::Qwen3;
   if (arch == "gemma2") return Architecture::Gemma2;
   if (arch == "gemma3") return Architecture::Gemma3;
+  if (arch == "qwen2moe") return Architecture::Qwen2Moe;
+  if (arch == "phi3") return Architecture::Phi3;
   throw Error(ErrorKind::Unsupported, fmt::format("{}: key 'general.architecture' names unsupported architecture '{}' (supported: llama, "
-                          "qwen2, qwen3, gemma2, gemma3, gpt2)",
+                          "qwen2, qwen2moe, qwen3, gemma2, gemma3, gpt2, phi3)",
                           f.path(), arch));
+}
+
+// Experts, as llama.cpp reads them: "llama" with expert_count > 0 is Mixtral (the k weights
+// renormalised); "qwen2moe" has experts of expert_feed_forward_length and a shared expert of
+// expert_shared_feed_forward_length, its weights not renormalised. expert_weights_norm, when
+// present, says. A layer without blk.N.ffn_gate_inp.weight has a dense MLP (Qwen2-MoE's
+// mlp_only_layers, which llama.cpp's converter writes as ffn_gate/up/down).
+void parse_experts(const Hparams& h, ModelConfig& c) {
+  const bool moe = c.arch == Architecture::Qwen2Moe;
+  if (!moe && !(h.has("expert_count") && h.file().integer(h.key("expert_count")) > 0)) return;
+  if (!moe) c.arch = Architecture::Mixtral;
+  c.num_experts = h.dim("expert_count");
+  if (c.num_experts > core::kMaxExperts)
+    throw h.error("expert_count", fmt::format("is {}; kvinfer supports at most {} experts", c.num_experts, core::kMaxExperts));
+  c.num_experts_per_tok = h.dim("expert_used_count");
+  if (c.num_experts_per_tok > c.num_experts)
+    throw h.error("expert_used_count", fmt::format("({}) exceeds expert_count ({})", c.num_experts_per_tok, c.num_experts));
+  if (h.has("expert_gating_func") && h.file().integer(h.key("expert_gating_func")) != 1)
+    throw h.error("expert_gating_func", fmt::format("is {}; only softmax gating (1) is supported",
+                                                    h.file().integer(h.key("expert_gating_func"))));
+  if (h.has("expert_weights_scale")) {
+    const double scale = h.file().number(h.key("expert_weights_scale"));
+    if (scale != 0.0 && scale != 1.0)  // llama.cpp: 0 means no scaling
+      throw h.error("expert_weights_scale", fmt::format("is {}; scaled expert weights are not supported", scale));
+  }
+  c.norm_topk_prob = h.has("expert_weights_norm") ? h.file().boolean(h.key("expert_weights_norm")) : !moe;
+  c.moe_intermediate_size = moe ? h.dim("expert_feed_forward_length") : c.intermediate_size;
+  if (moe && h.has("expert_shared_feed_forward_length"))
+    c.shared_expert_intermediate_size = h.dim("expert_shared_feed_forward_length");
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (!h.file().find_tensor(fmt::format("blk.{}.ffn_gate_inp.weight", l))) c.dense_layers.push_back(l);
+}
+
+// YaRN as convert_hf_to_gguf.py writes HF's parameters: factor, original_context_length (default:
+// the context length, as llama.cpp), yarn_beta_fast/slow, and HF's attention_factor as
+// yarn_attn_factor. kvinfer computes HF's numbers: the attention factor is yarn_attn_factor when
+// stored, else HF's 0.1 ln(factor) + 1 (llama.cpp always takes the latter, ignoring
+// yarn_attn_factor), times rope.scaling.attn_factor as llama.cpp multiplies it in.
+RopeScaling parse_yarn(const Hparams& h, double factor, int64_t context_length) {
+  RopeScaling s;
+  s.type = RopeScaling::Type::Yarn;
+  s.factor = factor;
+  s.original_max_position_embeddings = h.dim("rope.scaling.original_context_length", context_length);
+  s.beta_fast = h.has("rope.scaling.yarn_beta_fast") ? h.positive("rope.scaling.yarn_beta_fast") : 32.0;
+  s.beta_slow = h.has("rope.scaling.yarn_beta_slow") ? h.positive("rope.scaling.yarn_beta_slow") : 1.0;
+  if (h.has("rope.scaling.yarn_ext_factor") && h.file().number(h.key("rope.scaling.yarn_ext_factor")) != 1.0)
+    throw h.error("rope.scaling.yarn_ext_factor", fmt::format("is {}; only 1 (HF's YaRN) is supported",
+                                                              h.file().number(h.key("rope.scaling.yarn_ext_factor"))));
+  if (h.has("rope.scaling.yarn_log_multiplier"))
+    throw h.error("rope.scaling.yarn_log_multiplier", "is set; YaRN's mscale_all_dim (DeepSeek style) is not supported");
+  s.attention_factor = h.has("rope.scaling.yarn_attn_factor") ? h.positive("rope.scaling.yarn_attn_factor")
+                                                              : yarn_attention_factor(factor, 0.0, 0.0);
+  if (h.has("rope.scaling.attn_factor")) s.attention_factor *= h.positive("rope.scaling.attn_factor");
+  return s;
+}
+
+// LongRoPE as llama.cpp's "phi3" stores it: the short and long factors as the tensors
+// rope_factors_short/long.weight (read by load_gguf.cpp), the attention factor in
+// rope.scaling.attn_factor (convert_hf_to_gguf.py's sqrt(1 + ln(s) / ln(original)), s = context /
+// original), the original length in rope.scaling.original_context_length.
+RopeScaling parse_longrope(const Hparams& h, int64_t context_length) {
+  RopeScaling s;
+  s.type = RopeScaling::Type::LongRope;
+  s.original_max_position_embeddings = h.dim("rope.scaling.original_context_length", context_length);
+  s.factor = static_cast<double>(context_length) / static_cast<double>(s.original_max_position_embeddings);
+  s.attention_factor = h.has("rope.scaling.attn_factor")
+                           ? h.positive("rope.scaling.attn_factor")
+                           : longrope_attention_factor(s.factor, s.original_max_position_embeddings);
+  return s;
 }
 
 // As llama.cpp: the factor is `rope.scaling.factor` (or the older `rope.scale_linear`) and the
 // type defaults to linear. Llama 3 scaling is not in the metadata but in rope_freqs.weight.
-RopeScaling parse_rope_scaling(const Hparams& h) {
+RopeScaling parse_rope_scaling(const Hparams& h, int64_t context_length) {
+  if (h.file().find_tensor(kLongRopeFactors)) {
+    if (h.has("rope.scaling.type") && h.string("rope.scaling.type") != "longrope")
+      throw h.error("rope.scaling.type", fmt::format("is '{}' but the file has tensor '{}' (LongRoPE)",
+                                                     h.string("rope.scaling.type"), kLongRopeFactors));
+    return parse_longrope(h, context_length);
+  }
   std::optional<double> factor;
   if (h.has("rope.scaling.factor"))
     factor = h.positive("rope.scaling.factor");
@@ -88,10 +168,13 @@ RopeScaling parse_rope_scaling(const Hparams& h) {
       throw h.error("rope.scaling.type", fmt::format("is 'none' but the scaling factor is {}", *factor));
     return s;
   }
-  if (type != "linear")
-    throw h.error("rope.scaling.type", fmt::format("is '{}'; only none and linear are supported", type));
-  if (!factor) throw h.error("rope.scaling.factor", "is missing (rope.scaling.type is linear)");
+  if (type != "linear" && type != "yarn")
+    throw h.error("rope.scaling.type", fmt::format("is '{}'; supported: none, linear, yarn (and longrope with its "
+                                                   "factor tensors)",
+                                                   type));
+  if (!factor) throw h.error("rope.scaling.factor", fmt::format("is missing (rope.scaling.type is {})", type));
   if (!(*factor >= 1.0)) throw h.error("rope.scaling.factor", fmt::format("must be >= 1, got {}", *factor));
+  if (type == "yarn") return parse_yarn(h, *factor, context_length);
   s.type = RopeScaling::Type::Linear;
   s.factor = *factor;
   return s;
@@ -134,22 +217,35 @@ void parse_rope(const Hparams& h, ModelConfig& c) {
     throw h.error("attention.value_length", fmt::format("({}) differs from the key length ({}); kvinfer needs "
                                                         "equal key and value head sizes",
                                                         h.dim("attention.value_length"), c.head_dim));
-  if (h.has("rope.dimension_count") && h.dim("rope.dimension_count") != c.head_dim)
+  // phi3 (Phi-4-mini) rotates only the first rope.dimension_count dimensions of each head.
+  if (const int64_t d = h.dim("rope.dimension_count", c.head_dim); c.arch == Architecture::Phi3 && d != c.head_dim) {
+    if (d > c.head_dim || d % 2 != 0)
+      throw h.error("rope.dimension_count", fmt::format("({}) must be even and at most the head size ({})", d, c.head_dim));
+    c.rotary_dim = d;
+  } else if (d != c.head_dim) {
     throw h.error("rope.dimension_count", fmt::format("({}) differs from the head size ({}): partial rotary "
                                                       "embeddings are not supported",
                                                       h.dim("rope.dimension_count"), c.head_dim));
+  }
   c.rope_theta = h.positive("rope.freq_base", 10000.0);
-  c.rope_scaling = parse_rope_scaling(h);
+  c.rope_scaling = parse_rope_scaling(h, c.max_position_embeddings);
   c.norm_eps = h.positive("attention.layer_norm_rms_epsilon");
 
   // "llama": llama.cpp permuted the Q/K rows for ggml's interleaved rope. "qwen2": rows as in HF
   // (NEOX rope), with q/k/v biases and none on the output projection.
   c.rope_layout = c.arch == Architecture::Llama ? RopeLayout::Interleaved : RopeLayout::HalfSplit;
-  c.attention_bias = c.arch == Architecture::Qwen2;
+  c.attention_bias = c.arch == Architecture::Qwen2 || c.arch == Architecture::Qwen2Moe;
   if (c.arch == Architecture::Qwen3) {  // per-head q/k norms; biases only where the file has them
     c.qk_norm = true;
     c.attention_bias = h.file().find_tensor("blk.0.attn_q.bias") != nullptr;
     c.attention_out_bias = h.file().find_tensor("blk.0.attn_output.bias") != nullptr;
+  }
+  // phi3: every layer windowed when attention.sliding_window is nonzero (0: Phi-4, none).
+  if (c.arch == Architecture::Phi3 && h.has("attention.sliding_window")) {
+    const int64_t window = h.file().integer(h.key("attention.sliding_window"));
+    if (window < 0 || window > kMaxDim)
+      throw h.error("attention.sliding_window", fmt::format("must be in [0, {}], got {}", kMaxDim, window));
+    if (window > 0) c.sliding_window = window;
   }
 }
 
@@ -188,8 +284,6 @@ ModelConfig gguf_config(const GgufFile& f) {
   ModelConfig c;
   c.arch = parse_architecture(f, arch);
   const Hparams h(f, arch);
-  if (h.has("expert_count") && f.integer(h.key("expert_count")) > 0)
-    throw h.error("expert_count", "is set: mixture-of-experts models are not supported");
 
   c.num_layers = h.dim("block_count");
   c.max_position_embeddings = h.dim("context_length");
@@ -216,6 +310,7 @@ ModelConfig gguf_config(const GgufFile& f) {
     parse_rope(h, c);
     if (c.is_gemma()) parse_gemma(h, c);
   }
+  parse_experts(h, c);
   c.vocab_size = parse_vocab_size(h);
   c.tie_word_embeddings = f.find_tensor("output.weight") == nullptr;
   c.bos_token_id = token_id(f, "tokenizer.ggml.bos_token_id", c.vocab_size);

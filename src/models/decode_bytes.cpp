@@ -2,6 +2,8 @@
 #include "models/decode_bytes.h"
 
 #include <algorithm>
+#include <functional>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -22,10 +24,17 @@ DecodeStepBytes decode_step_bytes(const Model& model, int64_t context, DType kv_
   for (const LayerWeights& L : w.layers) {
     b.norms_biases += vec(L.attn_norm) + vec(L.attn_norm_bias) + vec(L.ffn_norm) + vec(L.ffn_norm_bias) +
                       vec(L.q_norm) + vec(L.k_norm) + vec(L.post_attn_norm) + vec(L.post_ffn_norm);
-    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
+    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down, &L.moe.router, &L.shared_expert_gate}) {
       b.layer_matrices += l->weight.bytes();
       b.norms_biases += vec(l->bias);
     }
+    // A mixture-of-experts layer: the token's num_experts_per_tok experts, the largest ones.
+    std::vector<uint64_t> experts;  // (experts) matrix bytes of each
+    for (size_t e = 0; e < L.moe.gate.size(); ++e)
+      experts.push_back(L.moe.gate[e].weight.bytes() + L.moe.up[e].weight.bytes() + L.moe.down[e].weight.bytes());
+    std::sort(experts.begin(), experts.end(), std::greater<>());
+    const auto used = std::min(experts.size(), static_cast<size_t>(model.config().num_experts_per_tok));
+    for (size_t e = 0; e < used; ++e) b.layer_matrices += experts[e];
   }
   b.norms_biases += vec(w.final_norm) + vec(w.final_norm_bias);
   b.lm_head = w.lm_head.weight.bytes();  // a tied head is the embedding: counted here only

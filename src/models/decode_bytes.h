@@ -10,7 +10,8 @@
 namespace kvinfer {
 
 struct DecodeStepBytes {
-  uint64_t layer_matrices = 0;  // q, k, v, o, gate, up, down of every layer, in their stored dtype
+  uint64_t layer_matrices = 0;  // q, k, v, o, gate, up, down of every layer, in their stored dtype;
+                                // of a mixture-of-experts layer the router and k experts (the largest)
   uint64_t norms_biases = 0;    // every norm weight and bias, every projection bias (f32)
   uint64_t lm_head = 0;         // the LM head whole, once (the token embedding when tied)
   uint64_t embedding_rows = 0;  // one row of the token embedding (and one of GPT-2's positions)

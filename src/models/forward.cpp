@@ -96,7 +96,8 @@ std::span<const float> final_logits(const ModelConfig& cfg, const ModelWeights& 
 
 std::vector<const void*> step_key(const ForwardScratch& s, const KvCache& kv) {
   std::vector<const void*> key;
-  for (const Activations* a : {&s.x, &s.h, &s.q, &s.k, &s.v, &s.att, &s.gate, &s.up, &s.logits})
+  for (const Activations* a : {&s.x, &s.h, &s.q, &s.k, &s.v, &s.att, &s.gate, &s.up, &s.router, &s.routes, &s.moe_x,
+                               &s.moe_y, &s.moe_out, &s.shared, &s.shared_gate, &s.logits})
     key.push_back(a->device_data());
   // The cache is one allocation: its base, capacity and dtype fix every layer's address.
   key.push_back(kv_k(kv, 0, 0));

@@ -48,6 +48,14 @@ struct ForwardScratch {
   Activations att;                     // (n, heads, head_dim)
   Activations gate;                    // (n, intermediate)
   Activations up;                      // (n, intermediate)
+  // Mixture-of-experts layers (moe_block.cpp):
+  Activations router;                  // (n, experts) router logits
+  Activations routes;                  // (n, k) f32 weights, then (n, k) int32 expert ids in the same bytes
+  Activations moe_x;                   // (n, hidden) the rows one expert takes, gathered (CPU)
+  Activations moe_y;                   // (n·k, hidden) expert outputs
+  Activations moe_out;                 // (n, hidden) the block's output
+  Activations shared;                  // (n, hidden) Qwen2-MoE: the shared expert's output
+  Activations shared_gate;             // (n) Qwen2-MoE: its gate logit
   Activations logits;                  // (rows, vocab) on the device
   std::vector<int32_t> ids;            // (n) the call's token ids, segment after segment
   std::vector<int64_t> segment_rows;   // (segments) the rows of each: exec.segments
@@ -74,6 +82,12 @@ std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& 
 // Gemma 2 and Gemma 3 (gemma.cpp).
 std::span<const float> gemma_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s,
                                      std::span<const BatchSegment> batch);
+// The feed-forward block of a mixture-of-experts layer over h (n, hidden), the normed residual
+// stream, added into x (n, hidden): the router's top k experts of each row, weighted and summed,
+// plus Qwen2-MoE's gated shared expert. Uses s.gate and s.up for up to n·max(k·expert_inter,
+// shared_inter) values (llama_forward reserves them).
+void moe_block(const ModelConfig& cfg, const LayerWeights& L, ForwardScratch& s, const float* h, int64_t n, float* x);
+
 // The rows of a call over `batch` (the sum of its segments' lengths), after placing s.ids (the
 // segments' ids one after another) and s.exec.segments. Checks that they are laid out row after row.
 int64_t gather_ids(ForwardScratch& s, std::span<const BatchSegment> batch);

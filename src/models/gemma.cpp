@@ -23,6 +23,7 @@ std::span<const float> gemma_forward(const ModelConfig& cfg, const ModelWeights&
   const int64_t hidden = cfg.hidden_size, hd = cfg.head_dim, heads = cfg.num_heads, kvh = cfg.num_kv_heads;
   const int64_t inter = cfg.intermediate_size;
   const float eps = static_cast<float>(cfg.norm_eps);
+  const float rope_scale = static_cast<float>(cfg.rope_scaling.attention_factor);  // YaRN, LongRoPE; else 1
   // HF multiplies the embeddings by sqrt(hidden) cast to the activations' dtype: f32 here.
   const auto normalizer = static_cast<float>(std::sqrt(static_cast<double>(hidden)));
   const ScoreOptions scores{static_cast<float>(std::pow(cfg.query_pre_attn_scalar, -0.5)),
@@ -44,7 +45,10 @@ std::span<const float> gemma_forward(const ModelConfig& cfg, const ModelWeights&
     const LayerWeights& L = w.layers[static_cast<size_t>(l)];
     const int64_t window = cfg.layer_window(l);
     // Gemma 3's sliding layers rotate with the local base; global layers (and Gemma 2) with rope_theta.
-    const Vector* inv_freq = window > 0 && !w.rope_local_inv_freq.empty() ? &w.rope_local_inv_freq : &w.rope_inv_freq;
+    // The attention factor (YaRN, LongRoPE) belongs to the scaled global table; the local one is unscaled.
+    const bool local = window > 0 && !w.rope_local_inv_freq.empty();
+    const Vector* inv_freq = local ? &w.rope_local_inv_freq : &w.rope_inv_freq;
+    const float rope_factor = local ? 1.0f : rope_scale;
     // Self-attention block, normed before and after.
     ops::rms_norm(e, x, L.attn_norm, n, hidden, eps, h);
     ops::linears(e, {{&L.q, q}, {&L.k, k}, {&L.v, v}}, h, n);
@@ -52,7 +56,8 @@ std::span<const float> gemma_forward(const ModelConfig& cfg, const ModelWeights&
       ops::head_rms_norm(e, q, L.q_norm, n * heads, hd, eps);
       ops::head_rms_norm(e, k, L.k_norm, n * kvh, hd, eps);
     }
-    ops::self_attention(e, s.sequences, {l, heads, kvh, hd, window, inv_freq, cfg.rope_layout, scores}, q, k, v, att);
+    ops::self_attention(e, s.sequences, {l, heads, kvh, hd, window, inv_freq, cfg.rope_layout, rope_factor, scores}, q, k,
+                        v, att);
     ops::linear(e, L.o, att, n, h);
     ops::rms_norm(e, h, L.post_attn_norm, n, hidden, eps, h);
     ops::add(e, x, h, n * hidden);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <cstring>
@@ -104,6 +105,65 @@ void HostStorage::release_checkpoint(const ModelWeights& w) {
   checkpoint.reset();
 }
 
+namespace {
+
+// Row block [first, first + rows) of m: a view, no copy (quantised rows are whole blocks).
+Matrix row_block(const Matrix& m, int64_t first, int64_t rows) {
+  Matrix b = m;
+  b.data = m.data + static_cast<uint64_t>(first) * m.row_bytes();
+  b.rows = rows;
+  return b;
+}
+
+// A mixture-of-experts layer's router and experts (and Qwen2-MoE's shared expert in L.gate/up/down),
+// under layer prefix p. Every expert is bound as its own (rows, cols) view.
+void bind_moe(const ModelConfig& c, const MoeNames& n, const std::string& p, const TensorSource& source,
+              LayerWeights& L) {
+  const int64_t hidden = c.hidden_size, inter = c.moe_intermediate_size, experts = c.num_experts;
+  MoeWeights& m = L.moe;
+  m.router.weight = source.matrix(p + n.router, experts, hidden);
+  switch (n.layout) {
+    case MoeNames::Layout::PerExpert:
+      for (int64_t e = 0; e < experts; ++e) {
+        const auto name = [&](const std::string& pattern) { return p + fmt::format(fmt::runtime(pattern), e); };
+        m.gate.push_back({source.matrix(name(n.gate), inter, hidden), {}});
+        m.up.push_back({source.matrix(name(n.up), inter, hidden), {}});
+        m.down.push_back({source.matrix(name(n.down), hidden, inter), {}});
+      }
+      break;
+    case MoeNames::Layout::Stacked: {
+      const Matrix gate = source.stacked(p + n.gate, experts, inter, hidden);
+      const Matrix up = source.stacked(p + n.up, experts, inter, hidden);
+      const Matrix down = source.stacked(p + n.down, experts, hidden, inter);
+      for (int64_t e = 0; e < experts; ++e) {
+        m.gate.push_back({row_block(gate, e * inter, inter), {}});
+        m.up.push_back({row_block(up, e * inter, inter), {}});
+        m.down.push_back({row_block(down, e * hidden, hidden), {}});
+      }
+      break;
+    }
+    case MoeNames::Layout::FusedGateUp: {
+      const Matrix gate_up = source.stacked(p + n.gate, experts, 2 * inter, hidden);
+      const Matrix down = source.stacked(p + n.down, experts, hidden, inter);
+      for (int64_t e = 0; e < experts; ++e) {
+        m.gate.push_back({row_block(gate_up, 2 * e * inter, inter), {}});
+        m.up.push_back({row_block(gate_up, (2 * e + 1) * inter, inter), {}});
+        m.down.push_back({row_block(down, e * hidden, hidden), {}});
+      }
+      break;
+    }
+  }
+  if (c.shared_expert_intermediate_size > 0) {
+    const int64_t shared = c.shared_expert_intermediate_size;
+    L.gate.weight = source.matrix(p + n.shared_gate, shared, hidden);
+    L.up.weight = source.matrix(p + n.shared_up, shared, hidden);
+    L.down.weight = source.matrix(p + n.shared_down, hidden, shared);
+    L.shared_expert_gate.weight = source.matrix(p + n.shared_expert_gate, 1, hidden);
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<ModelWeights> bind_weights(const ModelConfig& c, const TensorNames& names, const TensorSource& source,
                                            HostStorage& storage, const std::filesystem::path& path) {
   // The config is input like any other: its dimensions are positive, but their product may not fit.
@@ -133,9 +193,16 @@ std::unique_ptr<ModelWeights> bind_weights(const ModelConfig& c, const TensorNam
     const std::string p = fmt::format(fmt::runtime(names.layer), l);
     LayerWeights L;
     L.attn_norm = norm(p + names.attn_norm, hidden);
-    L.q = linear(p + names.q, q_dim, hidden, c.attention_bias);
-    L.k = linear(p + names.k, kv_dim, hidden, c.attention_bias);
-    L.v = linear(p + names.v, kv_dim, hidden, c.attention_bias);
+    if (names.qkv.empty()) {
+      L.q = linear(p + names.q, q_dim, hidden, c.attention_bias);
+      L.k = linear(p + names.k, kv_dim, hidden, c.attention_bias);
+      L.v = linear(p + names.v, kv_dim, hidden, c.attention_bias);
+    } else {  // Phi-3's qkv_proj: rows [q | k | v] (q_dim + 2 kv_dim, hidden), bound in place
+      const Matrix qkv = source.matrix(p + names.qkv + ".weight", q_dim + 2 * kv_dim, hidden);
+      L.q.weight = row_block(qkv, 0, q_dim);
+      L.k.weight = row_block(qkv, q_dim, kv_dim);
+      L.v.weight = row_block(qkv, q_dim + kv_dim, kv_dim);
+    }
     L.o = linear(p + names.o, hidden, q_dim, c.attention_out_bias);
     if (c.qk_norm) {
       L.q_norm = norm(p + names.q_norm, c.head_dim);
@@ -146,9 +213,19 @@ std::unique_ptr<ModelWeights> bind_weights(const ModelConfig& c, const TensorNam
       L.post_ffn_norm = norm(p + names.post_ffn_norm, hidden);
     }
     L.ffn_norm = norm(p + names.ffn_norm, hidden);
-    L.gate = linear(p + names.gate, c.intermediate_size, hidden, c.mlp_bias);
-    L.up = linear(p + names.up, c.intermediate_size, hidden, c.mlp_bias);
-    L.down = linear(p + names.down, hidden, c.intermediate_size, c.mlp_bias);
+    if (c.is_moe_layer(l)) {
+      bind_moe(c, names.moe, p, source, L);
+    } else {
+      if (names.gate_up.empty()) {
+        L.gate = linear(p + names.gate, c.intermediate_size, hidden, c.mlp_bias);
+        L.up = linear(p + names.up, c.intermediate_size, hidden, c.mlp_bias);
+      } else {  // Phi-3's gate_up_proj: rows [gate | up] (2 inter, hidden), bound in place
+        const Matrix gate_up = source.matrix(p + names.gate_up + ".weight", 2 * c.intermediate_size, hidden);
+        L.gate.weight = row_block(gate_up, 0, c.intermediate_size);
+        L.up.weight = row_block(gate_up, c.intermediate_size, c.intermediate_size);
+      }
+      L.down = linear(p + names.down, hidden, c.intermediate_size, c.mlp_bias);
+    }
     w->layers.push_back(std::move(L));
   }
   w->final_norm = norm(names.final_norm, hidden);
@@ -156,27 +233,73 @@ std::unique_ptr<ModelWeights> bind_weights(const ModelConfig& c, const TensorNam
   return w;
 }
 
-std::vector<float> rope_inv_freq(const ModelConfig& c) {
-  std::vector<float> f(static_cast<size_t>(c.head_dim / 2));
+namespace {
+// HF's _compute_dynamic_ntk_parameters for a sequence of `context` positions: the base grows as
+// (factor · L / max_positions - (factor - 1))^(d / (d - 2)) once L = context passes
+// max_position_embeddings. Beyond it HF computes the base from a tensor seq_len, so in f32, each
+// step rounded as here; up to it the base is rope_theta exactly (HF's double formula gives 1^x).
+float dynamic_ntk_theta(const ModelConfig& c, int64_t context) {
+  if (context <= c.max_position_embeddings) return static_cast<float>(c.rope_theta);
+  const double d = static_cast<double>(c.rope_dim());
+  const float factor = static_cast<float>(c.rope_scaling.factor);
+  float g = factor * static_cast<float>(context);
+  g = g / static_cast<float>(c.max_position_embeddings);
+  g = g - static_cast<float>(c.rope_scaling.factor - 1.0);
+  g = powf(g, static_cast<float>(d / (d - 2.0)));
+  return static_cast<float>(c.rope_theta) * g;
+}
+
+// YaRN's correction range over the rotated dimensions, as HF's find_correction_range (double):
+// the dimensions turning beta_fast and beta_slow times over the original context bound the ramp.
+struct YarnRange {
+  float low = 0, range = 1;
+};
+YarnRange yarn_range(const ModelConfig& c) {
   const RopeScaling& s = c.rope_scaling;
+  const double dim = static_cast<double>(c.rope_dim()), base = c.rope_theta;
+  const double orig = static_cast<double>(s.original_max_position_embeddings);
+  const auto correction_dim = [&](double rotations) {
+    return dim * std::log(orig / (rotations * 2.0 * M_PI)) / (2.0 * std::log(base));
+  };
+  double low = correction_dim(s.beta_fast), high = correction_dim(s.beta_slow);
+  if (s.truncate) low = std::floor(low), high = std::ceil(high);
+  low = std::max(low, 0.0), high = std::min(high, dim - 1.0);
+  if (low == high) high += 0.001;  // HF: "prevent singularity"
+  return {static_cast<float>(low), static_cast<float>(high - low)};
+}
+}  // namespace
+
+std::vector<float> rope_inv_freq(const ModelConfig& c, int64_t context_length) {
+  const int dim = static_cast<int>(c.rope_dim());
+  std::vector<float> f(static_cast<size_t>(dim / 2));
+  const RopeScaling& s = c.rope_scaling;
+  const int64_t context = context_length > 0 ? context_length : c.max_position_embeddings;
+  const float theta = s.type == RopeScaling::Type::Dynamic ? dynamic_ntk_theta(c, context) : static_cast<float>(c.rope_theta);
+  const YarnRange yarn = s.type == RopeScaling::Type::Yarn ? yarn_range(c) : YarnRange{};
+  const std::vector<float>& longrope = context > s.original_max_position_embeddings ? s.long_factor : s.short_factor;
   for (int i = 0; i < static_cast<int>(f.size()); ++i) {
-    float inv = core::rope_default_inv_freq(i, static_cast<int>(c.head_dim), static_cast<float>(c.rope_theta));
+    float inv = core::rope_default_inv_freq(i, dim, theta);
     if (s.type == RopeScaling::Type::Linear) inv /= static_cast<float>(s.factor);
     if (s.type == RopeScaling::Type::Llama3)
       inv = core::llama3_inv_freq(inv, static_cast<float>(s.factor), static_cast<float>(s.low_freq_factor),
                                   static_cast<float>(s.high_freq_factor),
                                   static_cast<float>(s.original_max_position_embeddings));
+    if (s.type == RopeScaling::Type::Yarn)
+      inv = core::yarn_inv_freq(core::rope_pos_freq(i, dim, theta), static_cast<float>(s.factor),
+                                core::yarn_ramp(i, yarn.low, yarn.range));
+    if (s.type == RopeScaling::Type::LongRope)
+      inv = 1.0f / (longrope[static_cast<size_t>(i)] * core::rope_pos_freq(i, dim, theta));
     f[static_cast<size_t>(i)] = inv;
   }
   return f;
 }
 
-std::vector<float> rope_local_inv_freq(const ModelConfig& c) {
+std::vector<float> rope_local_inv_freq(const ModelConfig& c, int64_t context_length) {
   if (c.rope_local_theta <= 0) return {};
   ModelConfig local = c;
   local.rope_theta = c.rope_local_theta;
   local.rope_scaling = {};
-  return rope_inv_freq(local);
+  return rope_inv_freq(local, context_length);
 }
 
 MemoryBudget load_budget(Device device, const LoadOptions& options) {
@@ -218,7 +341,15 @@ uint64_t model_fingerprint(const ModelConfig& c, const ModelWeights& w, const Ho
   mix_int(static_cast<int64_t>(c.rope_scaling.type));
   mix_int(c.rope_scaling.original_max_position_embeddings);
   mix_int(static_cast<int64_t>(c.rope_layout));
-  for (bool b : {c.tie_word_embeddings, c.attention_bias, c.attention_out_bias, c.mlp_bias}) mix_int(b ? 1 : 0);
+  // YaRN / LongRoPE's attention factor and partial rotary change the result too (the frequencies
+  // themselves are hashed with the weights).
+  mix(c.rope_scaling.attention_factor);
+  mix_int(c.rope_dim());
+  for (bool b : {c.tie_word_embeddings, c.attention_bias, c.attention_out_bias, c.mlp_bias, c.norm_topk_prob})
+    mix_int(b ? 1 : 0);
+  for (int64_t v : {c.num_experts, c.num_experts_per_tok, c.moe_intermediate_size, c.shared_expert_intermediate_size})
+    mix_int(v);
+  for (int64_t l : c.dense_layers) mix_int(l);
   for (double v : {c.query_pre_attn_scalar, c.attn_logit_softcapping, c.final_logit_softcapping, c.rope_local_theta})
     mix(v);
   mix_int(c.qk_norm ? 1 : 0);

@@ -68,6 +68,24 @@ class TensorSource {
   virtual Matrix matrix(const std::string& name, int64_t rows, int64_t cols) const = 0;
   // A vector of n values, as a 1 × n matrix (to be widened to f32).
   virtual Matrix vector(const std::string& name, int64_t n) const = 0;
+  // A stacked (count, rows, cols) tensor (the experts of a layer), as one (count·rows, cols) matrix.
+  virtual Matrix stacked(const std::string& name, int64_t count, int64_t rows, int64_t cols) const = 0;
+  // Whether the checkpoint holds a tensor of that name.
+  virtual bool has(const std::string& name) const = 0;
+};
+
+// A checkpoint's names for a mixture-of-experts layer, full tensor names after the layer prefix.
+// PerExpert: gate/up/down hold "{}" for the expert's index (HF: "block_sparse_moe.experts.{}.w1.weight").
+// Stacked: each names one (experts, rows, cols) tensor (GGUF: "ffn_gate_exps.weight").
+// FusedGateUp: gate names HF's (experts, 2·inter, hidden) "experts.gate_up_proj" (each expert's
+// gate rows, then its up rows), down the stacked (experts, hidden, inter) "experts.down_proj".
+struct MoeNames {
+  enum class Layout { PerExpert, Stacked, FusedGateUp };
+  Layout layout = Layout::PerExpert;
+  std::string router;             // (experts, hidden)
+  std::string gate, up, down;     // the experts
+  std::string shared_gate, shared_up, shared_down;  // Qwen2-MoE's shared expert (its SwiGLU)
+  std::string shared_expert_gate;                   // (1, hidden)
 };
 
 // A checkpoint's names for the tensors of a Llama-family model. A layer's names are
@@ -81,6 +99,9 @@ struct TensorNames {
   // HF's Gemma norms multiply by (1 + w): 1 is added to every norm weight at load. llama.cpp's
   // converter stores them with the 1 added already.
   bool norm_plus_one = false;
+  MoeNames moe;  // the layers config.is_moe_layer() names
+  // Phi-3's fused projections, used in place of q/k/v and gate/up when set (no biases).
+  std::string qkv = {}, gate_up = {};
 };
 
 // A tensor named under a layer prefix (TensorNames::layer, "model.layers.{}."): the layer's index
@@ -113,11 +134,14 @@ std::unique_ptr<ModelWeights> bind_gpt2_weights(const ModelConfig& c, const Gpt2
                                                 const TensorSource& source, HostStorage& storage,
                                                 const std::filesystem::path& path);
 
-// inv_freq (head_dim / 2) from rope_theta and the config's rope scaling (kernels/core/rope.h).
-std::vector<float> rope_inv_freq(const ModelConfig& c);
-// Gemma 3's sliding layers: inv_freq (head_dim / 2) from rope_local_theta, unscaled; empty when
-// the config has no local base.
-std::vector<float> rope_local_inv_freq(const ModelConfig& c);
+// inv_freq (rope_dim() / 2) from rope_theta and the config's rope scaling (kernels/core/rope.h).
+// context_length (0: max_position_embeddings) is the model's (LoadOptions::context_length): dynamic
+// NTK computes its base for it and LongRoPE takes its long factors when it exceeds the original
+// length, as HF does for one call over a sequence that long (docs/rope-scaling.md).
+std::vector<float> rope_inv_freq(const ModelConfig& c, int64_t context_length = 0);
+// Gemma 3's sliding layers: inv_freq (rope_dim() / 2) from rope_local_theta, unscaled; empty when
+// the config has no local base. context_length: as rope_inv_freq's.
+std::vector<float> rope_local_inv_freq(const ModelConfig& c, int64_t context_length = 0);
 
 // The memory figure a load checks against (LoadOptions::memory_limit, $KVINFER_MEMORY_LIMIT or
 // the device's available memory), taken before the loader allocates anything.

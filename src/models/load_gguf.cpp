@@ -39,6 +39,20 @@ const TensorNames kGgufNames = {
     .k_norm = "attn_k_norm.weight",
     .post_attn_norm = "post_attention_norm.weight",
     .post_ffn_norm = "post_ffw_norm.weight",
+    .norm_plus_one = false,  // llama.cpp's converter adds Gemma's 1 itself
+    // Mixtral ("llama" with experts) and "qwen2moe": experts stacked in 3-D tensors, ggml dims
+    // [hidden, inter, experts] (gate, up) and [inter, hidden, experts] (down).
+    .moe = {.layout = MoeNames::Layout::Stacked,
+            .router = "ffn_gate_inp.weight",
+            .gate = "ffn_gate_exps.weight",
+            .up = "ffn_up_exps.weight",
+            .down = "ffn_down_exps.weight",
+            .shared_gate = "ffn_gate_shexp.weight",
+            .shared_up = "ffn_up_shexp.weight",
+            .shared_down = "ffn_down_shexp.weight",
+            .shared_expert_gate = "ffn_gate_inp_shexp.weight"},
+    .qkv = {},
+    .gate_up = {},
 };
 // llama.cpp's "gpt2": the projections are stored (out, in) (its converter transposed HF's Conv1D).
 const Gpt2TensorNames kGgufGpt2Names = {
@@ -56,6 +70,16 @@ const Gpt2TensorNames kGgufGpt2Names = {
     .conv1d = false,
 };
 constexpr const char* kRopeFreqs = "rope_freqs.weight";
+// llama.cpp's "phi3": q/k/v fused in attn_qkv, gate and up fused in ffn_up (gate first, as
+// ggml_swiglu splits it); LongRoPE's factors as two tensors.
+TensorNames phi3_names() {
+  TensorNames n = kGgufNames;
+  n.qkv = "attn_qkv";
+  n.gate_up = "ffn_up";
+  return n;
+}
+constexpr const char* kRopeFactorsShort = "rope_factors_short.weight";
+constexpr const char* kRopeFactorsLong = "rope_factors_long.weight";
 
 // The ggml types kvinfer computes with, and their DType.
 constexpr std::array<std::pair<GgmlType, DType>, 11> kTypes = {{
@@ -74,6 +98,10 @@ class GgufSource : public TensorSource {
     return bind(name, {cols, rows}, rows, cols);
   }
   Matrix vector(const std::string& name, int64_t n) const override { return bind(name, {n}, 1, n); }
+  Matrix stacked(const std::string& name, int64_t count, int64_t rows, int64_t cols) const override {
+    return bind(name, {cols, rows, count}, count * rows, cols);
+  }
+  bool has(const std::string& name) const override { return f_.find_tensor(name) != nullptr; }
   bool used(const std::string& name) const { return used_.contains(name); }
 
  private:
@@ -82,7 +110,8 @@ class GgufSource : public TensorSource {
     if (!t)
       throw Error(ErrorKind::BadFile, fmt::format("{}: tensor '{}' is missing (wanted dims [{}], ggml order)", f_.path(), name,
                               fmt::join(dims, ", ")));
-    if (t->dims != dims)
+    // A 1 × n matrix may be stored as a vector (ffn_gate_inp_shexp: llama.cpp reads {n_embd}).
+    if (t->dims != dims && !(rows == 1 && dims.size() == 2 && t->dims == std::vector<int64_t>{cols}))
       throw Error(ErrorKind::BadFile, fmt::format("{}: tensor '{}' has dims [{}] but the metadata implies [{}] (ggml order: columns "
                               "first)",
                               f_.path(), name, fmt::join(t->dims, ", "), fmt::join(dims, ", ")));
@@ -115,6 +144,18 @@ void apply_rope_freqs(const GgufFile& f, const GgufSource& source, const HostSto
   }
 }
 
+// LongRoPE's factor lists from their tensors (rope_dim / 2 values each), positive and finite.
+std::vector<float> longrope_factors(const GgufFile& f, const GgufSource& source, const HostStorage& storage,
+                                    const char* name, int64_t n) {
+  std::vector<float> factors = storage.read_f32(source.vector(name, n));
+  for (size_t i = 0; i < factors.size(); ++i)
+    if (!(factors[i] > 0) || !std::isfinite(factors[i]))
+      throw Error(ErrorKind::BadFile, fmt::format("{}: tensor '{}' holds {} at [{}]; rope factors must be positive and "
+                                                  "finite",
+                                                  f.path(), name, factors[i], i));
+  return factors;
+}
+
 // As llama.cpp: a tensor the model does not use means a feature kvinfer would silently drop, or,
 // under a layer beyond the block count, metadata and tensors that disagree.
 void check_all_used(const GgufFile& f, const GgufSource& source, const ModelConfig& c) {
@@ -135,7 +176,7 @@ std::shared_ptr<const Model> load_gguf(const std::filesystem::path& path, const 
   const Device device = resolve_device(path, options.device);
   const MemoryBudget budget = load_budget(device, options);  // before anything is allocated
   auto file = std::make_shared<const GgufFile>(path);
-  const ModelConfig c = gguf_config(*file);
+  ModelConfig c = gguf_config(*file);
   auto storage = std::make_shared<HostStorage>();
   storage->checkpoint = file;
   storage->mapped = {&file->file()};
@@ -144,11 +185,15 @@ std::shared_ptr<const Model> load_gguf(const std::filesystem::path& path, const 
   if (c.is_gpt2()) {
     w = bind_gpt2_weights(c, kGgufGpt2Names, source, *storage, path);
   } else {
-    w = bind_weights(c, kGgufNames, source, *storage, path);
-    std::vector<float> inv_freq = rope_inv_freq(c);
+    if (c.rope_scaling.type == RopeScaling::Type::LongRope) {
+      c.rope_scaling.short_factor = longrope_factors(*file, source, *storage, kRopeFactorsShort, c.rope_dim() / 2);
+      c.rope_scaling.long_factor = longrope_factors(*file, source, *storage, kRopeFactorsLong, c.rope_dim() / 2);
+    }
+    w = bind_weights(c, c.arch == Architecture::Phi3 ? phi3_names() : kGgufNames, source, *storage, path);
+    std::vector<float> inv_freq = rope_inv_freq(c, options.context_length);
     apply_rope_freqs(*file, source, *storage, inv_freq);
     w->rope_inv_freq = storage->add(inv_freq);
-    if (c.rope_local_theta > 0) w->rope_local_inv_freq = storage->add(rope_local_inv_freq(c));
+    if (c.rope_local_theta > 0) w->rope_local_inv_freq = storage->add(rope_local_inv_freq(c, options.context_length));
   }
   w->storage = storage;
   check_all_used(*file, source, c);

@@ -37,6 +37,10 @@ const TensorNames kHfNames = {
     .k_norm = "self_attn.k_norm.weight",
     .post_attn_norm = "",
     .post_ffn_norm = "",
+    .norm_plus_one = false,
+    .moe = {},
+    .qkv = {},
+    .gate_up = {},
 };
 
 // Gemma 2/3: a norm before and after each block; post_attention_layernorm is the attention
@@ -47,6 +51,47 @@ TensorNames gemma_names() {
   n.post_attn_norm = "post_attention_layernorm.weight";
   n.post_ffn_norm = "post_feedforward_layernorm.weight";
   n.norm_plus_one = true;
+  return n;
+}
+
+// Mixtral and Qwen2-MoE: the per-expert tensors that published checkpoints and transformers 5's
+// save_pretrained write, or the fused (experts, 2·inter, hidden) gate_up_proj and stacked
+// down_proj that transformers 5 holds in memory (save_pretrained(save_original_format=False)).
+TensorNames moe_names(const HfCheckpoint& ckpt) {
+  const ModelConfig& c = ckpt.config();
+  TensorNames names = kHfNames;
+  MoeNames& m = names.moe;
+  int64_t first = 0;  // the first mixture-of-experts layer: where the layout is looked up
+  while (first < c.num_layers && !c.is_moe_layer(first)) ++first;
+  const std::string fused_gate_up = fmt::format("model.layers.{}.mlp.experts.gate_up_proj", first);
+  const bool fused = ckpt.find(fused_gate_up) != nullptr;
+  const bool mixtral = c.arch == Architecture::Mixtral;
+  m.layout = fused ? MoeNames::Layout::FusedGateUp : MoeNames::Layout::PerExpert;
+  m.router = fused || !mixtral ? "mlp.gate.weight" : "block_sparse_moe.gate.weight";
+  if (fused) {
+    m.gate = "mlp.experts.gate_up_proj";
+    m.down = "mlp.experts.down_proj";
+  } else if (mixtral) {  // w1: gate, w3: up, w2: down
+    m.gate = "block_sparse_moe.experts.{}.w1.weight";
+    m.up = "block_sparse_moe.experts.{}.w3.weight";
+    m.down = "block_sparse_moe.experts.{}.w2.weight";
+  } else {
+    m.gate = "mlp.experts.{}.gate_proj.weight";
+    m.up = "mlp.experts.{}.up_proj.weight";
+    m.down = "mlp.experts.{}.down_proj.weight";
+  }
+  m.shared_gate = "mlp.shared_expert.gate_proj.weight";
+  m.shared_up = "mlp.shared_expert.up_proj.weight";
+  m.shared_down = "mlp.shared_expert.down_proj.weight";
+  m.shared_expert_gate = "mlp.shared_expert_gate.weight";
+  return names;
+}
+
+// Phi3ForCausalLM: q/k/v fused in qkv_proj, gate/up in gate_up_proj.
+TensorNames phi3_names() {
+  TensorNames n = kHfNames;
+  n.qkv = "self_attn.qkv_proj";
+  n.gate_up = "mlp.gate_up_proj";
   return n;
 }
 
@@ -80,6 +125,11 @@ class HfSource : public TensorSource {
     const TensorView& t = shaped(name, {n});
     return Matrix{t.float_dtype(), t.data, 1, n};
   }
+  Matrix stacked(const std::string& name, int64_t count, int64_t rows, int64_t cols) const override {
+    const TensorView& t = shaped(name, {count, rows, cols});
+    return Matrix{t.float_dtype(), t.data, count * rows, cols};
+  }
+  bool has(const std::string& name) const override { return ckpt_.find(name) != nullptr; }
   bool used(const std::string& name) const { return used_.contains(name); }
 
  private:
@@ -136,10 +186,14 @@ std::shared_ptr<const Model> load_hf(const std::filesystem::path& path, const Lo
     w = bind_gpt2_weights(c, names, source, *storage, path / "config.json");
     check_layer_tensors(*ckpt, source, names.layer);
   } else {
-    w = bind_weights(c, c.is_gemma() ? gemma_names() : kHfNames, source, *storage, path / "config.json");
-    check_layer_tensors(*ckpt, source, kHfNames.layer);
-    w->rope_inv_freq = storage->add(rope_inv_freq(c));
-    if (c.rope_local_theta > 0) w->rope_local_inv_freq = storage->add(rope_local_inv_freq(c));
+    const TensorNames names = c.num_experts > 0           ? moe_names(*ckpt)
+                              : c.arch == Architecture::Phi3 ? phi3_names()
+                              : c.is_gemma()                 ? gemma_names()
+                                                             : kHfNames;
+    w = bind_weights(c, names, source, *storage, path / "config.json");
+    check_layer_tensors(*ckpt, source, names.layer);
+    w->rope_inv_freq = storage->add(rope_inv_freq(c, options.context_length));
+    if (c.rope_local_theta > 0) w->rope_local_inv_freq = storage->add(rope_local_inv_freq(c, options.context_length));
   }
   w->storage = storage;
   std::shared_ptr<const Tokenizer> tokenizer;

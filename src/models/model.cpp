@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/std.h>
@@ -18,20 +20,32 @@
 namespace kvinfer {
 
 namespace {
-// The bytes of every layer, the final norm and the LM head, once.
-uint64_t block_bytes(const ModelWeights& w) {
+// The bytes of every layer, the final norm and the LM head, once. A mixture-of-experts layer
+// counts every expert, or with `experts_used` > 0 the largest `experts_used` of them: what one
+// token reads.
+uint64_t block_bytes(const ModelWeights& w, int64_t experts_used = 0) {
   auto vec = [](const Vector& v) { return v.bytes(); };
   auto lin = [&](const Linear& l) { return l.weight.bytes() + vec(l.bias); };
   uint64_t b = vec(w.final_norm) + vec(w.final_norm_bias) + w.lm_head.weight.bytes();
-  for (const LayerWeights& L : w.layers)
+  for (const LayerWeights& L : w.layers) {
     b += vec(L.attn_norm) + vec(L.attn_norm_bias) + vec(L.ffn_norm) + vec(L.ffn_norm_bias) + lin(L.q) + lin(L.k) +
          lin(L.v) + lin(L.o) + lin(L.gate) + lin(L.up) + lin(L.down) + vec(L.q_norm) + vec(L.k_norm) +
          vec(L.post_attn_norm) + vec(L.post_ffn_norm);
+    b += lin(L.moe.router) + lin(L.shared_expert_gate);
+    std::vector<uint64_t> experts;  // (experts) each one's bytes
+    for (int64_t e = 0; e < L.moe.experts(); ++e) {
+      const auto i = static_cast<size_t>(e);
+      experts.push_back(lin(L.moe.gate[i]) + lin(L.moe.up[i]) + lin(L.moe.down[i]));
+    }
+    std::sort(experts.begin(), experts.end(), std::greater<>());
+    const auto used = experts_used > 0 ? std::min(experts.size(), static_cast<size_t>(experts_used)) : experts.size();
+    for (size_t e = 0; e < used; ++e) b += experts[e];
+  }
   return b;
 }
 
-uint64_t step_bytes(const ModelWeights& w) {
-  return block_bytes(w) + w.embed.row_bytes() + (w.pos_embed.data ? w.pos_embed.row_bytes() : 0);
+uint64_t step_bytes(const ModelWeights& w, int64_t experts_used) {
+  return block_bytes(w, experts_used) + w.embed.row_bytes() + (w.pos_embed.data ? w.pos_embed.row_bytes() : 0);
 }
 
 // A GGUF file is known by its first four bytes, whatever its name.
@@ -69,7 +83,7 @@ std::shared_ptr<const Model> ModelAccess::make(ModelParts p) {
   m->source_ = std::move(p.source);
   m->weight_dtype_ = w.layers.empty() ? w.embed.dtype : w.layers[0].q.weight.dtype;
   m->weight_bytes_ = model_weight_bytes(w, m->config_.tie_word_embeddings);
-  m->step_weight_bytes_ = step_bytes(w);
+  m->step_weight_bytes_ = step_bytes(w, m->config_.num_experts_per_tok);
   m->int8_activations_ = p.int8_activations;
   m->check_finite_ = p.check_finite;
   m->context_length_ = p.context_length > 0 ? p.context_length : m->config_.max_position_embeddings;

@@ -71,7 +71,9 @@ bool ends_with_any(std::string_view name, std::span<const std::string_view> suff
 }
 
 bool skipped_by_load(const ModelInfo& info, const TensorInfo& t) {
-  if (info.format == ModelFormat::Gguf) return t.name == kGgufRopeFreqs;
+  // Frequency factors become the rope frequencies (LongRoPE's long or short set), not weights.
+  if (info.format == ModelFormat::Gguf)
+    return t.name == kGgufRopeFreqs || t.name == "rope_factors_long.weight" || t.name == "rope_factors_short.weight";
   return ends_with_any(t.name, kUnusedLayerBuffers) || (t.name == "lm_head.weight" && info.config.tie_word_embeddings);
 }
 
@@ -113,7 +115,9 @@ void inspect_hf_directory(ModelInfo& info) {
   }
   const std::string prefix = ckpt.find("transformer.wte.weight") ? "transformer." : "";
   summarize(info,
-            info.config.is_gpt2() ? prefix + "h.0.attn.c_attn.weight" : "model.layers.0.self_attn.q_proj.weight",
+            info.config.is_gpt2()                          ? prefix + "h.0.attn.c_attn.weight"
+            : info.config.arch == Architecture::Phi3 ? "model.layers.0.self_attn.qkv_proj.weight"
+                                                     : "model.layers.0.self_attn.q_proj.weight",
             dir);
 }
 
@@ -127,7 +131,10 @@ void inspect_gguf(ModelInfo& info) {
   for (const GgufTensorInfo& t : f.tensors())
     info.tensors.push_back({t.name, std::string(ggml_type_info(t.type).name), gguf_dtype(f, t),
                             std::vector<int64_t>(t.dims.rbegin(), t.dims.rend()), t.bytes});
-  summarize(info, info.config.is_gpt2() ? "blk.0.attn_qkv.weight" : "blk.0.attn_q.weight", info.path);
+  summarize(info,
+            info.config.is_gpt2() || info.config.arch == Architecture::Phi3 ? "blk.0.attn_qkv.weight"
+                                                                              : "blk.0.attn_q.weight",
+            info.path);
 }
 
 }  // namespace

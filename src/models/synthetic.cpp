@@ -83,6 +83,16 @@ std::vector<SyntheticShape> make_shapes() {
   v.push_back({"llama-1b", "Llama-3.2-1B (1.2B): 16 layers, hidden 2048, 32 heads / 8 KV heads (GQA 4), tied", l1});
   ModelConfig l8 = llama_shape({128256, 4096, 14336, 32, 32, 8, 128, 8192, 500000.0, false});
   v.push_back({"llama-8b", "Llama-3-8B: 32 layers, hidden 4096, 32 heads / 8 KV heads (GQA 4)", l8});
+  // A small Mixtral-style mixture of experts and the dense model of its active size: the same
+  // attention, and an MLP of 2 × 2048 (the two experts a token runs) against one of 4096.
+  ModelConfig moe = llama_shape({32000, 1024, 2048, 16, 16, 4, 64, 4096, 1000000.0, false});
+  moe.arch = Architecture::Mixtral;
+  moe.num_experts = 8;
+  moe.num_experts_per_tok = 2;
+  moe.moe_intermediate_size = 2048;
+  v.push_back({"moe-8x2", "Mixtral-style MoE (0.91B, 0.31B active): 16 layers, hidden 1024, 8 experts of 2048, top 2", moe});
+  v.push_back({"moe-8x2-dense", "moe-8x2's active size as a dense model (0.31B): 16 layers, hidden 1024, MLP 4096",
+               llama_shape({32000, 1024, 4096, 16, 16, 4, 64, 4096, 1000000.0, false})});
   return v;
 }
 
@@ -103,16 +113,18 @@ void check_whole_blocks(DType dt, std::string_view name, int64_t cols) {
                             dtype_block(dt).elements, dtype_name(dt)));
 }
 
-// The most matrices a shape has: 7 a layer (q, k, v, o, gate, up, down), the embeddings and a head.
+// The most matrices a shape has: 7 a layer (q, k, v, o, gate, up, down; with experts also the
+// router, the shared expert's gate and 3 an expert), the embeddings and a head.
 constexpr uint64_t kMatricesPerLayer = 7, kOtherMatrices = 3;
+uint64_t matrices_per_layer(const ModelConfig& c) { return kMatricesPerLayer + 2 + 3 * static_cast<uint64_t>(c.num_experts); }
 
 class RandomWeights {
  public:
   // total_bytes: matrix_bytes of the shape, which has `layers` layers.
-  RandomWeights(uint64_t seed, DType dtype, uint64_t total_bytes, int64_t layers, const LoadProgress& progress,
-                HostStorage& storage)
+  RandomWeights(uint64_t seed, DType dtype, uint64_t total_bytes, int64_t layers, uint64_t per_layer,
+                const LoadProgress& progress, HostStorage& storage)
       : seed_(seed), dtype_(dtype), total_(total_bytes), progress_(progress), storage_(storage) {
-    const uint64_t most = kOtherMatrices + kMatricesPerLayer * static_cast<uint64_t>(layers);  // matrices
+    const uint64_t most = kOtherMatrices + per_layer * static_cast<uint64_t>(layers);  // matrices
     if (__builtin_mul_overflow(most, kAlign, &arena_bytes_) ||
         __builtin_add_overflow(arena_bytes_, total_bytes, &arena_bytes_))
       throw Error(ErrorKind::InvalidArgument, fmt::format("random_model: {} layers of {} bytes in all overflow 64 bits", layers, total_bytes));
@@ -216,9 +228,16 @@ uint64_t matrix_bytes(const ModelConfig& c, DType dt) {
   const uint64_t q = mul(u(c.num_heads), u(c.head_dim)), kv = mul(u(c.num_kv_heads), u(c.head_dim));
   uint64_t layer = add(m(q, h), mul(2, m(kv, h)));
   layer = add(layer, m(h, q));
-  layer = add(layer, mul(c.is_gpt2() ? 1 : 2, m(f, h)));
-  layer = add(layer, m(h, f));
   uint64_t total = add(mul(m(u(c.vocab_size), h), c.tie_word_embeddings ? 1 : 2), mul(u(c.num_layers), layer));
+  for (int64_t l = 0; l < c.num_layers; ++l) {  // the MLPs: dense, or the router and every expert
+    if (!c.is_moe_layer(l)) {
+      total = add(total, add(mul(c.is_gpt2() ? 1 : 2, m(f, h)), m(h, f)));
+      continue;
+    }
+    const uint64_t e = u(c.moe_intermediate_size), shared = u(c.shared_expert_intermediate_size);
+    total = add(total, add(m(u(c.num_experts), h), mul(u(c.num_experts), add(mul(2, m(e, h)), m(h, e)))));
+    if (shared > 0) total = add(total, add(add(mul(2, m(shared, h)), m(h, shared)), m(1, h)));
+  }
   if (c.is_gpt2()) total = add(total, m(u(c.max_position_embeddings), h));
   return total;
 }
@@ -269,10 +288,11 @@ std::shared_ptr<const Model> random_model(const ModelConfig& c, const RandomMode
   check_whole_blocks(dt, "the embeddings and the q/k/v/gate/up projections (hidden_size)", hidden);
   check_whole_blocks(dt, "the attention output projection (num_heads * head_dim)", q_dim);
   check_whole_blocks(dt, "the MLP down projection (intermediate_size)", inter);
+  if (c.num_experts > 0) check_whole_blocks(dt, "the experts' down projections (moe_intermediate_size)", c.moe_intermediate_size);
 
   const cpu::ThreadScope threads(options.threads > 0 ? options.threads : default_cpu_threads());
   auto storage = std::make_shared<HostStorage>();
-  RandomWeights rnd(options.seed, dt, host_bytes, c.num_layers, options.on_progress, *storage);
+  RandomWeights rnd(options.seed, dt, host_bytes, c.num_layers, matrices_per_layer(c), options.on_progress, *storage);
   auto linear = [&](std::string_view name, int64_t out, int64_t in, bool bias) {
     Linear l{rnd.matrix(name, out, in, kStd), {}};
     if (bias) l.bias = rnd.vector(out, 0.0f, kStd);
@@ -295,6 +315,23 @@ std::shared_ptr<const Model> random_model(const ModelConfig& c, const RandomMode
     L.v = linear("attention v", kv_dim, hidden, c.attention_bias);
     L.o = linear("attention output", hidden, q_dim, c.attention_out_bias);
     norm(L.ffn_norm, L.ffn_norm_bias);
+    if (c.is_moe_layer(l)) {
+      const int64_t e_inter = c.moe_intermediate_size, shared = c.shared_expert_intermediate_size;
+      L.moe.router = linear("MoE router", c.num_experts, hidden, false);
+      for (int64_t e = 0; e < c.num_experts; ++e) {
+        L.moe.gate.push_back(linear("expert gate", e_inter, hidden, false));
+        L.moe.up.push_back(linear("expert up", e_inter, hidden, false));
+        L.moe.down.push_back(linear("expert down", hidden, e_inter, false));
+      }
+      if (shared > 0) {
+        L.gate = linear("shared expert gate", shared, hidden, false);
+        L.up = linear("shared expert up", shared, hidden, false);
+        L.down = linear("shared expert down", hidden, shared, false);
+        L.shared_expert_gate = linear("shared expert's gate", 1, hidden, false);
+      }
+      w->layers.push_back(std::move(L));
+      continue;
+    }
     if (!c.is_gpt2()) L.gate = linear("MLP gate", inter, hidden, c.mlp_bias);
     L.up = linear("MLP up", inter, hidden, c.mlp_bias);
     L.down = linear("MLP down", hidden, inter, c.mlp_bias);

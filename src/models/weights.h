@@ -51,8 +51,23 @@ struct LinearInto {
   float* y;
 };
 
+// A mixture-of-experts feed-forward block (Mixtral, Qwen2-MoE): the router scores every expert
+// for each token, the top k are run, each a SwiGLU MLP. Empty (no experts) in a dense layer.
+// Each expert's matrices are their own views: per-expert checkpoint tensors, or row blocks of a
+// stacked (experts, rows, cols) tensor (GGUF's ffn_*_exps, HF's fused experts.gate_up_proj).
+struct MoeWeights {
+  Linear router;                   // (experts, hidden)
+  std::vector<Linear> gate, up;    // (experts) × (expert_inter, hidden)
+  std::vector<Linear> down;        // (experts) × (hidden, expert_inter)
+  int64_t experts() const { return static_cast<int64_t>(gate.size()); }
+  bool empty() const { return gate.empty(); }
+};
+
 // GPT-2's fused c_attn is bound as q, k, v (its three row blocks), c_fc as up, its mlp.c_proj as
 // down; it has no gate. Its LayerNorms add the *_norm_bias vectors.
+// A mixture-of-experts layer keeps its experts in `moe`; gate/up/down then hold its shared expert
+// (Qwen2-MoE; (shared_inter, hidden) ×2, (hidden, shared_inter)), or nothing (Mixtral), and
+// shared_expert_gate scales that expert's output by sigmoid(shared_expert_gate · x).
 struct LayerWeights {
   Vector attn_norm;       // (hidden)
   Vector attn_norm_bias;  // (hidden), LayerNorm only
@@ -65,6 +80,8 @@ struct LayerWeights {
   // folded in at load: every norm here multiplies by its weight.
   Vector q_norm, k_norm;             // (head_dim) each
   Vector post_attn_norm, post_ffn_norm;  // (hidden) each
+  MoeWeights moe;             // empty in a dense layer
+  Linear shared_expert_gate;  // (1, hidden), Qwen2-MoE's MoE layers only
 };
 
 struct ModelWeights {
@@ -99,6 +116,15 @@ void for_each_tensor(W& w, F&& f) {
     f(L.k_norm);
     f(L.post_attn_norm);
     f(L.post_ffn_norm);
+    for (auto* l : {&L.moe.router, &L.shared_expert_gate}) {
+      f(l->weight);
+      f(l->bias);
+    }
+    for (auto* experts : {&L.moe.gate, &L.moe.up, &L.moe.down})
+      for (auto& l : *experts) {
+        f(l.weight);
+        f(l.bias);
+      }
   }
   f(w.final_norm);
   f(w.final_norm_bias);

@@ -37,9 +37,10 @@ void linears(const Exec& e, std::initializer_list<LinearInto> products, const fl
 }
 
 void rope(const Exec& e, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq,
-          RopeLayout layout) {
-  if (e.device == Device::CUDA) return cuda_backend::rope(*e.cuda, x, n, heads, head_dim, start, inv_freq, layout);
-  cpu::rope(x, n, heads, head_dim, start, inv_freq.data, layout);
+          RopeLayout layout, float attention_factor) {
+  if (e.device == Device::CUDA)
+    return cuda_backend::rope(*e.cuda, x, n, heads, head_dim, start, inv_freq, layout, attention_factor);
+  cpu::rope(x, n, heads, head_dim, start, inv_freq.data, layout, 2 * inv_freq.n, attention_factor);
 }
 
 void silu_mul(const Exec& e, const float* gate, const float* up, float* out, int64_t n) {
@@ -97,12 +98,29 @@ void self_attention(const Exec& e, std::span<const SequenceRows> seqs, const Sel
     float* sq = q + s.row * a.heads * hd;
     float* sk = k + s.row * a.kv_heads * hd;
     if (a.inv_freq) {
-      rope(e, sq, s.n, a.heads, hd, s.start, *a.inv_freq, a.layout);
-      rope(e, sk, s.n, a.kv_heads, hd, s.start, *a.inv_freq, a.layout);
+      rope(e, sq, s.n, a.heads, hd, s.start, *a.inv_freq, a.layout, a.rope_attention_factor);
+      rope(e, sk, s.n, a.kv_heads, hd, s.start, *a.inv_freq, a.layout, a.rope_attention_factor);
     }
     store_kv(e, *s.kv, a.layer, s.start, s.n, sk, v + s.row * a.kv_heads * hd);
     attention(e, *s.kv, a.layer, sq, s.n, s.start, a.heads, a.window, att + s.row * a.heads * hd, a.scores);
   }
+}
+
+void moe_route(const Exec& e, const float* logits, int64_t n, int64_t experts, int64_t k, bool normalize,
+               int32_t* ids, float* weights) {
+  if (e.device == Device::CUDA) return cuda_backend::moe_route(*e.cuda, logits, n, experts, k, normalize, ids, weights);
+  cpu::moe_route(logits, n, experts, k, normalize, ids, weights);
+}
+
+void moe_experts(const Exec& e, const MoeWeights& m, const float* x, int64_t n, int64_t hidden, const int32_t* ids,
+                 const float* weights, int64_t k, const MoeScratch& scratch, float* out) {
+  if (e.device == Device::CUDA) return cuda_backend::moe_experts(*e.cuda, m, x, n, hidden, ids, weights, k, scratch, out, e.segments);
+  cpu::moe_experts(m, x, n, hidden, ids, weights, k, scratch, out, e.int8_activations);
+}
+
+void add_gated(const Exec& e, float* out, const float* gate, const float* y, int64_t n, int64_t dim) {
+  if (e.device == Device::CUDA) return cuda_backend::add_gated(*e.cuda, out, gate, y, n, dim);
+  cpu::add_gated(out, gate, y, n, dim);
 }
 
 int64_t first_nonfinite(const Exec& e, const float* x, int64_t n, float* value) {

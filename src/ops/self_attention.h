@@ -27,8 +27,9 @@ struct ScoreOptions {
 struct SelfAttention {
   int64_t layer, heads, kv_heads, head_dim;
   int64_t window;           // <= 0: none
-  const Vector* inv_freq;   // (head_dim / 2) rope frequencies on the Exec's device, or null (GPT-2)
+  const Vector* inv_freq;   // (rotary_dim / 2) rope frequencies on the Exec's device, or null (GPT-2)
   RopeLayout layout;
+  float rope_attention_factor = 1.0f;  // cos and sin scaled by it (RopeScaling::attention_factor)
   ScoreOptions scores = {};
 };
 
