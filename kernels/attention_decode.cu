@@ -138,6 +138,7 @@ struct DecodeArgs {
   int heads_per_block, head_chunks;  // blockIdx.x = split · head_chunks + chunk; the last chunk may hold fewer
   int64_t capacity;
   PlanArgs plan;
+  float cap;               // > 0: scores soft-capped to cap · tanh(s / cap), cap = softcap · log2(e)
 };
 
 template <typename T>
@@ -179,7 +180,7 @@ __device__ __forceinline__ void load8(const unsigned char* p, float (&x)[8]) {
 // tile's K scales).
 template <class S, int NH>
 __device__ __forceinline__ void qk_heads(const unsigned char* k_tile, const float* ks_s, const float* q_s, float* p_s,
-                                         int ps, int t, int h0, bool live, int hd, int chunks) {
+                                         int ps, int t, int h0, bool live, int hd, int chunks, float cap) {
   float acc[NH] = {};
   if (live) {
     const unsigned char* k_row = k_tile + t * S::kPitch;
@@ -206,21 +207,25 @@ __device__ __forceinline__ void qk_heads(const unsigned char* k_tile, const floa
       for (int j = 0; j < NH; ++j) acc[j] *= ks;
     }
   }
+  if (cap > 0.0f) {  // Gemma 2's soft-cap, after the K row's scale, as the CPU
+#pragma unroll
+    for (int j = 0; j < NH; ++j) acc[j] = cap * tanhf(acc[j] / cap);
+  }
 #pragma unroll
   for (int j = 0; j < NH; ++j) p_s[t * ps + h0 + j * S::kQkLanes] = live ? acc[j] : -INFINITY;
 }
 
 template <class S>
 __device__ void qk_tile(const unsigned char* k_tile, const float* ks_s, const float* q_s, float* p_s, int ps,
-                        int heads, int rows, int hd) {
+                        int heads, int rows, int hd, float cap) {
   const int t = threadIdx.x % S::kTile, lane_h = threadIdx.x / S::kTile;  // lane_h: warp-uniform
   const int chunks = hd / 8;
   for (int h0 = lane_h; h0 < heads; h0 += S::kQkHeads * S::kQkLanes) {
     const int left = (heads - h0 + S::kQkLanes - 1) / S::kQkLanes;  // heads h0 + j·kQkLanes < heads
-    if (left >= S::kQkHeads) qk_heads<S, S::kQkHeads>(k_tile, ks_s, q_s, p_s, ps, t, h0, t < rows, hd, chunks);
-    else if (left == 3) qk_heads<S, 3>(k_tile, ks_s, q_s, p_s, ps, t, h0, t < rows, hd, chunks);
-    else if (left == 2) qk_heads<S, 2>(k_tile, ks_s, q_s, p_s, ps, t, h0, t < rows, hd, chunks);
-    else qk_heads<S, 1>(k_tile, ks_s, q_s, p_s, ps, t, h0, t < rows, hd, chunks);
+    if (left >= S::kQkHeads) qk_heads<S, S::kQkHeads>(k_tile, ks_s, q_s, p_s, ps, t, h0, t < rows, hd, chunks, cap);
+    else if (left == 3) qk_heads<S, 3>(k_tile, ks_s, q_s, p_s, ps, t, h0, t < rows, hd, chunks, cap);
+    else if (left == 2) qk_heads<S, 2>(k_tile, ks_s, q_s, p_s, ps, t, h0, t < rows, hd, chunks, cap);
+    else qk_heads<S, 1>(k_tile, ks_s, q_s, p_s, ps, t, h0, t < rows, hd, chunks, cap);
   }
 }
 
@@ -373,7 +378,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const DecodeA
     const unsigned char* v_tile = k_tile + S::kTile * S::kPitch;
     const float* ks_s = reinterpret_cast<const float*>(v_tile + S::kTile * S::kPitch);  // 8-bit types only
     const int rows = min_of(int{S::kTile}, n - tile * S::kTile);
-    qk_tile<S>(k_tile, ks_s, q_s, p_s, ps, heads, rows, hd);
+    qk_tile<S>(k_tile, ks_s, q_s, p_s, ps, heads, rows, hd, a.cap);
     __syncthreads();
     softmax_tile<S>(p_s, ps, heads, m_s, l_s, alpha_s);
     __syncthreads();
@@ -488,13 +493,13 @@ void run(const DecodeCall& c) {
   // multiple of 8), for 8-bit rows when head_dim is a multiple of 16 and k, v are 16-byte aligned.
   const bool wide = S::kElem > 1 || (hd % 16 == 0 && reinterpret_cast<uintptr_t>(p.k) % 16 == 0 &&
                                      reinterpret_cast<uintptr_t>(p.v) % 16 == 0);
-  float q_scale = 1.0f / sqrtf(static_cast<float>(hd)) * core::kLog2e;
+  float q_scale = p.scale > 0 ? p.scale * core::kLog2e : 1.0f / sqrtf(static_cast<float>(hd)) * core::kLog2e;
   if constexpr (S::kScaled) q_scale *= 1.0f / static_cast<float>(core::kv_rotation_block(hd));  // a power of two: exact
   const DecodeArgs a{p.q, static_cast<const unsigned char*>(p.k), static_cast<const unsigned char*>(p.v),
                      p.k_scales, p.v_scales, wide ? 16 : 8, p.out,
                      part_o, need > 0 ? part_o + p.heads * grid_splits * hd : nullptr,
                      q_scale, hd, group,
-                     c.heads_per_block, c.head_chunks, p.capacity, pa};
+                     c.heads_per_block, c.head_chunks, p.capacity, pa, p.softcap * core::kLog2e};
   const Layout lay = layout<S, HV>(c.heads_per_block, hd);
   launch("attention_decode (split)", kernel,
          dim3(static_cast<unsigned>(grid_splits * c.head_chunks), static_cast<unsigned>(p.kv_heads)),

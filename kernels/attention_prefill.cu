@@ -231,6 +231,12 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
         for (int i = 0; i < RPT; ++i) s[i][j] *= ks;
       }
     }
+    if (a.cap > 0.0f) {  // Gemma 2's soft-cap, after the K row's scale and before the mask, as the CPU
+#pragma unroll
+      for (int i = 0; i < RPT; ++i)
+#pragma unroll
+        for (int j = 0; j < CPT; ++j) s[i][j] = a.cap * tanhf(s[i][j] / a.cap);
+    }
 #pragma unroll
     for (int i = 0; i < RPT; ++i) {
       float mx = -INFINITY;

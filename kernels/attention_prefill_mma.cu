@@ -192,6 +192,7 @@ __global__ void __launch_bounds__(kThreads) prefill_mma_kernel(const PrefillArgs
           for (int e = 0; e < 2; ++e) {
             const int64_t key = k0 + 8 * j + 2 * tq + e;
             float& x = s[j][2 * i + e];
+            if (a.cap > 0.0f) x = a.cap * tanhf(x / a.cap);  // Gemma 2's soft-cap, before the mask
             if (key > pos[i] || key < first[i]) x = -INFINITY;  // past k_end: past every pos too
             mx = fmaxf(mx, x);
           }

@@ -26,6 +26,7 @@ struct PrefillArgs {
   int head_dim;            // hd: a multiple of 8, at most the kernel's HDP
   int group;
   int64_t heads, start, capacity, window, rows_total;  // rows_total = n · group
+  float cap;               // > 0: each score becomes cap · tanh(s / cap) before the mask (softcap · log2(e))
 };
 
 // p's arguments, and the grid's x: tiles of `rows` (query, head) rows. Throws when they exceed a
@@ -39,7 +40,8 @@ inline PrefillArgs prefill_args(const AttentionParams& p, int rows, int64_t& row
   a.v_scales = p.v_scales;
   a.out = p.out;
   a.head_dim = static_cast<int>(p.head_dim);
-  a.q_scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim)) * core::kLog2e;
+  a.q_scale = p.scale > 0 ? p.scale * core::kLog2e : 1.0f / std::sqrt(static_cast<float>(p.head_dim)) * core::kLog2e;
+  a.cap = p.softcap * core::kLog2e;
   a.group = static_cast<int>(p.heads / p.kv_heads);
   a.heads = p.heads;
   a.start = p.start;

@@ -41,6 +41,14 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStr
 void gelu_tanh(const float* x, float* out, int64_t n, cudaStream_t stream);
 // x (n) += y
 void add(float* x, const float* y, int64_t n, cudaStream_t stream);
+// x (rows, head_dim) RMSNorm-ed per row in place (a warp a row): each head of q or k (Qwen3, Gemma 3).
+void head_rms_norm(float* x, const float* weight, int64_t rows, int64_t head_dim, float eps, cudaStream_t stream);
+// out (n) = gelu_tanh(gate) · up (Gemma's GeGLU; out may alias gate)
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
+// x (n) *= factor
+void scale(float* x, int64_t n, float factor, cudaStream_t stream);
+// x (n) = cap · tanh(x / cap)   (Gemma 2's final logit soft-capping)
+void softcap(float* x, int64_t n, float cap, cudaStream_t stream);
 // y (rows, cols) += bias (cols)
 void add_bias(float* y, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream);
 // out (n) = src narrowed to dtype (round to nearest even), for GEMM inputs.
@@ -83,6 +91,8 @@ struct AttentionParams {
   float* out = nullptr;      // (n, heads, head_dim)
   DType kv_dtype = DType::F32;
   int64_t n = 0, start = 0, heads = 0, kv_heads = 0, head_dim = 0, capacity = 0, window = 0;
+  float scale = 0;    // scores' scale (Gemma's query_pre_attn_scalar^-0.5); 0: 1/sqrt(head_dim)
+  float softcap = 0;  // > 0: each score becomes softcap · tanh(score / softcap) before the mask
   const int32_t* start_on_device = nullptr;  // decode only: read instead of start (see above)
 };
 // Tiled prefill (FlashAttention-style online softmax); a K/V tile is loaded once for all query

@@ -558,4 +558,73 @@ void argmax(const float* logits, int64_t vocab, int32_t* out, cudaStream_t strea
   launch("argmax", argmax_kernel, 1, kArgmaxThreads, 0, stream, logits, static_cast<int32_t>(vocab), out);
 }
 
+// ---- Qwen3 / Gemma: per-head RMSNorm, GeGLU, scale, soft-cap ---------------------------------
+namespace {
+
+constexpr int kHeadNormWarps = 8;  // head_rms_norm: rows (heads) a block, one warp each
+
+// One warp per row of head_dim values, in place: the sum of squares over the warp's lanes (any
+// head_dim), then weight · (x · inv) as rms_norm_kernel. A lane writes only the elements it read,
+// after the shuffle reduction every lane takes part in.
+__global__ void head_rms_norm_kernel(float* x, const float* weight, int64_t rows, int64_t dim, float eps) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kHeadNormWarps + threadIdx.x / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (row >= rows) return;  // a whole warp: the shuffles below see all 32 lanes or none
+  float* xr = x + row * dim;  // (dim)
+  float sum_sq = 0.0f;
+  for (int64_t j = lane; j < dim; j += 32) sum_sq += xr[j] * xr[j];
+  for (int o = 16; o > 0; o >>= 1) sum_sq += __shfl_xor_sync(0xffffffffu, sum_sq, o);
+  const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(dim) + eps);
+  for (int64_t j = lane; j < dim; j += 32) xr[j] = weight[j] * (xr[j] * inv);
+}
+
+// gelu_tanh1's bits times up; out may alias gate (each element read, then written, by one thread).
+__global__ void gelu_tanh_mul_kernel(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t j = global_thread(); j < n; j += grid_threads()) out[j] = __fmul_rn(gelu_tanh1(gate[j]), up[j]);
+}
+
+__global__ void scale_kernel(float* x, int64_t n, float factor) {
+  for (int64_t j = global_thread(); j < n; j += grid_threads()) x[j] = __fmul_rn(x[j], factor);
+}
+
+// As HF and the CPU: x / cap, tanh, times cap (tanhf within 2 ulp of the CPU's std::tanh).
+__global__ void softcap_kernel(float* x, int64_t n, float cap) {
+  for (int64_t j = global_thread(); j < n; j += grid_threads()) x[j] = __fmul_rn(tanhf(__fdiv_rn(x[j], cap)), cap);
+}
+
+}  // namespace
+
+void head_rms_norm(float* x, const float* weight, int64_t rows, int64_t head_dim, float eps, cudaStream_t stream) {
+  require_ptr(x, "head_rms_norm", "x");
+  require_ptr(weight, "head_rms_norm", "weight");
+  require_positive(rows, "head_rms_norm", "rows");
+  require_positive(head_dim, "head_rms_norm", "head_dim");
+  require(eps >= 0.0f, "head_rms_norm", [&] { return "eps must be >= 0, got " + std::to_string(eps); });
+  const int64_t blocks = (rows + kHeadNormWarps - 1) / kHeadNormWarps;
+  require_grid_x(blocks, "head_rms_norm", "rows / 8");
+  launch("head_rms_norm", head_rms_norm_kernel, static_cast<unsigned>(blocks), 32 * kHeadNormWarps, 0, stream, x,
+         weight, rows, head_dim, eps);
+}
+
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream) {
+  require_ptr(gate, "gelu_tanh_mul", "gate");
+  require_ptr(up, "gelu_tanh_mul", "up");
+  require_ptr(out, "gelu_tanh_mul", "out");
+  require_positive(n, "gelu_tanh_mul", "n");
+  launch("gelu_tanh_mul", gelu_tanh_mul_kernel, blocks_for(n, kThreads), kThreads, 0, stream, gate, up, out, n);
+}
+
+void scale(float* x, int64_t n, float factor, cudaStream_t stream) {
+  require_ptr(x, "scale", "x");
+  require_positive(n, "scale", "n");
+  launch("scale", scale_kernel, blocks_for(n, kThreads), kThreads, 0, stream, x, n, factor);
+}
+
+void softcap(float* x, int64_t n, float cap, cudaStream_t stream) {
+  require_ptr(x, "softcap", "x");
+  require_positive(n, "softcap", "n");
+  require(cap > 0.0f, "softcap", [&] { return "cap must be > 0, got " + std::to_string(cap); });
+  launch("softcap", softcap_kernel, blocks_for(n, kThreads), kThreads, 0, stream, x, n, cap);
+}
+
 }  // namespace kvinfer::cuda

@@ -19,6 +19,7 @@ inline const char* const kFixtures[] = {
     "llama_mha", "llama_gqa4", "llama_mqa", "llama_group7", "llama_head_dim", "llama3_rope",
     "llama_rope_linear", "llama_attn_bias", "qwen2_bias", "mistral_window", "llama_bf16",
     "llama_f16", "llama_sharded", "gpt2_tiny", "gpt2_legacy_names", "gpt2_untied_f16",
+    "qwen3_tiny", "gemma2_tiny", "gemma2_scalar", "gemma3_tiny", "qwen2_window",
     "mixtral_tiny", "mixtral_fused", "qwen2_moe_tiny", "llama_yarn", "qwen2_yarn",
     "llama_yarn_mscale", "llama_dynamic", "phi3_longrope", "phi4_partial_rotary"};
 

@@ -369,8 +369,91 @@ TEST(Config, Qwen2HasQkvBiasesAndNoSlidingWindow) {
   EXPECT_FALSE(c.mlp_bias);
   EXPECT_FALSE(c.sliding_window.has_value());
 
+  // use_sliding_window: the layers from max_window_layers on (default 28), or those layer_types names.
   j["use_sliding_window"] = true;
-  EXPECT_THAT(parse_error(j), HasSubstr("'use_sliding_window'"));
+  j["num_hidden_layers"] = 4;
+  j["sliding_window"] = 64;
+  j["max_window_layers"] = 3;
+  c = parse(j);
+  EXPECT_EQ(c.sliding_window, 64);
+  EXPECT_EQ(c.sliding_layers, (std::vector<bool>{false, false, false, true}));
+  EXPECT_EQ(c.layer_window(2), 0);
+  EXPECT_EQ(c.layer_window(3), 64);
+  j["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention", "full_attention"};
+  EXPECT_EQ(parse(j).sliding_layers, (std::vector<bool>{true, false, true, false}));
+  j["layer_types"] = {"sliding_attention", "full_attention"};
+  EXPECT_THAT(parse_error(j), HasSubstr("'layer_types'"));
+  j["layer_types"] = {"sliding_attention", "full_attention", "chunked_attention", "full_attention"};
+  EXPECT_THAT(parse_error(j), AllOf(HasSubstr("'layer_types'"), HasSubstr("chunked_attention")));
+}
+
+TEST(Config, Qwen3HasQkNormsAndDefaults) {
+  json j = llama();
+  j["architectures"] = {"Qwen3ForCausalLM"};
+  ModelConfig c = parse(j);
+  EXPECT_EQ(c.arch, Architecture::Qwen3);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.head_dim, 128);  // Qwen3Config's default, not hidden / heads
+  EXPECT_FALSE(c.attention_bias);
+  j["attention_bias"] = true;
+  EXPECT_TRUE(parse(j).attention_out_bias);
+}
+
+// Gemma 2 and 3 (Gemma3TextConfig): their defaults, both rope spellings, windows, refusals.
+TEST(Config, GemmaKeys) {
+  json j = llama();
+  j["architectures"] = {"Gemma2ForCausalLM"};
+  j["num_hidden_layers"] = 4;
+  ModelConfig c = parse(j);
+  EXPECT_EQ(c.arch, Architecture::Gemma2);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_EQ(c.head_dim, 256);
+  EXPECT_EQ(c.query_pre_attn_scalar, 256);
+  EXPECT_EQ(c.attn_logit_softcapping, 50);  // Gemma2Config's defaults
+  EXPECT_EQ(c.final_logit_softcapping, 30);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.sliding_window, 4096);
+  EXPECT_EQ(c.sliding_layers, (std::vector<bool>{true, false, true, false}));
+  j["attn_logit_softcapping"] = nullptr;
+  j["final_logit_softcapping"] = 12.5;
+  c = parse(j);
+  EXPECT_EQ(c.attn_logit_softcapping, 0);
+  EXPECT_EQ(c.final_logit_softcapping, 12.5);
+  j["hidden_activation"] = "gelu";
+  EXPECT_THAT(parse_error(j), HasSubstr("'hidden_activation'"));
+
+  j = llama();
+  j["architectures"] = {"Gemma3ForCausalLM"};
+  j["num_hidden_layers"] = 7;
+  j["rope_theta"] = 1000000.0;  // transformers 4's spelling
+  j["rope_local_base_freq"] = 10000.0;
+  j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+  j["sliding_window_pattern"] = 3;
+  c = parse(j);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.attn_logit_softcapping, 0);
+  EXPECT_EQ(c.final_logit_softcapping, 0);
+  EXPECT_EQ(c.rope_theta, 1e6);
+  EXPECT_EQ(c.rope_local_theta, 1e4);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::Linear);
+  EXPECT_EQ(c.sliding_layers, (std::vector<bool>{true, true, false, true, true, false, true}));
+  j.erase("rope_theta");
+  j.erase("rope_local_base_freq");
+  j.erase("rope_scaling");
+  j["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 500000.0}}},
+                          {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 20000.0}}}};
+  c = parse(j);
+  EXPECT_EQ(c.rope_theta, 5e5);
+  EXPECT_EQ(c.rope_local_theta, 2e4);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::None);
+  j["rope_parameters"]["sliding_attention"]["rope_type"] = "linear";
+  j["rope_parameters"]["sliding_attention"]["factor"] = 2.0;
+  EXPECT_THAT(parse_error(j), HasSubstr("sliding_attention"));
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}};
+  EXPECT_THAT(parse_error(j), HasSubstr("'rope_parameters'"));
+  j.erase("rope_parameters");
+  j["use_bidirectional_attention"] = true;
+  EXPECT_THAT(parse_error(j), HasSubstr("'use_bidirectional_attention'"));
 }
 
 TEST(Config, MistralSlidingWindow) {
@@ -526,9 +609,29 @@ TEST(RealConfigs, EveryFixtureConfigParses) {
     ModelConfig c = load_config(entry.path() / "config.json");
     // chatml_tiny's vocabulary is its trained tokenizer's; the others use 128 random ids.
     EXPECT_EQ(c.vocab_size, entry.path().filename() == "chatml_tiny" ? 384 : 128);
-    const bool three = entry.path().filename() == "gpt2_untied_f16" || entry.path().filename() == "qwen2_moe_tiny";
+    const auto name = entry.path().filename();
+    const bool three = name == "gpt2_untied_f16" || name == "gemma2_tiny" || name == "gemma3_tiny" ||
+                       name == "qwen2_moe_tiny";
     EXPECT_EQ(c.num_layers, three ? 3 : 2);
   }
+  // The new families' fixtures as their config.json says (tests/data/models/PROVENANCE.md).
+  ModelConfig g2 = load_config(test::fixture_dir("gemma2_tiny") / "config.json");
+  EXPECT_EQ(g2.arch, Architecture::Gemma2);
+  EXPECT_EQ(g2.sliding_layers, (std::vector<bool>{true, false, true}));
+  EXPECT_EQ(g2.attn_logit_softcapping, 1.5);
+  EXPECT_EQ(g2.final_logit_softcapping, 2.0);
+  EXPECT_EQ(load_config(test::fixture_dir("gemma2_scalar") / "config.json").query_pre_attn_scalar, 24);
+  ModelConfig g3 = load_config(test::fixture_dir("gemma3_tiny") / "config.json");
+  EXPECT_EQ(g3.sliding_layers, (std::vector<bool>{true, true, false}));
+  EXPECT_EQ(g3.rope_local_theta, 10000.0);
+  EXPECT_EQ(g3.rope_theta, 1000000.0);
+  EXPECT_EQ(g3.rope_scaling.type, RopeScaling::Type::Linear);
+  EXPECT_EQ(g3.rope_scaling.factor, 8.0);
+  EXPECT_TRUE(g3.qk_norm);
+  ModelConfig qw = load_config(test::fixture_dir("qwen2_window") / "config.json");
+  EXPECT_EQ(qw.sliding_window, 4);
+  EXPECT_EQ(qw.sliding_layers, (std::vector<bool>{false, true}));
+  EXPECT_TRUE(load_config(test::fixture_dir("qwen3_tiny") / "config.json").qk_norm);
   ModelConfig gqa = load_config(test::fixture_dir("llama_gqa4") / "config.json");
   EXPECT_THAT(gqa.eos_token_ids, ElementsAre(1, 2));
   EXPECT_EQ(gqa.bos_token_id, 0);

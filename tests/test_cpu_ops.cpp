@@ -461,16 +461,54 @@ TEST(CpuOps, SiluMulMatchesDoubleReference) {
   EXPECT_LT(rel_error(out, want), 1e-6);
 }
 
-// Attention over a cache of 29 positions for 3 query rows, GQA group 3 (6 heads over 2 KV
-// heads), with and without a sliding window, against a double-precision softmax.
+// Qwen3 / Gemma 3's per-head RMSNorm: rms_norm's bits on each head as a row, in place; and
+// Gemma's GeGLU, embedding scale and soft-cap against double references.
+TEST(CpuOps, HeadRmsNormGeluTanhMulScaleSoftcap) {
+  const int64_t rows = 6, hd = 24;
+  auto x = randn(static_cast<size_t>(rows * hd), 21), w = randn(static_cast<size_t>(hd), 22);
+  std::vector<float> y(x.size()), in_place = x;
+  cpu::rms_norm(x.data(), w.data(), rows, hd, 1e-6f, y.data());
+  cpu::head_rms_norm(in_place.data(), w.data(), rows, hd, 1e-6f);
+  EXPECT_EQ(in_place, y);
+  std::vector<double> want(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int64_t i = 0; i < hd; ++i) ss += static_cast<double>(x[r * hd + i]) * x[r * hd + i];
+    for (int64_t i = 0; i < hd; ++i) want[r * hd + i] = w[i] * x[r * hd + i] / std::sqrt(ss / hd + 1e-6);
+  }
+  EXPECT_LT(rel_error(in_place, want), 1e-6);
+
+  auto g = randn(101, 23), u = randn(101, 24);
+  std::vector<float> out(101), capped = g, scaled = g;
+  cpu::gelu_tanh_mul(g.data(), u.data(), out.data(), 101);
+  cpu::softcap(capped.data(), 101, 0.5f);
+  cpu::scale(scaled.data(), 101, 3.0f);
+  std::vector<double> geglu(101), cap(101), sc(101);
+  for (size_t i = 0; i < 101; ++i) {
+    const double v = g[i];
+    geglu[i] = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))) * u[i];
+    cap[i] = 0.5 * std::tanh(v / 0.5);
+    sc[i] = 3.0 * v;
+  }
+  EXPECT_LT(rel_error(out, geglu), 1e-6);
+  EXPECT_LT(rel_error(capped, cap), 1e-6);
+  EXPECT_LT(rel_error(scaled, sc), 1e-7);
+}
+
+// Attention over a cache of 29 positions for 3 query rows (a prefill) and 1 (a decode step), GQA
+// group 3 (6 heads over 2 KV heads), with and without a sliding window, against a double-precision
+// softmax; and with Gemma's scores (ScoreOptions: scale 0.3, soft-cap 1.5, most scores capped).
 TEST(CpuOps, AttentionMatchesDoubleReferenceWithGqaAndWindow) {
   ModelConfig cfg;
   cfg.num_layers = 2;
   cfg.num_heads = 6;
   cfg.num_kv_heads = 2;
   cfg.head_dim = 20;
-  const int64_t ctx = 29, n = 3, start = ctx - n, hd = 20, heads = 6, kvh = 2;
+  const int64_t ctx = 29, hd = 20, heads = 6, kvh = 2;
+  for (const ScoreOptions so : {ScoreOptions{}, ScoreOptions{0.3f, 1.5f}})
+  for (int64_t n : {3, 1})
   for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+    const int64_t start = ctx - n;
     for (int64_t window : {0, 7}) {
       KvCache kv(cfg, 32, dtype);
       auto k = randn(static_cast<size_t>(ctx * kvh * hd), 11), v = randn(k.size(), 12);
@@ -486,7 +524,8 @@ TEST(CpuOps, AttentionMatchesDoubleReferenceWithGqaAndWindow) {
       }
       auto q = randn(static_cast<size_t>(n * heads * hd), 13);
       std::vector<float> out(q.size(), std::nanf(""));
-      cpu::attention(kv, 1, q.data(), n, start, heads, window, out.data());
+      cpu::attention(kv, 1, q.data(), n, start, heads, window, out.data(), false, so);
+      const double scale = so.scale > 0 ? so.scale : 1 / std::sqrt(static_cast<double>(hd));
 
       std::vector<double> want(out.size(), 0.0);
       for (int64_t t = 0; t < n; ++t)
@@ -500,7 +539,8 @@ TEST(CpuOps, AttentionMatchesDoubleReferenceWithGqaAndWindow) {
             for (int64_t i = 0; i < hd; ++i)
               d += static_cast<double>(q[static_cast<size_t>((t * heads + h) * hd + i)]) *
                    kr[static_cast<size_t>((j * kvh + g) * hd + i)];
-            s.push_back(d / std::sqrt(static_cast<double>(hd)));
+            s.push_back(d * scale);
+            if (so.softcap > 0) s.back() = so.softcap * std::tanh(s.back() / so.softcap);
             mx = std::max(mx, s.back());
           }
           for (double& e : s) sum += (e = std::exp(e - mx));
@@ -509,7 +549,8 @@ TEST(CpuOps, AttentionMatchesDoubleReferenceWithGqaAndWindow) {
               want[static_cast<size_t>((t * heads + h) * hd + i)] +=
                   s[static_cast<size_t>(j - first)] / sum * vr[static_cast<size_t>((j * kvh + g) * hd + i)];
         }
-      EXPECT_LT(rel_error(out, want), 2e-6) << dtype_name(dtype) << " window " << window;
+      EXPECT_LT(rel_error(out, want), 2e-6) << dtype_name(dtype) << " window " << window << " n " << n
+                                            << " softcap " << so.softcap;
     }
   }
 }

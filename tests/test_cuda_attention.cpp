@@ -83,6 +83,7 @@ struct Shape {
   DType dtype;
   int64_t start, n, window;
   bool codes_at_8 = false;  // 8-bit caches: the code blocks 8 bytes past a 16-byte boundary
+  ScoreOptions scores = {};  // Gemma: the scores' scale and soft-cap (fp64 references ignore them: ref_stride 0)
   int64_t heads() const { return kv_heads * group; }
 };
 
@@ -228,7 +229,7 @@ Outcome run(Kernel kernel, const Shape& s, int64_t ref_stride = 0) {
   // |q| up to 6: scores with a standard deviation of ~2, so the softmax is neither flat nor one-hot.
   const auto q = uniform(rng, static_cast<size_t>(s.n * heads * hd), 6.0f);  // (n, heads, hd)
   std::vector<float> want(q.size()), got(q.size());
-  cpu::attention(kv, 0, q.data(), s.n, s.start, heads, s.window, want.data());
+  cpu::attention(kv, 0, q.data(), s.n, s.start, heads, s.window, want.data(), false, s.scores);
 
   const size_t block_bytes = static_cast<size_t>(kvh * capacity * hd) * dtype_size(s.dtype);
   const size_t lead = s.codes_at_8 ? 8 : 0;  // where the rows start in their (256-byte aligned) blocks
@@ -259,6 +260,8 @@ Outcome run(Kernel kernel, const Shape& s, int64_t ref_stride = 0) {
   p.head_dim = hd;
   p.capacity = capacity;
   p.window = s.window;
+  p.scale = s.scores.scale;
+  p.softcap = s.scores.softcap;
   if (kernel == Kernel::Decode) {
     DeviceArray<std::byte> ws(cuda::attention_decode_workspace_bytes(heads, hd, capacity));
     cuda::attention_decode(p, ws.get(), ws.bytes(), nullptr);
@@ -619,6 +622,27 @@ TEST(CudaAttention, EightBitNonFiniteRowsReachOnlyTheQueriesThatAttendThem) {
       }
     }
   }
+}
+
+// Gemma's scores: scaled by query_pre_attn_scalar^-0.5 (here 24^-0.5 for head_dim 16, 128^-0.5 for
+// 64) and soft-capped to c · tanh(s / c) before the mask and softmax, c = 1.5: with |q| up to 6
+// most scores exceed the cap. Every kernel (decode; prefill on the f32/8-bit kernel and on tensor
+// cores), with and without a window, against the CPU (test_cpu_ops checks the CPU against fp64).
+// Without the cap in a kernel the outputs differ by O(1): each check fails.
+TEST(CudaAttention, SoftCappedAndScaledScoresMatchCpu) {
+  SKIP_WITHOUT_DEVICE();
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::I8})
+    for (int64_t hd : {16, 64})
+      for (int64_t window : {int64_t{0}, int64_t{5}}) {
+        const ScoreOptions scores{hd == 16 ? 0.20412415f : 0.088388346f, 1.5f};
+        for (Kernel kernel : {Kernel::Decode, Kernel::Prefill}) {
+          const Shape s{2, 3, hd, dt, kernel == Kernel::Decode ? 40 : 7, kernel == Kernel::Decode ? 1 : 33, window,
+                        false, scores};
+          const Outcome o = run(kernel, s);
+          const double tol = uses_mma(kernel, dt) ? kRelTol16Units * unit_roundoff(dt) : kRelTol;
+          EXPECT_LE(o.rel_to_cpu, tol) << describe(kernel, s) << " softcap 1.5";
+        }
+      }
 }
 
 TEST(CudaAttention, DecodeRefusesTooSmallWorkspace) {

@@ -203,7 +203,7 @@ int64_t differing_rows(const KvCache& cpu_kv, const KvCache& gpu_kv) {
   return differing;
 }
 constexpr const char* kEightBitFixtures[] = {"llama_gqa4", "llama_group7", "mistral_window", "llama_head_dim",
-                                             "llama_mha", "gpt2_tiny"};
+                                             "llama_mha", "gpt2_tiny", "qwen3_tiny", "gemma2_tiny", "gemma3_tiny"};
 
 class CudaEightBitKvCache : public ::testing::TestWithParam<const char*> {};
 
@@ -354,6 +354,12 @@ const GgufCase kGgufCases[] = {
     {"phi4_partial_rotary.f32.gguf", "phi4_partial_rotary", DType::F32, PromptFrom::Hf},
     {"phi4_partial_rotary.q8_0.gguf", "phi4_partial_rotary", DType::Q8_0, PromptFrom::Own},
     {"gpt2_tiny.q8_0.gguf", "gpt2_tiny", DType::Q8_0, PromptFrom::Own},
+    {"qwen3_tiny.f32.gguf", "qwen3_tiny", DType::F32, PromptFrom::Hf},
+    {"qwen3_tiny.q8_0.gguf", "qwen3_tiny", DType::Q8_0, PromptFrom::Own},
+    {"gemma2_tiny.f32.gguf", "gemma2_tiny", DType::F32, PromptFrom::Own},
+    {"gemma2_tiny.q8_0.gguf", "gemma2_tiny", DType::Q8_0, PromptFrom::Own},
+    {"gemma3_tiny.f32.gguf", "gemma3_tiny", DType::F32, PromptFrom::Own},
+    {"gemma3_tiny.q8_0.gguf", "gemma3_tiny", DType::Q8_0, PromptFrom::Own},
     {"mixtral_tiny.f32.gguf", "mixtral_tiny", DType::F32, PromptFrom::Hf},
     {"mixtral_tiny.q8_0.gguf", "mixtral_tiny", DType::Q8_0, PromptFrom::Own},
     {"qwen2_moe_tiny.f32.gguf", "qwen2_moe_tiny", DType::F32, PromptFrom::Hf},

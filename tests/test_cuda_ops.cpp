@@ -325,6 +325,64 @@ TEST_F(CudaOps, GeluTanhMatchesCpuAlignedUnalignedInPlaceAndLargeValues) {
     }
 }
 
+// Qwen3's and Gemma 3's per-head RMSNorm: a warp a row, in place, against the CPU (rms_norm's bits
+// per head) and an fp64 reference. rows × head_dim from 1 × 8 to 37 × 256 (rows past a block's 8,
+// head_dim below, at and above a warp's 32). Dropping the weight or the root fails it by O(1).
+TEST_F(CudaOps, HeadRmsNormMatchesCpuAndFp64InPlace) {
+  for (auto [rows, hd] : {std::pair<int64_t, int64_t>{1, 8}, {3, 16}, {9, 64}, {37, 128}, {5, 256}}) {
+    const auto x = random_floats(static_cast<size_t>(rows * hd), 41, -3.0f, 3.0f);
+    const auto w = random_floats(static_cast<size_t>(hd), 42, 0.5f, 1.5f);
+    DeviceBuffer d_x(x), d_w(w);
+    cuda::head_rms_norm(d_x.as<float>(), d_w.as<float>(), rows, hd, 1e-6f, stream_);
+    sync();
+    std::vector<float> cpu_y = x;
+    cpu::head_rms_norm(cpu_y.data(), w.data(), rows, hd, 1e-6f);
+    const auto y = d_x.to_host<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      double ss = 0;
+      for (int64_t i = 0; i < hd; ++i) ss += static_cast<double>(x[r * hd + i]) * x[r * hd + i];
+      const double inv = 1.0 / std::sqrt(ss / static_cast<double>(hd) + 1e-6);
+      for (int64_t i = 0; i < hd; ++i) {
+        const size_t at = static_cast<size_t>(r * hd + i);
+        const double ref = w[static_cast<size_t>(i)] * (x[at] * inv);
+        ASSERT_NEAR(y[at], ref, 2e-6 * std::fabs(ref) + 1e-7) << "rows " << rows << " hd " << hd << " at " << at;
+        ASSERT_NEAR(cpu_y[at], ref, 2e-6 * std::fabs(ref) + 1e-7) << "cpu, rows " << rows << " hd " << hd;
+      }
+    }
+  }
+}
+
+// Gemma's GeGLU, embedding scale and soft-cap against the CPU: gelu_tanh's tolerance (tanhf) for
+// GeGLU, exact for the scale (one rounded product), 2 ulp of tanh for the soft-cap.
+TEST_F(CudaOps, GeluTanhMulScaleAndSoftcapMatchCpu) {
+  const int64_t n = 4097;
+  const auto gate = random_floats(static_cast<size_t>(n), 51, -8.0f, 8.0f);
+  const auto up = random_floats(static_cast<size_t>(n), 52, -2.0f, 2.0f);
+  std::vector<float> ref(static_cast<size_t>(n));
+  cpu::gelu_tanh_mul(gate.data(), up.data(), ref.data(), n);
+  DeviceBuffer d_g(gate), d_u(up);
+  cuda::gelu_tanh_mul(d_g.as<float>(), d_u.as<float>(), d_g.as<float>(), n, stream_);  // in place
+  sync();
+  const auto got = d_g.to_host<float>();
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], ref[i], 1e-6 * std::fabs(ref[i]) + 2.4e-7 * std::fabs(gate[i] * up[i])) << i;
+
+  auto x = random_floats(static_cast<size_t>(n), 53, -20.0f, 20.0f);
+  std::vector<float> scaled = x, capped = x;
+  cpu::scale(scaled.data(), n, 25.298221f);
+  cpu::softcap(capped.data(), n, 2.0f);
+  DeviceBuffer d_s(x), d_c(x);
+  cuda::scale(d_s.as<float>(), n, 25.298221f, stream_);
+  cuda::softcap(d_c.as<float>(), n, 2.0f, stream_);
+  sync();
+  const auto s = d_s.to_host<float>(), c = d_c.to_host<float>();
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(s[i], scaled[i]) << i;
+    ASSERT_NEAR(c[i], capped[i], 5e-7f) << i << " x " << x[i];
+    ASSERT_NEAR(capped[i], 2.0 * std::tanh(x[i] / 2.0), 5e-7) << i;
+  }
+}
+
 // The Context wrappers pass their arguments through in order (weight before bias) and run on
 // the Context's stream: the same bits as the launchers called directly.
 TEST_F(CudaOps, BackendLayerNormAndGeluTanhEqualTheLaunchers) {

@@ -105,6 +105,18 @@ TEST(DecodeStepBytes, SlidingWindowBoundsTheKvRead) {
   EXPECT_EQ(at10.kv_write, 256u);
 }
 
+// Sliding and global layers (Gemma, Qwen2's use_sliding_window): each layer reads its own span.
+TEST(DecodeStepBytes, PerLayerWindowsReadEachLayersSpan) {
+  ModelConfig c = small_llama(false);
+  c.sliding_window = 4;
+  c.sliding_layers = {true, false};
+  auto m = random_model(c, {.device = Device::CPU});
+  const DecodeStepBytes at10 = decode_step_bytes(*m, 10, DType::BF16);
+  EXPECT_EQ(at10.positions_read, 10);      // the global layer's
+  EXPECT_EQ(at10.kv_read, 128u * (4 + 10));  // a layer's K and V row: 2 × 2 × 16 × 2 bytes
+  EXPECT_EQ(at10.kv_write, 256u);
+}
+
 TEST(DecodeStepBytes, BadContextAndCacheDtypeAreErrors) {
   auto m = random_model(small_llama(false), {.device = Device::CPU});
   EXPECT_NE(error_of([&] { decode_step_bytes(*m, 0, DType::F16); }).find("context 0"), std::string::npos);

@@ -55,6 +55,14 @@ const GgufFixture kGgufFixtures[] = {
     {"llama_f16.f16.gguf", "llama_f16", DType::F16, false},
     {"gpt2_tiny.f32.gguf", "gpt2_tiny", DType::F32, false},
     {"gpt2_tiny.q8_0.gguf", "gpt2_tiny", DType::Q8_0, true},
+    {"qwen3_tiny.f32.gguf", "qwen3_tiny", DType::F32, false},
+    {"qwen3_tiny.q8_0.gguf", "qwen3_tiny", DType::Q8_0, true},
+    // Gemma: the norms are stored + 1, so HF's reference on the file's weights ((w + 1) - 1 in
+    // f32, within an ulp of w) is the file's own even in f32.
+    {"gemma2_tiny.f32.gguf", "gemma2_tiny", DType::F32, true},
+    {"gemma2_tiny.q8_0.gguf", "gemma2_tiny", DType::Q8_0, true},
+    {"gemma3_tiny.f32.gguf", "gemma3_tiny", DType::F32, true},
+    {"gemma3_tiny.q8_0.gguf", "gemma3_tiny", DType::Q8_0, true},
     {"mixtral_tiny.f32.gguf", "mixtral_tiny", DType::F32, false},
     {"mixtral_tiny.q8_0.gguf", "mixtral_tiny", DType::Q8_0, true},
     {"qwen2_moe_tiny.f32.gguf", "qwen2_moe_tiny", DType::F32, false},
@@ -134,6 +142,14 @@ void expect_config_of_hf_fixture(const ModelConfig& g, const ModelConfig& h) {
   EXPECT_EQ(g.attention_bias, h.attention_bias);
   EXPECT_EQ(g.attention_out_bias, h.attention_out_bias);
   EXPECT_EQ(g.mlp_bias, h.mlp_bias);
+  // Qwen3 and Gemma: what llama.cpp's loader derives (gemma2_tiny and gemma3_tiny have
+  // query_pre_attn_scalar == head_dim and gemma3_tiny's file states its window period).
+  EXPECT_EQ(g.qk_norm, h.qk_norm);
+  EXPECT_EQ(g.query_pre_attn_scalar, h.query_pre_attn_scalar);
+  EXPECT_EQ(g.attn_logit_softcapping, h.attn_logit_softcapping);
+  EXPECT_EQ(g.final_logit_softcapping, h.final_logit_softcapping);
+  EXPECT_EQ(g.rope_local_theta, h.rope_local_theta);
+  EXPECT_EQ(g.sliding_layers, h.sliding_layers);
   EXPECT_EQ(g.bos_token_id, h.bos_token_id);
   EXPECT_EQ(g.num_experts, h.num_experts);
   EXPECT_EQ(g.num_experts_per_tok, h.num_experts_per_tok);

@@ -86,7 +86,8 @@ TEST(ModelInfo, HfDirectoriesMatchTheLoadedModel) {
   for (const char* name : {"chatml_tiny", "gpt2_legacy_names", "gpt2_tiny", "gpt2_untied_f16", "llama3_rope",
                            "llama_attn_bias", "llama_bf16", "llama_f16", "llama_gqa4", "llama_group7",
                            "llama_head_dim", "llama_mha", "llama_mqa", "llama_rope_linear", "llama_sharded",
-                           "mistral_window", "qwen2_bias", "mixtral_tiny", "mixtral_fused", "qwen2_moe_tiny"}) {
+                           "mistral_window", "qwen2_bias", "qwen3_tiny", "gemma2_tiny", "gemma2_scalar", "gemma3_tiny",
+                           "qwen2_window", "mixtral_tiny", "mixtral_fused", "qwen2_moe_tiny"}) {
     const fs::path dir = test::fixture_dir(name);
     expect_matches_load(dir);
     const ModelInfo info = inspect_model(dir);

@@ -47,8 +47,14 @@ import transformers
 import safetensors
 from safetensors.torch import save_file
 from transformers import (
+    Gemma2Config,
+    Gemma2ForCausalLM,
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
     GPT2Config,
     GPT2LMHeadModel,
+    Qwen3Config,
+    Qwen3ForCausalLM,
     LlamaConfig,
     LlamaForCausalLM,
     MistralConfig,
@@ -179,6 +185,54 @@ FIXTURES = [
           tie_word_embeddings=False, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
           bos_token_id=1, eos_token_id=2),
      11, 15000, {"no_common": True, "save_dtype": torch.float16}),
+    # Qwen3: per-head q/k RMSNorm, no biases, explicit head_dim (32 != 64 / 4).
+    ("qwen3_tiny", Qwen3ForCausalLM, Qwen3Config,
+     dict(hidden_size=64, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+          head_dim=32, tie_word_embeddings=False, rms_norm_eps=1e-6, attention_bias=False,
+          use_sliding_window=False, rope_parameters=rope(1000000.0), bos_token_id=1, eos_token_id=2),
+     9, 16000, {}),
+    # Gemma 2: GeGLU, (1 + w) norms around each block, sqrt(hidden) embeddings, soft-caps small
+    # enough to bite (checked below), 3 layers alternating sliding (window 4 < T) and global.
+    # query_pre_attn_scalar == head_dim, as llama.cpp's GGUF assumes (gemma2_scalar has another).
+    ("gemma2_tiny", Gemma2ForCausalLM, Gemma2Config,
+     dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+          num_key_value_heads=2, head_dim=16, hidden_act=None, hidden_activation="gelu_pytorch_tanh",
+          query_pre_attn_scalar=16, sliding_window=4, attn_logit_softcapping=1.5,
+          final_logit_softcapping=2.0, tie_word_embeddings=True, rms_norm_eps=1e-6,
+          rope_parameters=rope(10000.0), bos_token_id=1, eos_token_id=2, pad_token_id=0),
+     11, 17000, {"gemma": True, "effects": [{"attn_logit_softcapping": None},
+                                            {"final_logit_softcapping": None},
+                                            {"sliding_window": 64}]}),
+    # Gemma 2 with query_pre_attn_scalar 24 != head_dim 16 (as Gemma 2 27B: 144 != 128), 2 layers.
+    ("gemma2_scalar", Gemma2ForCausalLM, Gemma2Config,
+     dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+          num_key_value_heads=2, head_dim=16, hidden_act=None, hidden_activation="gelu_pytorch_tanh",
+          query_pre_attn_scalar=24, sliding_window=4, attn_logit_softcapping=1.5,
+          final_logit_softcapping=2.0, tie_word_embeddings=True, rms_norm_eps=1e-6,
+          rope_parameters=rope(10000.0), bos_token_id=1, eos_token_id=2, pad_token_id=0),
+     7, 20000, {"gemma": True, "effects": [{"attn_logit_softcapping": None},
+                                            {"final_logit_softcapping": None},
+                                            {"sliding_window": 64}]}),
+    # Gemma 3 (text): Gemma 2's blocks with (1 + w) per-head q/k norms, no soft-caps, 2 sliding
+    # layers : 1 global (window 4 < T), the sliding layers' rope base 10000, the global layer's
+    # 1e6 with linear scaling (factor 8).
+    ("gemma3_tiny", Gemma3ForCausalLM, Gemma3TextConfig,
+     dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+          num_key_value_heads=2, head_dim=16, hidden_act=None, hidden_activation="gelu_pytorch_tanh",
+          query_pre_attn_scalar=16, sliding_window=4,
+          layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+          rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                           "full_attention": {"rope_type": "linear", "factor": 8.0,
+                                              "rope_theta": 1000000.0}},
+          tie_word_embeddings=True, rms_norm_eps=1e-6, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+     12, 18000, {"gemma": True, "effects": [{"sliding_window": 64}]}),
+    # Qwen2 with use_sliding_window: layer 0 global, layer 1 (from max_window_layers on) a window
+    # of 4 < T.
+    ("qwen2_window", Qwen2ForCausalLM, Qwen2Config,
+     dict(hidden_size=64, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+          tie_word_embeddings=True, use_sliding_window=True, sliding_window=4, max_window_layers=1,
+          rms_norm_eps=1e-6, rope_parameters=rope(1000000.0), bos_token_id=3, eos_token_id=4),
+     10, 19000, {"effects": [{"sliding_window": 64}]}),
     # Mixture of experts. Mixtral: 4 experts, top 2, renormalised; Mistral's attention (no window,
     # as Mixtral 8x7B: a GGUF "llama" file has no window key).
     ("mixtral_tiny", MixtralForCausalLM, MixtralConfig,
@@ -314,14 +368,15 @@ def check_llama3_bands(cfg):
     return {"unscaled": len(unscaled), "smoothed": len(smoothed), "scaled": len(scaled)}
 
 
-def randomize_extra(model):
-    """HF inits biases to 0 and norm weights to 1; perturb them (uses the seeded global RNG)."""
+def randomize_extra(model, norm_center=1.0):
+    """HF inits biases to 0 and norm weights to 1 (Gemma's (1 + w) norms: 0); perturb them
+    around norm_center (uses the seeded global RNG)."""
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith(".bias"):
                 p.normal_(0.0, BIAS_STD)
             elif ("norm" in name or ".ln_" in name or name.startswith("ln_")) and name.endswith(".weight"):
-                p.copy_(1.0 + NORM_STD * torch.randn_like(p))
+                p.copy_(norm_center + NORM_STD * torch.randn_like(p))
 
 
 @torch.no_grad()
@@ -397,7 +452,7 @@ def build_one(name, model_cls, config_cls, cfg_kwargs, T, base_seed, opts, out_r
         config = config_cls(**cfg, attn_implementation="eager")
         torch.manual_seed(seed)
         model = model_cls(config).to(torch.float32)
-        randomize_extra(model)
+        randomize_extra(model, 0.0 if opts.get("gemma") else 1.0)
         model.eval()
         if save_dtype != torch.float32:
             model = model.to(save_dtype)
@@ -490,6 +545,19 @@ def build_one(name, model_cls, config_cls, cfg_kwargs, T, base_seed, opts, out_r
             info["window_effect_maxabs"] = d_all
             del nw
 
+        for override in opts.get("effects", []):
+            # The feature must change the logits: a model without it differs by more than 1e-2.
+            other = model_cls.from_pretrained(out_dir, dtype=save_dtype, attn_implementation="eager",
+                                              **override).float().eval()
+            seq = torch.cat([prompt, greedy_ids[:-1]])
+            with torch.no_grad():
+                l_other = other(input_ids=seq[None, :], use_cache=False).logits[0].float()
+            d = float((l_other - nocache).abs().max())
+            print(f"    without {override}: max|dlogits|={d:.4g}")
+            assert d > 1e-2, f"{name}: {override} has no effect on the logits"
+            info.setdefault("effects", {})[str(override)] = d
+            del other
+
         if save_dtype != torch.float32:
             native = model_cls.from_pretrained(out_dir, dtype=save_dtype,
                                                attn_implementation="eager").eval()
@@ -568,6 +636,8 @@ def main():
         extra = ""
         if "window_effect_maxabs" in s:
             extra += f" window_effect={s['window_effect_maxabs']:.4g}"
+        for k, v in s.get("effects", {}).items():
+            extra += f" without {k}: {v:.3g}"
         if "route_gap" in s:
             extra += f" route_gap={s['route_gap']:.4g}"
         if "native_vs_f32_maxabs" in s:

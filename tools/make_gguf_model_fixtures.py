@@ -9,13 +9,16 @@ Needs: gguf==0.19.0, numpy==2.4.6, torch==2.15.0, transformers==5.24.0, safetens
 (pip install gguf==0.19.0 numpy==2.4.6 torch==2.15.0 transformers==5.24.0 safetensors==0.8.0).
 It imports MIN_MARGIN, greedy_with_cache and min_margin from tools/make_fixtures.py.
 
-What is reproduced from llama.cpp (convert_hf_to_gguf.py, LlamaModel / Qwen2Model, and
+What is reproduced from llama.cpp (convert_hf_to_gguf.py, LlamaModel / Qwen2Model / Qwen3Model /
+Gemma2Model / Gemma3Model, and
 gguf-py's SpecialVocab), written here from its definition rather than copied:
   - metadata: general.architecture ("llama" or "qwen2"), {arch}.block_count, context_length,
     embedding_length, feed_forward_length, attention.head_count, head_count_kv,
     layer_norm_rms_epsilon, rope.freq_base, key_length/value_length (when config.json has
     head_dim), rope.dimension_count (llama), vocab_size, rope.scaling.type/factor (linear only),
     general.file_type; bos/eos/pad ids from SpecialVocab (which skips an eos *list*);
+  - "qwen3": Qwen2's metadata and layout (no permutation), attn_q_norm / attn_k_norm, no biases;
+  - "gemma2" / "gemma3": convert_gemma below (norms stored + 1, softcaps, sliding window);
   - tensor names from gguf's TensorNameMap (token_embd, blk.N.attn_q, ..., output_norm, output;
     no output.weight when the embeddings are tied);
   - "llama" Q and K rows permuted for ggml's interleaved rope: the rows of each head viewed as
@@ -75,6 +78,9 @@ FIXTURES = [
     ("llama_f16", ["f16"]),
     ("chatml_tiny", ["f32"]),
     ("gpt2_tiny", ["f32", "q8_0"]),
+    ("qwen3_tiny", ["f32", "q8_0"]),
+    ("gemma2_tiny", ["f32", "q8_0"]),
+    ("gemma3_tiny", ["f32", "q8_0"]),
     ("mixtral_tiny", ["f32", "q8_0"]),
     ("qwen2_moe_tiny", ["f32", "q8_0"]),
     ("llama_yarn", ["f32"]),
@@ -87,6 +93,9 @@ FILE_TYPES = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTL
               "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}
 ARCHS = {"LlamaForCausalLM": ("llama", gguf.MODEL_ARCH.LLAMA),
          "Qwen2ForCausalLM": ("qwen2", gguf.MODEL_ARCH.QWEN2),
+         "Qwen3ForCausalLM": ("qwen3", gguf.MODEL_ARCH.QWEN3),
+         "Gemma2ForCausalLM": ("gemma2", gguf.MODEL_ARCH.GEMMA2),
+         "Gemma3ForCausalLM": ("gemma3", gguf.MODEL_ARCH.GEMMA3),
          "GPT2LMHeadModel": ("gpt2", gguf.MODEL_ARCH.GPT2),
          "MixtralForCausalLM": ("llama", gguf.MODEL_ARCH.LLAMA),
          "Qwen2MoeForCausalLM": ("qwen2moe", gguf.MODEL_ARCH.QWEN2MOE),
@@ -200,6 +209,58 @@ def convert_gpt2(w, cfg, state, qtype, tmap):
             w.add_tensor("output.weight", array, raw_dtype=raw)
 
 
+def is_gemma_norm(hf_name):
+    """Gemma2Model / Gemma3Model.modify_tensors: every tensor named *norm.weight (the block norms,
+    q_norm / k_norm, the final norm) is stored with HF's (1 + w) applied."""
+    return hf_name.endswith("norm.weight")
+
+
+def convert_gemma(w, cfg, arch_name, qtype, state, tmap):
+    """llama.cpp's Gemma2Model / Gemma3Model: metadata and tensors. Neither writes
+    query_pre_attn_scalar (llama.cpp assumes head_dim, except on the 27B models) nor layer_types:
+    llama.cpp's loader takes sliding_window_pattern (default 2 for gemma2, 6 for gemma3; the last
+    layer of each period global). gemma3_tiny's period is 3, so its file states it (a key
+    llama.cpp's loader reads; the converter of this version writes none). No lm_head (tied)."""
+    assert cfg["query_pre_attn_scalar"] == cfg["head_dim"], "llama.cpp scales by 1/sqrt(head_dim)"
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_head_count_kv(cfg["num_key_value_heads"])
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_key_length(cfg["head_dim"])
+    w.add_value_length(cfg["head_dim"])
+    w.add_file_type(FILE_TYPES[qtype])
+    w.add_sliding_window(cfg["sliding_window"])
+    if arch_name == "gemma2":
+        w.add_attn_logit_softcapping(cfg["attn_logit_softcapping"])
+        w.add_final_logit_softcapping(cfg["final_logit_softcapping"])
+    else:
+        full = cfg["rope_parameters"]["full_attention"]
+        w.add_rope_freq_base(full["rope_theta"])
+        if full.get("rope_type") == "linear":
+            w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+            w.add_rope_scaling_factor(full["factor"])
+        assert cfg["rope_parameters"]["sliding_attention"]["rope_theta"] == 10000.0  # llama.cpp's fixed local base
+        if cfg.get("final_logit_softcapping"):
+            w.add_final_logit_softcapping(cfg["final_logit_softcapping"])
+        types = cfg["layer_types"]
+        period = types.index("full_attention") + 1
+        assert types == [("full_attention" if (i + 1) % period == 0 else "sliding_attention")
+                         for i in range(len(types))], types
+        if period != 6:
+            w.add_sliding_window_pattern(period)
+    for hf_name in sorted(state):
+        if hf_name == "lm_head.weight":
+            continue
+        data = state[hf_name]
+        if is_gemma_norm(hf_name):
+            data = data + 1
+        array, raw = gguf_tensor(data, qtype, data.dim())
+        w.add_tensor(tmap.get_name(hf_name, try_suffixes=(".weight", ".bias")), array, raw_dtype=raw)
+
+
 def convert_phi3(w, cfg, state, qtype, tmap):
     """llama.cpp's Phi3MiniModel: its own metadata (no vocab_size, no key_length), rope dims
     int(partial_rotary_factor * n_embd) // n_head, the window (0: none), and for LongRoPE the
@@ -242,6 +303,17 @@ def convert(name, qtype, out_path):
         state = load_file(model_dir / "model.safetensors")
         gguf.SpecialVocab(model_dir, load_merges=False, n_vocab=cfg["vocab_size"]).add_to_gguf(w)
         convert_gpt2(w, cfg, state, qtype, gguf.get_tensor_name_map(arch, cfg["n_layer"]))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        return cfg, arch_name, arch, state
+    if arch_name in ("gemma2", "gemma3"):
+        w = gguf.GGUFWriter(str(out_path), arch_name)
+        w.add_name(f"kvinfer fixture {name}")
+        state = load_file(model_dir / "model.safetensors")
+        gguf.SpecialVocab(model_dir, load_merges=False, n_vocab=cfg["vocab_size"]).add_to_gguf(w)
+        convert_gemma(w, cfg, arch_name, qtype, state, gguf.get_tensor_name_map(arch, cfg["num_hidden_layers"]))
         w.write_header_to_file()
         w.write_kv_data_to_file()
         w.write_tensors_to_file()
@@ -397,6 +469,8 @@ def read_back(path, cfg, arch_name, arch, hf_names):
             x = unpermute(x, n_head)
         if arch_name == "llama" and ".self_attn.k_proj." in hf_name:
             x = unpermute(x, n_kv)
+        if arch_name in ("gemma2", "gemma3") and is_gemma_norm(hf_name):
+            x = x - 1  # back to HF's w, which HF adds 1 to
         out[hf_name] = torch.from_numpy(np.ascontiguousarray(x))
     return out, sorted(types)
 

@@ -16,9 +16,13 @@ namespace kvinfer {
 
 // Llama, Mistral and Qwen2: RMSNorm, rotary positions, SwiGLU MLP. GPT2: learned absolute
 // positions, LayerNorm (weight and bias), a GELU (tanh) MLP, biases everywhere, tied LM head.
+// Qwen3: Llama's blocks with a per-head RMSNorm on q and k. Gemma2, Gemma3: (1 + w) RMSNorms
+// before and after each block, GeGLU (tanh GELU), embeddings times sqrt(hidden), sliding-window
+// and global layers; Gemma 2 soft-caps attention scores and logits, Gemma 3 norms q and k per
+// head and gives sliding layers their own rope base.
 // Mixtral (Mistral's attention) and Qwen2Moe (Qwen2's): a mixture of SwiGLU experts for the MLP.
 // Phi3 (Phi-3, Phi-4-mini): the Llama block with fused qkv and gate_up projections, partial rotary.
-enum class Architecture { Llama, Mistral, Qwen2, GPT2, Mixtral, Qwen2Moe, Phi3 };
+enum class Architecture { Llama, Mistral, Qwen2, GPT2, Qwen3, Gemma2, Gemma3, Mixtral, Qwen2Moe, Phi3 };
 std::string_view architecture_name(Architecture a);
 
 // How rotary frequencies are adjusted for long contexts (HF `rope_scaling`). docs/rope-scaling.md
@@ -80,10 +84,27 @@ struct ModelConfig {
   bool norm_topk_prob = true;                   // the k chosen gate weights renormalised to sum 1
   std::vector<int64_t> dense_layers;            // layers with a dense MLP (Qwen2-MoE's mlp_only_layers, sparse step)
 
+  // Qwen3, Gemma 2/3 (zero where unused).
+  bool qk_norm = false;                 // q and k RMSNorm-ed per head (head_dim weights) before rope
+  double query_pre_attn_scalar = 0;     // scores scaled by its inverse root; 0: by 1/sqrt(head_dim)
+  double attn_logit_softcapping = 0;    // scores become c · tanh(s / c) before the mask; 0: none
+  double final_logit_softcapping = 0;   // logits likewise; 0: none
+  double rope_local_theta = 0;          // Gemma 3: sliding layers' rope base (unscaled); 0: rope_theta
+  // Which layers use sliding_window (HF layer_types, "sliding_attention"); empty: every layer
+  // when sliding_window is set (Mistral).
+  std::vector<bool> sliding_layers;
+
   // Query heads sharing one KV head (num_heads / num_kv_heads).
   int64_t group_size() const { return num_heads / num_kv_heads; }
   // The block structure: LayerNorm + GELU MLP (GPT-2) or RMSNorm + SwiGLU (the Llama family).
   bool is_gpt2() const { return arch == Architecture::GPT2; }
+  bool is_gemma() const { return arch == Architecture::Gemma2 || arch == Architecture::Gemma3; }
+  // The attention window of layer l (<= 0: none): sliding_window on a sliding layer.
+  int64_t layer_window(int64_t l) const {
+    if (!sliding_window) return 0;
+    if (sliding_layers.empty()) return *sliding_window;
+    return sliding_layers[static_cast<size_t>(l)] ? *sliding_window : 0;
+  }
   // Whether layer `layer`'s MLP is a mixture of experts.
   bool is_moe_layer(int64_t layer) const {
     if (num_experts == 0) return false;

@@ -77,6 +77,9 @@ void fill_config(const ModelConfig& c, kvinfer_config& out) noexcept {
     case Architecture::Mistral: out.architecture = "MistralForCausalLM"; break;
     case Architecture::Qwen2: out.architecture = "Qwen2ForCausalLM"; break;
     case Architecture::GPT2: out.architecture = "GPT2LMHeadModel"; break;
+    case Architecture::Qwen3: out.architecture = "Qwen3ForCausalLM"; break;
+    case Architecture::Gemma2: out.architecture = "Gemma2ForCausalLM"; break;
+    case Architecture::Gemma3: out.architecture = "Gemma3ForCausalLM"; break;
     case Architecture::Mixtral: out.architecture = "MixtralForCausalLM"; break;
     case Architecture::Qwen2Moe: out.architecture = "Qwen2MoeForCausalLM"; break;
     case Architecture::Phi3: out.architecture = "Phi3ForCausalLM"; break;

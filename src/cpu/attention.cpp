@@ -44,8 +44,11 @@ RowScales row_scales(const KvCache& kv, int64_t layer, int64_t g, int64_t first 
 // times the sum's inverse. An 8-bit cache's scores were made from K codes: each is first times
 // its K row's scale; and its V codes are weighted by each probability times the V row's scale,
 // which the probabilities then hold (rs: the rows' scales, indexed like s).
-void probabilities(float* s, int64_t first, int64_t pos, bool simd, RowScales rs = {}) {
+// A soft-cap (cap > 0, in the base-2 domain: c · log2(e)) makes each score cap · tanh(s / cap) first.
+void probabilities(float* s, int64_t first, int64_t pos, bool simd, RowScales rs = {}, float cap = 0) {
   times_scales(s, rs.k, first, pos);
+  if (cap > 0)
+    for (int64_t j = first; j <= pos; ++j) s[j] = cap * std::tanh(s[j] / cap);
   float block_max = -INFINITY;
   if (simd)
     block_max = avx2::max_of(s + first, pos - first + 1);
@@ -92,7 +95,7 @@ constexpr int64_t kChunk = 64;             // K or V rows a unit widens at a tim
 constexpr int64_t kUnitScores = 1 << 20;   // at most this many scores a unit (4 MiB; long contexts take fewer rows)
 
 void attention_units(const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start, int64_t heads,
-                     float scale, float* out, bool wide, [[maybe_unused]] bool parallel) {
+                     float scale, float cap, float* out, bool wide, [[maybe_unused]] bool parallel) {
   const int64_t hd = kv.head_dim(), kvh = kv.num_kv_heads(), group = heads / kvh, ctx = start + n;
   const DType dtype = kv.dtype();
   const size_t row_bytes = static_cast<size_t>(hd) * dtype_size(dtype);
@@ -148,7 +151,7 @@ void attention_units(const KvCache& kv, int64_t layer, const float* q, int64_t n
         float* si = s.data() + i * ctx;
         avx2::scale(si, tiled, scale);
         avx2::attention_scores(dtype, x.data() + i * hd, kh, tiled, pos(i), hd, scale, si);
-        probabilities(si, 0, pos(i), true, row_scales(kv, layer, g));
+        probabilities(si, 0, pos(i), true, row_scales(kv, layer, g), cap);
       }
       for (int64_t j0 = 0; j0 < shared; j0 += kChunk) {  // the shared positions, all the queries
         const int64_t j1 = std::min(shared, j0 + kChunk);
@@ -188,7 +191,7 @@ constexpr int64_t kDecodeColumns = 32;
 constexpr size_t kKvLead = 16 << 10;
 
 void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t start, int64_t heads, int64_t window,
-                      float scale, float* out, [[maybe_unused]] bool parallel) {
+                      float scale, float cap, float* out, [[maybe_unused]] bool parallel) {
   const int64_t hd = kv.head_dim(), kvh = kv.num_kv_heads(), group = heads / kvh;
   const DType dtype = kv.dtype();
   const size_t row_bytes = static_cast<size_t>(hd) * dtype_size(dtype);
@@ -225,7 +228,7 @@ void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t 
       avx2::attention_scores(dtype, qg + i * hd, kh, rest, j1 - 1, hd, scale, sg + i * count);
   };
   auto weights = [&](int64_t h) {
-    probabilities(s.data() + h * count, 0, count - 1, true, row_scales(kv, layer, h / group, first));
+    probabilities(s.data() + h * count, 0, count - 1, true, row_scales(kv, layer, h / group, first), cap);
   };
   auto sums = [&](int64_t g, int64_t d0, int64_t d1) {  // KV head g's query heads, columns [d0, d1)
     avx512::decode_values(dtype, p.data() + g * group, o.data() + g * group, group, kv_v(kv, layer, g) + skip, count, hd,
@@ -314,7 +317,7 @@ void store_kv(KvCache& kv, int64_t layer, int64_t start, int64_t n, const float*
 }
 
 void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start, int64_t heads,
-               int64_t window, float* out, bool one_thread) {
+               int64_t window, float* out, bool one_thread, const ScoreOptions& opts) {
   const int64_t hd = kv.head_dim();
   // An 8-bit cache holds its keys rotated (kernels/core/kv_quant.h): the queries are rotated to
   // match, once per head, and every kernel below then reads the codes as it reads any row.
@@ -329,7 +332,9 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
   const size_t row_bytes = static_cast<size_t>(hd) * dtype_size(kv.dtype());
   // Scores in the base-2 domain (kernels/core/online_softmax.h, shared with the CUDA kernels):
   // exp(q·k / sqrt(hd) - max) = exp2(s - max) with s = q·k · scale.
-  const float scale = core::kLog2e / std::sqrt(static_cast<float>(hd));
+  // ScoreOptions: Gemma's query_pre_attn_scalar^-0.5 and soft-cap, the cap in the same domain.
+  const float scale = opts.scale > 0 ? opts.scale * core::kLog2e : core::kLog2e / std::sqrt(static_cast<float>(hd));
+  const float cap = opts.softcap * core::kLog2e;
   const bool f32 = kv.dtype() == DType::F32;
   const bool simd = cpu_has_avx2_fma_f16c();
   // Every (row, head) pair is computed on its own, in the same order whatever n or the thread
@@ -347,9 +352,9 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
   const double least = n == 1 ? 1 << 13 : 1 << 16;
   [[maybe_unused]] const bool parallel = !one_thread && macs >= least;  // read by the OpenMP pragmas only
   if (n > 1 && window <= 0 && simd)  // a prefill in units of queries (attention_units above)
-    return attention_units(kv, layer, q, n, start, heads, scale, out, cpu_has_avx512(), parallel);
+    return attention_units(kv, layer, q, n, start, heads, scale, cap, out, cpu_has_avx512(), parallel);
   if (n == 1 && hd % 8 == 0 && cpu_has_avx512())  // a decode step, K and V rows shared by a KV head's query heads
-    return attention_decode(kv, layer, q, start, heads, window, scale, out, parallel);
+    return attention_decode(kv, layer, q, start, heads, window, scale, cap, out, parallel);
 #pragma omp parallel if (parallel)
   {
     std::vector<float> scores(static_cast<size_t>(start + n));  // (positions) scores, then probabilities
@@ -375,7 +380,7 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
         avx2::attention_scores(kv.dtype(), qh, kh, first, pos, hd, scale, scores.data());
       else
         for (int64_t j = first; j <= pos; ++j) scores[static_cast<size_t>(j)] = dot(qh, kv_row(kh, j), hd) * scale;
-      probabilities(scores.data(), first, pos, simd, row_scales(kv, layer, g));
+      probabilities(scores.data(), first, pos, simd, row_scales(kv, layer, g), cap);
       if (simd) {
         avx2::attention_values(kv.dtype(), scores.data(), vh, first, pos, hd, oh);
       } else {
@@ -407,7 +412,7 @@ void self_attention(std::span<const SequenceRows> seqs, const SelfAttention& a, 
       rope_qk(sq, a.heads, sk, a.kv_heads, s.n, hd, s.start, a.inv_freq->data, a.layout, 2 * a.inv_freq->n,
               a.rope_attention_factor);
     store_kv(*s.kv, a.layer, s.start, s.n, sk, v + s.row * a.kv_heads * hd);
-    attention(*s.kv, a.layer, sq, s.n, s.start, a.heads, a.window, att + s.row * a.heads * hd, one_thread);
+    attention(*s.kv, a.layer, sq, s.n, s.start, a.heads, a.window, att + s.row * a.heads * hd, one_thread, a.scores);
   };
   // A decode row's work is a few µs: one team for all of them, not one each (and the rope and
   // store of each, one-threaded, then run beside the others'). Dynamic: their histories differ.

@@ -62,6 +62,15 @@ void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, c
 // cosine and sine computed once for both: the bits rope gives each.
 void rope_qk(float* q, int64_t q_heads, float* k, int64_t k_heads, int64_t n, int64_t head_dim, int64_t start,
              const float* inv_freq, RopeLayout layout, int64_t rotary_dim = 0, float attention_factor = 1.0f);
+// x (rows, head_dim) RMSNorm-ed per row in place with weight (head_dim): rms_norm's bits, each
+// head of q or k a row (Qwen3's and Gemma 3's q_norm / k_norm).
+void head_rms_norm(float* x, const float* weight, int64_t rows, int64_t head_dim, float eps);
+// out (n) = gelu_tanh(gate) · up: Gemma's GeGLU (gelu_tanh's bits times up). out may alias gate.
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n);
+// x (n) *= factor
+void scale(float* x, int64_t n, float factor);
+// x (n) = cap · tanh(x / cap): Gemma 2's final logit soft-capping, as HF computes it in f32.
+void softcap(float* x, int64_t n, float cap);
 // out (n) = silu(gate) · up, computed as gate / (1 + exp(-gate)) · up (AVX2: a vectorised exp
 // within 2 ulp, see elementwise_avx2.h)
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
@@ -99,8 +108,9 @@ void store_kv(KvCache& kv, int64_t layer, int64_t start, int64_t n, const float*
 // position start + t, over the cache's positions [max(0, p - window + 1), p] of `layer`.
 // Query head h reads KV head h / group; window <= 0 means no window.
 // one_thread: on the calling thread alone (the same bits, which never depend on the threads).
+// `scores`: their scale and soft-cap (ScoreOptions; the default: 1/sqrt(head_dim), none).
 void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start, int64_t heads,
-               int64_t window, float* out, bool one_thread = false);
+               int64_t window, float* out, bool one_thread = false, const ScoreOptions& scores = {});
 // ops::self_attention on the CPU: rope, store_kv and attention for each sequence, with the bits
 // those give it alone. The decode rows of several sequences (one row each) go to the threads a
 // sequence at a time, in one parallel region; longer sequences follow one by one, each on the team.

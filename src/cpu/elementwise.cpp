@@ -130,6 +130,32 @@ void add(float* x, const float* y, int64_t n) {
   });
 }
 
+// Each head is a row of rms_norm (in place: a row's mean square is taken before it is written).
+void head_rms_norm(float* x, const float* weight, int64_t rows, int64_t head_dim, float eps) {
+  rms_norm(x, weight, rows, head_dim, eps, x);
+}
+
+// gelu_tanh's bits (its AVX2 kernel or loop, per chunk), then times up.
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
+  gelu_tanh(gate, out, n);
+  chunked(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) out[i] *= up[i];
+  });
+}
+
+void scale(float* x, int64_t n, float factor) {
+  chunked(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) x[i] *= factor;
+  });
+}
+
+// As HF: x / cap, tanh, times cap, each rounded to f32.
+void softcap(float* x, int64_t n, float cap) {
+  chunked(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) x[i] = std::tanh(x[i] / cap) * cap;
+  }, kParallelMinCostly);
+}
+
 void embed(const Matrix& table, std::span<const int32_t> ids, float* out) {
   const size_t row_bytes = dtype_row_bytes(table.dtype, table.cols);
   std::vector<std::byte> row(table.packed ? row_bytes : 0);  // (row_bytes) a packed row, unpacked

@@ -268,6 +268,18 @@ void silu_mul(Context& c, const float* gate, const float* up, float* out, int64_
 
 void gelu_tanh(Context& c, const float* x, float* out, int64_t n) { cuda::gelu_tanh(x, out, n, c.stream); }
 
+void head_rms_norm(Context& c, float* x, const Vector& weight, int64_t rows, int64_t head_dim, float eps) {
+  cuda::head_rms_norm(x, weight.data, rows, head_dim, eps, c.stream);
+}
+
+void gelu_tanh_mul(Context& c, const float* gate, const float* up, float* out, int64_t n) {
+  cuda::gelu_tanh_mul(gate, up, out, n, c.stream);
+}
+
+void scale(Context& c, float* x, int64_t n, float factor) { cuda::scale(x, n, factor, c.stream); }
+
+void softcap(Context& c, float* x, int64_t n, float cap) { cuda::softcap(x, n, cap, c.stream); }
+
 void add(Context& c, float* x, const float* y, int64_t n) { cuda::add(x, y, n, c.stream); }
 
 void moe_route(Context& c, const float* logits, int64_t n, int64_t experts, int64_t k, bool normalize, int32_t* ids,
@@ -384,8 +396,10 @@ void store_kv(Context& c, KvCache& kv, int64_t layer, int64_t start, int64_t n, 
 }
 
 void attention(Context& c, const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start, int64_t heads,
-               int64_t window, float* out) {
+               int64_t window, float* out, const ScoreOptions& scores) {
   cuda::AttentionParams p;
+  p.scale = scores.scale;
+  p.softcap = scores.softcap;
   p.q = q;
   p.k = kv_k(kv, layer, 0);
   p.v = kv_v(kv, layer, 0);

@@ -13,6 +13,7 @@
 #include "kvinfer/kv_cache.h"
 #include "kvinfer/sampler.h"
 #include "models/weights.h"
+#include "ops/self_attention.h"
 #include "ops/moe.h"
 
 struct CUstream_st;  // cudaStream_t is CUstream_st*; declared here without the CUDA headers
@@ -64,9 +65,14 @@ void rope(Context& c, float* x, int64_t n, int64_t heads, int64_t head_dim, int6
 void silu_mul(Context& c, const float* gate, const float* up, float* out, int64_t n);
 void gelu_tanh(Context& c, const float* x, float* out, int64_t n);
 void add(Context& c, float* x, const float* y, int64_t n);
+// cpu_ops.h's head_rms_norm, gelu_tanh_mul, scale and softcap.
+void head_rms_norm(Context& c, float* x, const Vector& weight, int64_t rows, int64_t head_dim, float eps);
+void gelu_tanh_mul(Context& c, const float* gate, const float* up, float* out, int64_t n);
+void scale(Context& c, float* x, int64_t n, float factor);
+void softcap(Context& c, float* x, int64_t n, float cap);
 void store_kv(Context& c, KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v);
 void attention(Context& c, const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start, int64_t heads,
-               int64_t window, float* out);
+               int64_t window, float* out, const ScoreOptions& scores = {});
 // Mixture of experts (kernels/moe.cu): routing on the device (ids int32). Decode steps and
 // sequences of up to cuda::kGemvMaxRows rows: every (row, chosen expert) pair a GEMV over that
 // expert's matrices, picked on the device from the ids, so that a decode step reads only its

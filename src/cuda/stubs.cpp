@@ -38,8 +38,13 @@ void rope(Context&, float*, int64_t, int64_t, int64_t, int64_t, const Vector&, R
 void silu_mul(Context&, const float*, const float*, float*, int64_t) { unavailable(); }
 void gelu_tanh(Context&, const float*, float*, int64_t) { unavailable(); }
 void add(Context&, float*, const float*, int64_t) { unavailable(); }
+void head_rms_norm(Context&, float*, const Vector&, int64_t, int64_t, float) { unavailable(); }
+void gelu_tanh_mul(Context&, const float*, const float*, float*, int64_t) { unavailable(); }
+void scale(Context&, float*, int64_t, float) { unavailable(); }
+void softcap(Context&, float*, int64_t, float) { unavailable(); }
 void store_kv(Context&, KvCache&, int64_t, int64_t, int64_t, const float*, const float*) { unavailable(); }
-void attention(Context&, const KvCache&, int64_t, const float*, int64_t, int64_t, int64_t, int64_t, float*) {
+void attention(Context&, const KvCache&, int64_t, const float*, int64_t, int64_t, int64_t, int64_t, float*,
+               const ScoreOptions&) {
   unavailable();
 }
 void moe_route(Context&, const float*, int64_t, int64_t, int64_t, bool, int32_t*, float*) { unavailable(); }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/std.h>
@@ -26,6 +27,9 @@ std::string_view architecture_name(Architecture a) {
     case Architecture::Mistral: return "MistralForCausalLM";
     case Architecture::Qwen2: return "Qwen2ForCausalLM";
     case Architecture::GPT2: return "GPT2LMHeadModel";
+    case Architecture::Qwen3: return "Qwen3ForCausalLM";
+    case Architecture::Gemma2: return "Gemma2ForCausalLM";
+    case Architecture::Gemma3: return "Gemma3ForCausalLM";
     case Architecture::Mixtral: return "MixtralForCausalLM";
     case Architecture::Qwen2Moe: return "Qwen2MoeForCausalLM";
     case Architecture::Phi3: return "Phi3ForCausalLM";
@@ -51,6 +55,7 @@ class Reader {
     return Error(file_error_kind(why), fmt::format("{}: '{}{}' {}", source_, prefix_, key, why));
   }
   bool has(const std::string& key) const { return j_.contains(key) && !j_[key].is_null(); }
+  bool json_has_null(const std::string& key) const { return j_.contains(key) && j_[key].is_null(); }
 
   int64_t positive_int(const std::string& key) const {
     if (!has(key)) throw error(key, "is missing");
@@ -109,12 +114,14 @@ Architecture parse_architecture(const Reader& r) {
   const json& a = r["architectures"][0];
   std::string name = a.is_string() ? a.get<std::string>() : a.dump();
   for (Architecture arch : {Architecture::Llama, Architecture::Mistral, Architecture::Qwen2, Architecture::GPT2,
-                            Architecture::Mixtral, Architecture::Qwen2Moe, Architecture::Phi3})
+                            Architecture::Qwen3, Architecture::Gemma2, Architecture::Gemma3, Architecture::Mixtral,
+                            Architecture::Qwen2Moe, Architecture::Phi3})
     if (name == architecture_name(arch)) return arch;
   throw r.error("architectures",
                 fmt::format("names unsupported architecture '{}' (supported: LlamaForCausalLM, "
-                            "MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel, MixtralForCausalLM, "
-                            "Qwen2MoeForCausalLM, Phi3ForCausalLM)",
+                            "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, "
+                            "Gemma3ForCausalLM, GPT2LMHeadModel, MixtralForCausalLM, Qwen2MoeForCausalLM, "
+                            "Phi3ForCausalLM)",
                             name));
 }
 
@@ -209,6 +216,94 @@ void check_full_rotary(const Reader& r) {
     throw r.error("partial_rotary_factor", fmt::format("is {}; partial rotary embeddings are not supported", f));
 }
 
+// HF layer_types: one "sliding_attention" or "full_attention" per layer.
+std::vector<bool> parse_layer_types(const Reader& r, int64_t layers) {
+  const json& t = r["layer_types"];
+  if (!t.is_array() || static_cast<int64_t>(t.size()) != layers)
+    throw r.error("layer_types", fmt::format("must be a list of {} layer types (num_hidden_layers), got {}", layers,
+                                             t.dump()));
+  std::vector<bool> sliding;
+  for (const json& v : t) {
+    if (v != "sliding_attention" && v != "full_attention")
+      throw r.error("layer_types", fmt::format("holds {}; supported: \"sliding_attention\", \"full_attention\"",
+                                               v.dump()));
+    sliding.push_back(v == "sliding_attention");
+  }
+  return sliding;
+}
+
+// Qwen2Config / Qwen3Config: with use_sliding_window, layer_types (or else the layers from
+// max_window_layers on) attend to the last sliding_window positions; without it, none does.
+void parse_qwen_window(const Reader& r, ModelConfig& c) {
+  if (!r.boolean("use_sliding_window", false)) return;
+  c.sliding_window = r.positive_int("sliding_window", 4096);
+  if (r.has("layer_types")) {
+    c.sliding_layers = parse_layer_types(r, c.num_layers);
+  } else {
+    const int64_t first = r.positive_int("max_window_layers", 28);
+    for (int64_t l = 0; l < c.num_layers; ++l) c.sliding_layers.push_back(l >= first);
+  }
+}
+
+// A soft-cap: `fallback` when the key is absent, none (0) when it is null.
+double softcap(const Reader& r, const std::string& key, double fallback) {
+  if (r.has(key)) return r.positive(key, fallback);
+  return r.json_has_null(key) ? 0.0 : fallback;
+}
+
+// Gemma2Config / Gemma3TextConfig beyond the Llama family's keys.
+void parse_gemma(const Reader& r, ModelConfig& c) {
+  const bool g2 = c.arch == Architecture::Gemma2;
+  c.qk_norm = !g2;
+  c.attention_bias = c.attention_out_bias = r.boolean("attention_bias", false);
+  c.query_pre_attn_scalar = r.positive("query_pre_attn_scalar", 256);
+  c.attn_logit_softcapping = softcap(r, "attn_logit_softcapping", g2 ? 50.0 : 0.0);
+  c.final_logit_softcapping = softcap(r, "final_logit_softcapping", g2 ? 30.0 : 0.0);
+  if (r.boolean("use_bidirectional_attention", false))
+    throw r.error("use_bidirectional_attention", "is true; only causal attention is supported");
+  if (!r.has("sliding_window")) {
+    if (!r.json_has_null("sliding_window")) c.sliding_window = 4096;  // the configs' default
+  } else {
+    c.sliding_window = r.positive_int("sliding_window");
+  }
+  if (r.has("layer_types")) {
+    c.sliding_layers = parse_layer_types(r, c.num_layers);
+  } else {  // Gemma 2: every other layer from the first; Gemma 3: sliding_window_pattern - 1 of each
+    const int64_t pattern = g2 ? 2 : r.positive_int("sliding_window_pattern", 6);
+    for (int64_t l = 0; l < c.num_layers; ++l) c.sliding_layers.push_back((l + 1) % pattern != 0);
+  }
+}
+
+// Gemma3TextConfig's two rope tables: rope_parameters.full_attention (theta, scaling) for global
+// layers and rope_parameters.sliding_attention (theta, unscaled) for sliding ones; or, as
+// transformers 4 wrote them, rope_theta + rope_scaling and rope_local_base_freq.
+void parse_gemma3_rope(const Reader& r, ModelConfig& c, std::optional<int64_t> top_original_max) {
+  if (r.has("rope_parameters") && r["rope_parameters"].is_object() && r["rope_parameters"].contains("full_attention")) {
+    const Reader p(r["rope_parameters"], r.source(), "rope_parameters.");
+    for (const char* k : {"full_attention", "sliding_attention"})
+      if (!p.has(k) || !p[k].is_object()) throw p.error(k, "is missing or not an object");
+    const Reader full(p["full_attention"], r.source(), "rope_parameters.full_attention.");
+    const Reader local(p["sliding_attention"], r.source(), "rope_parameters.sliding_attention.");
+    c.rope_theta = full.positive("rope_theta", 1000000.0);
+    c.rope_scaling =
+        parse_rope_scaling(p["full_attention"], r.source(), "rope_parameters.full_attention", c, top_original_max);
+    c.rope_local_theta = local.positive("rope_theta", 10000.0);
+    if (parse_rope_scaling(p["sliding_attention"], r.source(), "rope_parameters.sliding_attention", c,
+                           top_original_max).type !=
+        RopeScaling::Type::None)
+      throw local.error("rope_type", "is not 'default'; scaled rope on sliding layers is not supported");
+    return;
+  }
+  if (r.has("rope_parameters"))
+    throw r.error("rope_parameters", "has no 'full_attention' and 'sliding_attention' entries (Gemma 3)");
+  c.rope_theta = r.positive("rope_theta", 1000000.0);
+  c.rope_local_theta = r.positive("rope_local_base_freq", 10000.0);
+  if (r.has("rope_scaling")) {
+    if (!r["rope_scaling"].is_object()) throw r.error("rope_scaling", "is not an object");
+    c.rope_scaling = parse_rope_scaling(r["rope_scaling"], r.source(), "rope_scaling", c, top_original_max);
+  }
+}
+
 // MixtralConfig's and Qwen2MoeConfig's experts: top-k softmax routing over num_experts SwiGLU
 // experts (transformers' MixtralTopKRouter, Qwen2MoeTopKRouter).
 void parse_moe(const Reader& r, ModelConfig& c) {
@@ -264,7 +359,8 @@ void parse_partial_rotary(const Reader& r, ModelConfig& c) {
   c.rotary_dim = dim == c.head_dim ? 0 : dim;
 }
 
-// The Llama family's config.json: LlamaConfig, MistralConfig, Qwen2Config, Phi3Config, MixtralConfig, Qwen2MoeConfig.
+// The Llama family's config.json: LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, Gemma2Config,
+// Gemma3TextConfig, Phi3Config, MixtralConfig, Qwen2MoeConfig.
 void parse_llama_family(const Reader& r, ModelConfig& c) {
   c.vocab_size = r.positive_int("vocab_size");
   c.hidden_size = r.positive_int("hidden_size");
@@ -277,6 +373,8 @@ void parse_llama_family(const Reader& r, ModelConfig& c) {
                                                      c.num_heads));
   if (r.has("head_dim")) {
     c.head_dim = r.positive_int("head_dim");
+  } else if (c.arch == Architecture::Qwen3 || c.is_gemma()) {
+    c.head_dim = c.arch == Architecture::Qwen3 ? 128 : 256;  // Qwen3Config's and GemmaConfig's defaults
   } else {
     if (c.hidden_size % c.num_heads != 0)
       throw r.error("hidden_size", fmt::format("({}) is not a multiple of num_attention_heads ({}) and no head_dim "
@@ -285,11 +383,19 @@ void parse_llama_family(const Reader& r, ModelConfig& c) {
   }
   if (c.head_dim % 2 != 0) throw r.error("head_dim", fmt::format("must be even for rotary embeddings, got {}", c.head_dim));
 
-  std::string act = r.string("hidden_act", "silu");
-  if (act != "silu") throw r.error("hidden_act", fmt::format("is '{}'; only silu is supported", act));
+  if (c.is_gemma()) {
+    // GeGLU: gelu_pytorch_tanh (HF's hidden_activation; hidden_act in older configs).
+    const std::string key = r.has("hidden_activation") ? "hidden_activation" : "hidden_act";
+    const std::string act = r.string(key, "gelu_pytorch_tanh");
+    if (act != "gelu_pytorch_tanh")
+      throw r.error(key, fmt::format("is '{}'; only gelu_pytorch_tanh is supported for Gemma", act));
+  } else {
+    std::string act = r.string("hidden_act", "silu");
+    if (act != "silu") throw r.error("hidden_act", fmt::format("is '{}'; only silu is supported", act));
+  }
   c.norm_eps = r.positive("rms_norm_eps", 1e-6);
   c.max_position_embeddings = r.positive_int("max_position_embeddings", 2048);
-  c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
+  c.tie_word_embeddings = r.boolean("tie_word_embeddings", c.is_gemma());
 
   c.rope_theta = r.positive("rope_theta", 10000.0);
   // Phi3Config always has original_max_position_embeddings (4096 by default); other configs
@@ -302,7 +408,9 @@ void parse_llama_family(const Reader& r, ModelConfig& c) {
   } else {
     check_full_rotary(r);
   }
-  if (r.has("rope_parameters")) {
+  if (c.arch == Architecture::Gemma3) {
+    parse_gemma3_rope(r, c, top_original_max);
+  } else if (r.has("rope_parameters")) {
     if (!r["rope_parameters"].is_object()) throw r.error("rope_parameters", "is not an object");
     const Reader p(r["rope_parameters"], r.source(), "rope_parameters.");
     c.rope_theta = p.positive("rope_theta", c.rope_theta);
@@ -331,9 +439,19 @@ void parse_llama_family(const Reader& r, ModelConfig& c) {
     case Architecture::Qwen2Moe:
       // Qwen2 always has q/k/v biases, never an o_proj bias; Qwen2-MoE's config says (qkv_bias).
       c.attention_bias = c.arch == Architecture::Qwen2 || r.boolean("qkv_bias", true);
-      if (r.boolean("use_sliding_window", false))
-        throw r.error("use_sliding_window", "is true; Qwen2 sliding-window attention is not supported");
+      if (c.arch == Architecture::Qwen2) {
+        parse_qwen_window(r, c);
+      } else if (r.boolean("use_sliding_window", false)) {
+        throw r.error("use_sliding_window", "is true; Qwen2-MoE sliding-window attention is not supported");
+      }
       break;
+    case Architecture::Qwen3:
+      c.qk_norm = true;
+      c.attention_bias = c.attention_out_bias = r.boolean("attention_bias", false);
+      parse_qwen_window(r, c);
+      break;
+    case Architecture::Gemma2:
+    case Architecture::Gemma3: parse_gemma(r, c); break;
     case Architecture::Phi3:  // fused qkv_proj and gate_up_proj, no biases
       if (r.has("sliding_window")) c.sliding_window = r.positive_int("sliding_window");
       break;

@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <variant>
 
 #include <fmt/format.h>
 #include <fmt/std.h>
@@ -66,10 +67,13 @@ Architecture parse_architecture(const GgufFile& f, const std::string& arch) {
   if (arch == "llama") return Architecture::Llama;  // Mixtral when it has experts (parse_experts)
   if (arch == "qwen2") return Architecture::Qwen2;
   if (arch == "gpt2") return Architecture::GPT2;
+  if (arch == "qwen3") return Architecture::Qwen3;
+  if (arch == "gemma2") return Architecture::Gemma2;
+  if (arch == "gemma3") return Architecture::Gemma3;
   if (arch == "qwen2moe") return Architecture::Qwen2Moe;
   if (arch == "phi3") return Architecture::Phi3;
   throw Error(ErrorKind::Unsupported, fmt::format("{}: key 'general.architecture' names unsupported architecture '{}' (supported: llama, "
-                          "qwen2, qwen2moe, gpt2, phi3)",
+                          "qwen2, qwen2moe, qwen3, gemma2, gemma3, gpt2, phi3)",
                           f.path(), arch));
 }
 
@@ -231,6 +235,11 @@ void parse_rope(const Hparams& h, ModelConfig& c) {
   // (NEOX rope), with q/k/v biases and none on the output projection.
   c.rope_layout = c.arch == Architecture::Llama ? RopeLayout::Interleaved : RopeLayout::HalfSplit;
   c.attention_bias = c.arch == Architecture::Qwen2 || c.arch == Architecture::Qwen2Moe;
+  if (c.arch == Architecture::Qwen3) {  // per-head q/k norms; biases only where the file has them
+    c.qk_norm = true;
+    c.attention_bias = h.file().find_tensor("blk.0.attn_q.bias") != nullptr;
+    c.attention_out_bias = h.file().find_tensor("blk.0.attn_output.bias") != nullptr;
+  }
   // phi3: every layer windowed when attention.sliding_window is nonzero (0: Phi-4, none).
   if (c.arch == Architecture::Phi3 && h.has("attention.sliding_window")) {
     const int64_t window = h.file().integer(h.key("attention.sliding_window"));
@@ -238,6 +247,34 @@ void parse_rope(const Hparams& h, ModelConfig& c) {
       throw h.error("attention.sliding_window", fmt::format("must be in [0, {}], got {}", kMaxDim, window));
     if (window > 0) c.sliding_window = window;
   }
+}
+
+// "gemma2" and "gemma3" as llama.cpp's load_hparams reads them. The converter stores the norms
+// with HF's + 1 applied and writes neither query_pre_attn_scalar nor layer_types: llama.cpp
+// scales scores by 1/sqrt(head_dim), except on the 27B models (46 and 62 layers), which use
+// hidden / heads; the sliding layers follow sliding_window_pattern (default 2 for Gemma 2, 6 for
+// Gemma 3: the last layer of each period is global), and Gemma 3's sliding layers rotate with
+// rope.freq_base_swa (default 10000).
+void parse_gemma(const Hparams& h, ModelConfig& c) {
+  const bool g2 = c.arch == Architecture::Gemma2;
+  c.qk_norm = !g2;
+  const bool is_27b = c.num_layers == (g2 ? 46 : 62);
+  c.query_pre_attn_scalar = static_cast<double>(is_27b ? c.hidden_size / c.num_heads : c.head_dim);
+  c.attn_logit_softcapping = h.has("attn_logit_softcapping") ? h.positive("attn_logit_softcapping") : g2 ? 50.0 : 0.0;
+  c.final_logit_softcapping = h.has("final_logit_softcapping") ? h.positive("final_logit_softcapping") : g2 ? 30.0 : 0.0;
+  if (h.has("attention.sliding_window") || g2) c.sliding_window = h.dim("attention.sliding_window", 4096);
+  if (!c.sliding_window) return;
+  const GgufValue* pattern = h.file().find(h.key("attention.sliding_window_pattern"));
+  if (pattern != nullptr && std::holds_alternative<std::vector<bool>>(pattern->value)) {
+    c.sliding_layers = std::get<std::vector<bool>>(pattern->value);
+    if (static_cast<int64_t>(c.sliding_layers.size()) != c.num_layers)
+      throw h.error("attention.sliding_window_pattern",
+                    fmt::format("has {} entries for {} layers", c.sliding_layers.size(), c.num_layers));
+  } else {
+    const int64_t period = h.dim("attention.sliding_window_pattern", g2 ? 2 : 6);
+    for (int64_t l = 0; l < c.num_layers; ++l) c.sliding_layers.push_back(l % period < period - 1);
+  }
+  if (!g2) c.rope_local_theta = h.positive("rope.freq_base_swa", 10000.0);
 }
 
 }  // namespace
@@ -271,6 +308,7 @@ ModelConfig gguf_config(const GgufFile& f) {
     c.attention_bias = c.attention_out_bias = c.mlp_bias = true;
   } else {
     parse_rope(h, c);
+    if (c.is_gemma()) parse_gemma(h, c);
   }
   parse_experts(h, c);
   c.vocab_size = parse_vocab_size(h);

@@ -195,8 +195,9 @@ std::span<const float> Session::run(std::span<const BatchItem> items, bool copy)
   }
   std::span<const float> logits;  // on the model's device
   const auto forward = [&] {
-    logits = c.is_gpt2() ? gpt2_forward(c, model_weights(*model_), s, batch)
-                         : llama_forward(c, model_weights(*model_), s, batch);
+    logits = c.is_gpt2()    ? gpt2_forward(c, model_weights(*model_), s, batch)
+             : c.is_gemma() ? gemma_forward(c, model_weights(*model_), s, batch)
+                            : llama_forward(c, model_weights(*model_), s, batch);
   };
   if (s.exec.device == Device::CUDA && rows == 1 && !s.exec.check_finite) {
     // A decode step: one graph launch once its graph is captured (the body may not run at all).

@@ -22,7 +22,8 @@ DecodeStepBytes decode_step_bytes(const Model& model, int64_t context, DType kv_
   DecodeStepBytes b;
   const auto vec = [](const Vector& v) { return v.bytes(); };
   for (const LayerWeights& L : w.layers) {
-    b.norms_biases += vec(L.attn_norm) + vec(L.attn_norm_bias) + vec(L.ffn_norm) + vec(L.ffn_norm_bias);
+    b.norms_biases += vec(L.attn_norm) + vec(L.attn_norm_bias) + vec(L.ffn_norm) + vec(L.ffn_norm_bias) +
+                      vec(L.q_norm) + vec(L.k_norm) + vec(L.post_attn_norm) + vec(L.post_ffn_norm);
     for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down, &L.moe.router, &L.shared_expert_gate}) {
       b.layer_matrices += l->weight.bytes();
       b.norms_biases += vec(l->bias);
@@ -43,6 +44,16 @@ DecodeStepBytes decode_step_bytes(const Model& model, int64_t context, DType kv_
   b.positions_read = c.sliding_window ? std::min(context, *c.sliding_window) : context;
   b.kv_write = kv_bytes_per_token(c, kv_dtype);
   b.kv_read = plan_kv_bytes(c, b.positions_read, kv_dtype);  // throws on overflow
+  if (!c.sliding_layers.empty()) {  // sliding and global layers (Gemma, Qwen2's window): each its own
+    const uint64_t layer_row = b.kv_write / static_cast<uint64_t>(c.num_layers);  // K and V of one layer
+    b.kv_read = 0;
+    b.positions_read = 0;
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      const int64_t window = c.layer_window(l), read = window > 0 ? std::min(context, window) : context;
+      b.positions_read = std::max(b.positions_read, read);  // the most any layer reads
+      b.kv_read += layer_row * static_cast<uint64_t>(read);
+    }
+  }
   uint64_t total = 0;
   if (__builtin_add_overflow(b.weights(), b.kv_read, &total) || __builtin_add_overflow(total, b.kv_write, &total))
     throw Error(ErrorKind::InvalidArgument, "decode_step_bytes: the bytes of a step overflow 64 bits");

@@ -1,5 +1,5 @@
 #pragma once
-// The forward passes: the Llama family (Llama, Mistral, Qwen2) and GPT-2, on the CPU or CUDA.
+// The forward passes: the Llama family (Llama, Mistral, Qwen2, Qwen3), Gemma 2/3 and GPT-2, on the CPU or CUDA.
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -79,6 +79,9 @@ std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights&
                                      std::span<const BatchSegment> batch);
 std::span<const float> gpt2_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s,
                                     std::span<const BatchSegment> batch);
+// Gemma 2 and Gemma 3 (gemma.cpp).
+std::span<const float> gemma_forward(const ModelConfig& cfg, const ModelWeights& w, ForwardScratch& s,
+                                     std::span<const BatchSegment> batch);
 // The feed-forward block of a mixture-of-experts layer over h (n, hidden), the normed residual
 // stream, added into x (n, hidden): the router's top k experts of each row, weighted and summed,
 // plus Qwen2-MoE's gated shared expert. Uses s.gate and s.up for up to n·max(k·expert_inter,

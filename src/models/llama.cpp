@@ -3,10 +3,11 @@
 //   per layer:  x += W_o · attention(rope(W_q·norm(x)), rope(W_k·norm(x)), W_v·norm(x))
 //               x += W_down · (silu(W_gate·norm(x)) ⊙ W_up·norm(x))
 //   logits = W_lm · norm(x)
-// Mistral adds a sliding attention window; Qwen2 adds q/k/v biases. Mixtral and Qwen2-MoE replace
-// the MLP of (some) layers by a mixture of SwiGLU experts (moe_block.cpp). Phi-3 is this block too: its
-// fused qkv and gate_up projections are bound as row blocks (load_common.cpp), and its rope may
-// rotate only part of each head (partial rotary: the frequencies' count says how much).
+// Mistral adds a sliding attention window (Qwen2/Qwen3 one on the layers their config names);
+// Qwen2 adds q/k/v biases; Qwen3 RMSNorms each head of q and k before rope. Mixtral and Qwen2-MoE
+// replace the MLP of (some) layers by a mixture of SwiGLU experts (moe_block.cpp). Phi-3 is this
+// block too: its fused qkv and gate_up projections are bound as row blocks (load_common.cpp), and
+// its rope may rotate only part of each head (partial rotary: the frequencies' count says how much).
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -22,7 +23,6 @@ std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights&
   const int64_t n = gather_ids(s, batch);  // rows: every segment's tokens
   const int64_t hidden = cfg.hidden_size, hd = cfg.head_dim, heads = cfg.num_heads, kvh = cfg.num_kv_heads;
   const int64_t inter = cfg.intermediate_size;
-  const int64_t window = cfg.sliding_window.value_or(0);
   const float eps = static_cast<float>(cfg.norm_eps);
   const float rope_scale = static_cast<float>(cfg.rope_scaling.attention_factor);  // YaRN, LongRoPE; else 1
 
@@ -45,8 +45,13 @@ std::span<const float> llama_forward(const ModelConfig& cfg, const ModelWeights&
     // Self-attention block.
     ops::rms_norm(e, x, L.attn_norm, n, hidden, eps, h);
     ops::linears(e, {{&L.q, q}, {&L.k, k}, {&L.v, v}}, h, n);
+    if (cfg.qk_norm) {  // Qwen3: every head of q and k RMSNorm-ed on its own
+      ops::head_rms_norm(e, q, L.q_norm, n * heads, hd, eps);
+      ops::head_rms_norm(e, k, L.k_norm, n * kvh, hd, eps);
+    }
     // Each sequence at its own positions (rope on q and k), over its own cache.
-    ops::self_attention(e, s.sequences, {l, heads, kvh, hd, window, &w.rope_inv_freq, cfg.rope_layout, rope_scale}, q, k,
+    ops::self_attention(e, s.sequences,
+                        {l, heads, kvh, hd, cfg.layer_window(l), &w.rope_inv_freq, cfg.rope_layout, rope_scale}, q, k,
                         v, att);
     ops::linear(e, L.o, att, n, h);
     ops::add(e, x, h, n * hidden);

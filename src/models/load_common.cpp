@@ -175,6 +175,12 @@ std::unique_ptr<ModelWeights> bind_weights(const ModelConfig& c, const TensorNam
   auto vector = [&](const std::string& name, int64_t n) {
     return storage.add(storage.read_f32(source.vector(name, n)));
   };
+  auto norm = [&](const std::string& name, int64_t n) {  // HF Gemma: (1 + w), added once here in f32 as HF does
+    std::vector<float> values = storage.read_f32(source.vector(name, n));
+    if (names.norm_plus_one)
+      for (float& x : values) x = 1.0f + x;
+    return storage.add(values);
+  };
   auto linear = [&](const std::string& prefix, int64_t out, int64_t in, bool bias) {
     Linear l{source.matrix(prefix + ".weight", out, in), {}};
     if (bias) l.bias = vector(prefix + ".bias", out);
@@ -186,7 +192,7 @@ std::unique_ptr<ModelWeights> bind_weights(const ModelConfig& c, const TensorNam
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = fmt::format(fmt::runtime(names.layer), l);
     LayerWeights L;
-    L.attn_norm = vector(p + names.attn_norm, hidden);
+    L.attn_norm = norm(p + names.attn_norm, hidden);
     if (names.qkv.empty()) {
       L.q = linear(p + names.q, q_dim, hidden, c.attention_bias);
       L.k = linear(p + names.k, kv_dim, hidden, c.attention_bias);
@@ -198,7 +204,15 @@ std::unique_ptr<ModelWeights> bind_weights(const ModelConfig& c, const TensorNam
       L.v.weight = row_block(qkv, q_dim + kv_dim, kv_dim);
     }
     L.o = linear(p + names.o, hidden, q_dim, c.attention_out_bias);
-    L.ffn_norm = vector(p + names.ffn_norm, hidden);
+    if (c.qk_norm) {
+      L.q_norm = norm(p + names.q_norm, c.head_dim);
+      L.k_norm = norm(p + names.k_norm, c.head_dim);
+    }
+    if (c.is_gemma()) {
+      L.post_attn_norm = norm(p + names.post_attn_norm, hidden);
+      L.post_ffn_norm = norm(p + names.post_ffn_norm, hidden);
+    }
+    L.ffn_norm = norm(p + names.ffn_norm, hidden);
     if (c.is_moe_layer(l)) {
       bind_moe(c, names.moe, p, source, L);
     } else {
@@ -214,7 +228,7 @@ std::unique_ptr<ModelWeights> bind_weights(const ModelConfig& c, const TensorNam
     }
     w->layers.push_back(std::move(L));
   }
-  w->final_norm = vector(names.final_norm, hidden);
+  w->final_norm = norm(names.final_norm, hidden);
   w->lm_head.weight = c.tie_word_embeddings ? w->embed : source.matrix(names.lm_head, c.vocab_size, hidden);
   return w;
 }
@@ -280,6 +294,14 @@ std::vector<float> rope_inv_freq(const ModelConfig& c, int64_t context_length) {
   return f;
 }
 
+std::vector<float> rope_local_inv_freq(const ModelConfig& c, int64_t context_length) {
+  if (c.rope_local_theta <= 0) return {};
+  ModelConfig local = c;
+  local.rope_theta = c.rope_local_theta;
+  local.rope_scaling = {};
+  return rope_inv_freq(local, context_length);
+}
+
 MemoryBudget load_budget(Device device, const LoadOptions& options) {
   return memory_budget(device, options.memory_limit);
 }
@@ -328,6 +350,10 @@ uint64_t model_fingerprint(const ModelConfig& c, const ModelWeights& w, const Ho
   for (int64_t v : {c.num_experts, c.num_experts_per_tok, c.moe_intermediate_size, c.shared_expert_intermediate_size})
     mix_int(v);
   for (int64_t l : c.dense_layers) mix_int(l);
+  for (double v : {c.query_pre_attn_scalar, c.attn_logit_softcapping, c.final_logit_softcapping, c.rope_local_theta})
+    mix(v);
+  mix_int(c.qk_norm ? 1 : 0);
+  for (bool b : c.sliding_layers) mix_int(b ? 1 : 0);
 
   constexpr uint64_t kSample = 4096;  // bytes at each end of a matrix
   std::vector<std::byte> sample(kSample);

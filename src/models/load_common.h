@@ -94,6 +94,11 @@ struct TensorNames {
   std::string embed, final_norm, lm_head;
   std::string layer;
   std::string attn_norm, q, k, v, o, ffn_norm, gate, up, down;
+  // Read when the config asks for them (ModelConfig::qk_norm, Gemma's post-norms).
+  std::string q_norm, k_norm, post_attn_norm, post_ffn_norm;
+  // HF's Gemma norms multiply by (1 + w): 1 is added to every norm weight at load. llama.cpp's
+  // converter stores them with the 1 added already.
+  bool norm_plus_one = false;
   MoeNames moe;  // the layers config.is_moe_layer() names
   // Phi-3's fused projections, used in place of q/k/v and gate/up when set (no biases).
   std::string qkv = {}, gate_up = {};
@@ -134,6 +139,9 @@ std::unique_ptr<ModelWeights> bind_gpt2_weights(const ModelConfig& c, const Gpt2
 // NTK computes its base for it and LongRoPE takes its long factors when it exceeds the original
 // length, as HF does for one call over a sequence that long (docs/rope-scaling.md).
 std::vector<float> rope_inv_freq(const ModelConfig& c, int64_t context_length = 0);
+// Gemma 3's sliding layers: inv_freq (rope_dim() / 2) from rope_local_theta, unscaled; empty when
+// the config has no local base. context_length: as rope_inv_freq's.
+std::vector<float> rope_local_inv_freq(const ModelConfig& c, int64_t context_length = 0);
 
 // The memory figure a load checks against (LoadOptions::memory_limit, $KVINFER_MEMORY_LIMIT or
 // the device's available memory), taken before the loader allocates anything.

@@ -1,4 +1,4 @@
-// Model::load for GGUF files of llama.cpp's "llama", "qwen2" and "gpt2" architectures: the config from
+// Model::load for GGUF files of llama.cpp's "llama", "qwen2", "qwen3", "gemma2", "gemma3" and "gpt2" architectures: the config from
 // the metadata (formats/gguf_config.h), every tensor checked against it and bound in place, in
 // its stored type (f32, f16, bf16 or one of the quantised block formats), never widened.
 #include <array>
@@ -35,6 +35,11 @@ const TensorNames kGgufNames = {
     .gate = "ffn_gate",
     .up = "ffn_up",
     .down = "ffn_down",
+    .q_norm = "attn_q_norm.weight",
+    .k_norm = "attn_k_norm.weight",
+    .post_attn_norm = "post_attention_norm.weight",
+    .post_ffn_norm = "post_ffw_norm.weight",
+    .norm_plus_one = false,  // llama.cpp's converter adds Gemma's 1 itself
     // Mixtral ("llama" with experts) and "qwen2moe": experts stacked in 3-D tensors, ggml dims
     // [hidden, inter, experts] (gate, up) and [inter, hidden, experts] (down).
     .moe = {.layout = MoeNames::Layout::Stacked,
@@ -46,6 +51,8 @@ const TensorNames kGgufNames = {
             .shared_up = "ffn_up_shexp.weight",
             .shared_down = "ffn_down_shexp.weight",
             .shared_expert_gate = "ffn_gate_inp_shexp.weight"},
+    .qkv = {},
+    .gate_up = {},
 };
 // llama.cpp's "gpt2": the projections are stored (out, in) (its converter transposed HF's Conv1D).
 const Gpt2TensorNames kGgufGpt2Names = {
@@ -186,6 +193,7 @@ std::shared_ptr<const Model> load_gguf(const std::filesystem::path& path, const 
     std::vector<float> inv_freq = rope_inv_freq(c, options.context_length);
     apply_rope_freqs(*file, source, *storage, inv_freq);
     w->rope_inv_freq = storage->add(inv_freq);
+    if (c.rope_local_theta > 0) w->rope_local_inv_freq = storage->add(rope_local_inv_freq(c, options.context_length));
   }
   w->storage = storage;
   check_all_used(*file, source, c);

@@ -33,8 +33,26 @@ const TensorNames kHfNames = {
     .gate = "mlp.gate_proj",
     .up = "mlp.up_proj",
     .down = "mlp.down_proj",
+    .q_norm = "self_attn.q_norm.weight",
+    .k_norm = "self_attn.k_norm.weight",
+    .post_attn_norm = "",
+    .post_ffn_norm = "",
+    .norm_plus_one = false,
     .moe = {},
+    .qkv = {},
+    .gate_up = {},
 };
+
+// Gemma 2/3: a norm before and after each block; post_attention_layernorm is the attention
+// block's post-norm here, pre_feedforward_layernorm the feed-forward block's input norm.
+TensorNames gemma_names() {
+  TensorNames n = kHfNames;
+  n.ffn_norm = "pre_feedforward_layernorm.weight";
+  n.post_attn_norm = "post_attention_layernorm.weight";
+  n.post_ffn_norm = "post_feedforward_layernorm.weight";
+  n.norm_plus_one = true;
+  return n;
+}
 
 // Mixtral and Qwen2-MoE: the per-expert tensors that published checkpoints and transformers 5's
 // save_pretrained write, or the fused (experts, 2·inter, hidden) gate_up_proj and stacked
@@ -168,10 +186,14 @@ std::shared_ptr<const Model> load_hf(const std::filesystem::path& path, const Lo
     w = bind_gpt2_weights(c, names, source, *storage, path / "config.json");
     check_layer_tensors(*ckpt, source, names.layer);
   } else {
-    const TensorNames names = c.num_experts > 0 ? moe_names(*ckpt) : c.arch == Architecture::Phi3 ? phi3_names() : kHfNames;
+    const TensorNames names = c.num_experts > 0           ? moe_names(*ckpt)
+                              : c.arch == Architecture::Phi3 ? phi3_names()
+                              : c.is_gemma()                 ? gemma_names()
+                                                             : kHfNames;
     w = bind_weights(c, names, source, *storage, path / "config.json");
     check_layer_tensors(*ckpt, source, names.layer);
     w->rope_inv_freq = storage->add(rope_inv_freq(c, options.context_length));
+    if (c.rope_local_theta > 0) w->rope_local_inv_freq = storage->add(rope_local_inv_freq(c, options.context_length));
   }
   w->storage = storage;
   std::shared_ptr<const Tokenizer> tokenizer;

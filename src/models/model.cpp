@@ -29,7 +29,8 @@ uint64_t block_bytes(const ModelWeights& w, int64_t experts_used = 0) {
   uint64_t b = vec(w.final_norm) + vec(w.final_norm_bias) + w.lm_head.weight.bytes();
   for (const LayerWeights& L : w.layers) {
     b += vec(L.attn_norm) + vec(L.attn_norm_bias) + vec(L.ffn_norm) + vec(L.ffn_norm_bias) + lin(L.q) + lin(L.k) +
-         lin(L.v) + lin(L.o) + lin(L.gate) + lin(L.up) + lin(L.down);
+         lin(L.v) + lin(L.o) + lin(L.gate) + lin(L.up) + lin(L.down) + vec(L.q_norm) + vec(L.k_norm) +
+         vec(L.post_attn_norm) + vec(L.post_ffn_norm);
     b += lin(L.moe.router) + lin(L.shared_expert_gate);
     std::vector<uint64_t> experts;  // (experts) each one's bytes
     for (int64_t e = 0; e < L.moe.experts(); ++e) {

@@ -75,6 +75,11 @@ struct LayerWeights {
   Vector ffn_norm;        // (hidden)
   Vector ffn_norm_bias;   // (hidden), LayerNorm only
   Linear gate, up, down;  // (inter, hidden) ×2, (hidden, inter); gate empty for GPT-2
+  // Qwen3, Gemma 3: per-head RMSNorm of q and k; Gemma 2/3: the norms after each block (on its
+  // output, before the residual add). Empty where the family has none. Gemma's (1 + w) is
+  // folded in at load: every norm here multiplies by its weight.
+  Vector q_norm, k_norm;             // (head_dim) each
+  Vector post_attn_norm, post_ffn_norm;  // (hidden) each
   MoeWeights moe;             // empty in a dense layer
   Linear shared_expert_gate;  // (1, hidden), Qwen2-MoE's MoE layers only
 };
@@ -88,6 +93,7 @@ struct ModelWeights {
   Vector final_norm_bias;               // (hidden), LayerNorm only
   Linear lm_head;                       // (vocab, hidden), no bias; the embedding when tied
   Vector rope_inv_freq;                 // (head_dim / 2), scaling applied
+  Vector rope_local_inv_freq;           // (head_dim / 2) Gemma 3's sliding layers; empty: rope_inv_freq
 };
 
 // Calls f(Matrix&) or f(Vector&) for every tensor of w (the tied LM head too); const-ness
@@ -106,6 +112,10 @@ void for_each_tensor(W& w, F&& f) {
     }
     f(L.ffn_norm);
     f(L.ffn_norm_bias);
+    f(L.q_norm);
+    f(L.k_norm);
+    f(L.post_attn_norm);
+    f(L.post_ffn_norm);
     for (auto* l : {&L.moe.router, &L.shared_expert_gate}) {
       f(l->weight);
       f(l->bias);
@@ -120,6 +130,7 @@ void for_each_tensor(W& w, F&& f) {
   f(w.final_norm_bias);
   f(w.lm_head.weight);
   f(w.rope_inv_freq);
+  f(w.rope_local_inv_freq);
 }
 
 // Bytes of every tensor the model holds, once each (the tied LM head is the embedding): what

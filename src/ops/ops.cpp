@@ -58,15 +58,36 @@ void add(const Exec& e, float* x, const float* y, int64_t n) {
   cpu::add(x, y, n);
 }
 
+void head_rms_norm(const Exec& e, float* x, const Vector& weight, int64_t rows, int64_t head_dim, float eps) {
+  if (e.device == Device::CUDA) return cuda_backend::head_rms_norm(*e.cuda, x, weight, rows, head_dim, eps);
+  cpu::head_rms_norm(x, weight.data, rows, head_dim, eps);
+}
+
+void gelu_tanh_mul(const Exec& e, const float* gate, const float* up, float* out, int64_t n) {
+  if (e.device == Device::CUDA) return cuda_backend::gelu_tanh_mul(*e.cuda, gate, up, out, n);
+  cpu::gelu_tanh_mul(gate, up, out, n);
+}
+
+void scale(const Exec& e, float* x, int64_t n, float factor) {
+  if (e.device == Device::CUDA) return cuda_backend::scale(*e.cuda, x, n, factor);
+  cpu::scale(x, n, factor);
+}
+
+void softcap(const Exec& e, float* x, int64_t n, float cap) {
+  if (e.device == Device::CUDA) return cuda_backend::softcap(*e.cuda, x, n, cap);
+  cpu::softcap(x, n, cap);
+}
+
 void store_kv(const Exec& e, KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v) {
   if (e.device == Device::CUDA) return cuda_backend::store_kv(*e.cuda, kv, layer, start, n, k, v);
   cpu::store_kv(kv, layer, start, n, k, v);
 }
 
 void attention(const Exec& e, const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start,
-               int64_t heads, int64_t window, float* out) {
-  if (e.device == Device::CUDA) return cuda_backend::attention(*e.cuda, kv, layer, q, n, start, heads, window, out);
-  cpu::attention(kv, layer, q, n, start, heads, window, out);
+               int64_t heads, int64_t window, float* out, const ScoreOptions& scores) {
+  if (e.device == Device::CUDA)
+    return cuda_backend::attention(*e.cuda, kv, layer, q, n, start, heads, window, out, scores);
+  cpu::attention(kv, layer, q, n, start, heads, window, out, false, scores);
 }
 
 void self_attention(const Exec& e, std::span<const SequenceRows> seqs, const SelfAttention& a, float* q, float* k,
@@ -81,7 +102,7 @@ void self_attention(const Exec& e, std::span<const SequenceRows> seqs, const Sel
       rope(e, sk, s.n, a.kv_heads, hd, s.start, *a.inv_freq, a.layout, a.rope_attention_factor);
     }
     store_kv(e, *s.kv, a.layer, s.start, s.n, sk, v + s.row * a.kv_heads * hd);
-    attention(e, *s.kv, a.layer, sq, s.n, s.start, a.heads, a.window, att + s.row * a.heads * hd);
+    attention(e, *s.kv, a.layer, sq, s.n, s.start, a.heads, a.window, att + s.row * a.heads * hd, a.scores);
   }
 }
 

@@ -45,9 +45,17 @@ void rope(const Exec& e, float* x, int64_t n, int64_t heads, int64_t head_dim, i
 void silu_mul(const Exec& e, const float* gate, const float* up, float* out, int64_t n);
 void gelu_tanh(const Exec& e, const float* x, float* out, int64_t n);
 void add(const Exec& e, float* x, const float* y, int64_t n);
+// x (rows, head_dim) RMSNorm-ed per row in place: each head of q (n, heads, hd) or k a row.
+void head_rms_norm(const Exec& e, float* x, const Vector& weight, int64_t rows, int64_t head_dim, float eps);
+// out (n) = gelu_tanh(gate) · up (GeGLU); out may alias gate.
+void gelu_tanh_mul(const Exec& e, const float* gate, const float* up, float* out, int64_t n);
+// x (n) *= factor
+void scale(const Exec& e, float* x, int64_t n, float factor);
+// x (n) = cap · tanh(x / cap)
+void softcap(const Exec& e, float* x, int64_t n, float cap);
 void store_kv(const Exec& e, KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v);
 void attention(const Exec& e, const KvCache& kv, int64_t layer, const float* q, int64_t n, int64_t start,
-               int64_t heads, int64_t window, float* out);
+               int64_t heads, int64_t window, float* out, const ScoreOptions& scores = {});
 // For every sequence of a call: its q and k rows rotated (rope), its K/V rows stored in its cache
 // and its q rows' causal attention over that cache into att; each sequence's rows get the bits
 // those ops give them alone. q, att: (n, heads, head_dim); k, v: (n, kv_heads, head_dim).

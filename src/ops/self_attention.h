@@ -16,6 +16,13 @@ struct SequenceRows {
   int64_t start, row, n;
 };
 
+// How attention scores are made from q · k: times `scale` (0: 1/sqrt(head_dim)), then, with a
+// soft-cap c > 0 (Gemma 2's attn_logit_softcapping), c · tanh(s / c), before the mask and softmax.
+struct ScoreOptions {
+  float scale = 0;
+  float softcap = 0;
+};
+
 // Rope (none when inv_freq is null), the K/V store and causal attention of one layer.
 struct SelfAttention {
   int64_t layer, heads, kv_heads, head_dim;
@@ -23,6 +30,7 @@ struct SelfAttention {
   const Vector* inv_freq;   // (rotary_dim / 2) rope frequencies on the Exec's device, or null (GPT-2)
   RopeLayout layout;
   float rope_attention_factor = 1.0f;  // cos and sin scaled by it (RopeScaling::attention_factor)
+  ScoreOptions scores = {};
 };
 
 }  // namespace kvinfer
