@@ -21,7 +21,7 @@ inline const char* const kFixtures[] = {
     "llama_f16", "llama_sharded", "gpt2_tiny", "gpt2_legacy_names", "gpt2_untied_f16",
     "qwen3_tiny", "gemma2_tiny", "gemma2_scalar", "gemma3_tiny", "qwen2_window",
     "mixtral_tiny", "mixtral_fused", "qwen2_moe_tiny", "llama_yarn", "qwen2_yarn",
-    "llama_yarn_mscale", "llama_dynamic", "phi3_longrope", "phi4_partial_rotary"};
+    "llama_yarn_mscale", "llama_dynamic", "phi3_longrope", "phi4_partial_rotary", "qwen3_moe_tiny"};
 
 // LoadOptions::context_length a fixture's references were made for (0: the model's). Dynamic NTK
 // picks its frequencies by the model's context length: llama_dynamic's references are HF's calls

@@ -35,7 +35,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, BatchInvariance,
                          ::testing::Values("llama_gqa4", "llama_mqa", "gpt2_tiny", "qwen2_bias", "mistral_window",
                                            "llama_bf16", "chatml_tiny", "qwen3_tiny", "gemma2_tiny", "gemma3_tiny",
                                            "qwen2_window", "mixtral_tiny", "qwen2_moe_tiny", "llama_yarn",
-                                           "phi3_longrope", "phi4_partial_rotary"),
+                                           "phi3_longrope", "phi4_partial_rotary", "qwen3_moe_tiny"),
                          [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 TEST(BatchInvarianceThreads, ResultsDoNotDependOnTheThreadCounts) {

@@ -611,7 +611,7 @@ TEST(RealConfigs, EveryFixtureConfigParses) {
     EXPECT_EQ(c.vocab_size, entry.path().filename() == "chatml_tiny" ? 384 : 128);
     const auto name = entry.path().filename();
     const bool three = name == "gpt2_untied_f16" || name == "gemma2_tiny" || name == "gemma3_tiny" ||
-                       name == "qwen2_moe_tiny";
+                       name == "qwen2_moe_tiny" || name == "qwen3_moe_tiny";
     EXPECT_EQ(c.num_layers, three ? 3 : 2);
   }
   // The new families' fixtures as their config.json says (tests/data/models/PROVENANCE.md).
@@ -691,6 +691,55 @@ TEST(Config, MixtureOfExperts) {
   bad = q;
   bad.erase("moe_intermediate_size");
   EXPECT_THAT(parse_error(bad), HasSubstr("'moe_intermediate_size' is missing"));
+}
+
+// Qwen3-MoE: Qwen3's attention keys with Qwen2-MoE's experts; the expert count under either
+// spelling (published configs: num_experts; transformers 5's save_pretrained: num_local_experts).
+TEST(Config, Qwen3MixtureOfExperts) {
+  json q = llama();
+  q["architectures"] = {"Qwen3MoeForCausalLM"};
+  q["hidden_size"] = 2048;
+  q["num_attention_heads"] = 32;
+  q["num_key_value_heads"] = 4;
+  q["head_dim"] = 128;  // Qwen3-30B-A3B's: not hidden / heads
+  q["num_experts"] = 128;
+  q["num_experts_per_tok"] = 8;
+  q["moe_intermediate_size"] = 768;
+  q["norm_topk_prob"] = true;
+  q["mlp_only_layers"] = json::array();
+  q["shared_expert_intermediate_size"] = 512;  // not a Qwen3MoeConfig key: ignored, as HF does
+  ModelConfig c = parse(q);
+  EXPECT_EQ(c.arch, Architecture::Qwen3Moe);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_EQ(c.num_experts, 128);
+  EXPECT_EQ(c.num_experts_per_tok, 8);
+  EXPECT_EQ(c.moe_intermediate_size, 768);
+  EXPECT_EQ(c.shared_expert_intermediate_size, 0);
+  EXPECT_TRUE(c.norm_topk_prob);
+  EXPECT_TRUE(c.dense_layers.empty());
+  q.erase("num_experts");
+  q["num_local_experts"] = 64;
+  EXPECT_EQ(parse(q).num_experts, 64);
+  q.erase("norm_topk_prob");
+  EXPECT_FALSE(parse(q).norm_topk_prob);  // Qwen3MoeConfig's default
+  ModelConfig f = load_config(test::fixture_dir("qwen3_moe_tiny") / "config.json");
+  EXPECT_EQ(f.arch, Architecture::Qwen3Moe);
+  EXPECT_EQ(f.num_experts, 4);
+  EXPECT_EQ(f.head_dim, 32);
+  EXPECT_TRUE(f.norm_topk_prob);
+  EXPECT_EQ(f.dense_layers, (std::vector<int64_t>{1}));
+
+  json bad = q;
+  bad["use_sliding_window"] = true;
+  EXPECT_THAT(parse_error(bad), HasSubstr("'use_sliding_window' is true; Qwen3-MoE sliding-window attention is not supported"));
+  bad = q;
+  bad.erase("num_local_experts");
+  EXPECT_THAT(parse_error(bad), HasSubstr("'num_experts' is missing"));
+  bad = q;
+  bad["hidden_act"] = "gelu";
+  EXPECT_THAT(parse_error(bad), HasSubstr("'hidden_act' is 'gelu'"));
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ TEST_P(CudaBatchInvariance, EverySequenceMatchesItsOwnCalls) {
 // f32 (llama_gqa4), bf16 weights, GPT-2's layer norms and biases, Mistral's window.
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaBatchInvariance,
                          ::testing::Values("llama_gqa4", "llama_bf16", "gpt2_tiny", "mistral_window", "mixtral_tiny",
-                                           "qwen2_moe_tiny"),
+                                           "qwen2_moe_tiny", "qwen3_moe_tiny"),
                          [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 // One long prompt beside decoding sequences: its chunk's GEMM and their gemv rows in one step

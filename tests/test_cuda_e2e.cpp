@@ -364,6 +364,8 @@ const GgufCase kGgufCases[] = {
     {"mixtral_tiny.q8_0.gguf", "mixtral_tiny", DType::Q8_0, PromptFrom::Own},
     {"qwen2_moe_tiny.f32.gguf", "qwen2_moe_tiny", DType::F32, PromptFrom::Hf},
     {"qwen2_moe_tiny.q8_0.gguf", "qwen2_moe_tiny", DType::Q8_0, PromptFrom::Own},
+    {"qwen3_moe_tiny.f32.gguf", "qwen3_moe_tiny", DType::F32, PromptFrom::Hf},
+    {"qwen3_moe_tiny.q8_0.gguf", "qwen3_moe_tiny", DType::Q8_0, PromptFrom::Own},
 };
 
 std::vector<int32_t> gguf_prompt(const GgufCase& g) {

@@ -67,6 +67,8 @@ const GgufFixture kGgufFixtures[] = {
     {"mixtral_tiny.q8_0.gguf", "mixtral_tiny", DType::Q8_0, true},
     {"qwen2_moe_tiny.f32.gguf", "qwen2_moe_tiny", DType::F32, false},
     {"qwen2_moe_tiny.q8_0.gguf", "qwen2_moe_tiny", DType::Q8_0, true},
+    {"qwen3_moe_tiny.f32.gguf", "qwen3_moe_tiny", DType::F32, false},
+    {"qwen3_moe_tiny.q8_0.gguf", "qwen3_moe_tiny", DType::Q8_0, true},
     {"llama_yarn.f32.gguf", "llama_yarn", DType::F32, false},
     {"qwen2_yarn.f32.gguf", "qwen2_yarn", DType::F32, false},
     {"phi3_longrope.f32.gguf", "phi3_longrope", DType::F32, false},
@@ -647,6 +649,45 @@ TEST(GgufModelErrors, UnsupportedArchitecture) {
   TinyGguf g;
   g.set_string("general.architecture", "falcon");
   EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("general.architecture"), HasSubstr("'falcon'")));
+}
+
+// "qwen3moe": its expert keys are required and named when missing; the k weights are renormalised
+// by default (llama.cpp's qwen3moe graph always does); a layer without ffn_gate_inp is dense.
+TEST(GgufModelErrors, Qwen3MoeExpertKeys) {
+  test::TempDir tmp;
+  TinyGguf g;
+  g.set_string("general.architecture", "qwen3moe");
+  for (auto [key, v] : {std::pair{"block_count", 1u}, {"context_length", 16u}, {"embedding_length", 8u},
+                        {"feed_forward_length", 16u}, {"attention.head_count", 2u}, {"attention.head_count_kv", 1u}}) {
+    g.erase_key(std::string("llama.") + key);
+    g.set_u32(std::string("qwen3moe.") + key, v);
+  }
+  g.erase_key("llama.attention.layer_norm_rms_epsilon");
+  g.set_f32("qwen3moe.attention.layer_norm_rms_epsilon", 1e-5f);
+  g.tensor("blk.0.attn_q_norm.weight", {4});
+  g.tensor("blk.0.attn_k_norm.weight", {4});
+  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'qwen3moe.expert_count'"), HasSubstr("is missing")));
+  g.set_u32("qwen3moe.expert_count", 2);
+  g.set_u32("qwen3moe.expert_used_count", 1);
+  EXPECT_THAT(load_error(g.write(tmp)),
+              AllOf(HasSubstr("'qwen3moe.expert_feed_forward_length'"), HasSubstr("is missing")));
+  g.set_u32("qwen3moe.expert_feed_forward_length", 4);
+  {
+    const ModelConfig c = Model::load(g.write(tmp), {.device = Device::CPU})->config();
+    EXPECT_EQ(c.arch, Architecture::Qwen3Moe);
+    EXPECT_TRUE(c.qk_norm);
+    EXPECT_TRUE(c.norm_topk_prob);
+    EXPECT_EQ(c.shared_expert_intermediate_size, 0);
+    EXPECT_FALSE(c.is_moe_layer(0));  // no ffn_gate_inp: dense
+  }
+  for (const char* dense : {"blk.0.ffn_gate.weight", "blk.0.ffn_up.weight", "blk.0.ffn_down.weight"}) g.erase_tensor(dense);
+  g.tensor("blk.0.ffn_gate_inp.weight", {8, 2});
+  g.tensor("blk.0.ffn_gate_exps.weight", {8, 4, 2});
+  g.tensor("blk.0.ffn_up_exps.weight", {8, 4, 2});
+  g.tensor("blk.0.ffn_down_exps.weight", {4, 8, 2});
+  EXPECT_TRUE(Model::load(g.write(tmp), {.device = Device::CPU})->config().is_moe_layer(0));
+  g.set_u32("qwen3moe.expert_gating_func", 2);  // sigmoid
+  EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'qwen3moe.expert_gating_func'"), HasSubstr("softmax")));
 }
 
 TEST(GgufModelErrors, BadRopeScaling) {

@@ -209,9 +209,10 @@ TEST(KvPlan, KvCacheFromConfigMatchesPlan) {
 }
 
 // Mixture-of-experts models: the cache is the attention's, whatever the experts (Mixtral, with
-// Mistral's attention; Qwen2-MoE, with a dense layer among its MoE ones).
+// Mistral's attention; Qwen2-MoE, with a dense layer among its MoE ones; Qwen3-MoE, whose
+// head_dim 32 is not hidden / heads).
 TEST(KvPlan, MixtureOfExpertsPlansTheAttentionsCache) {
-  for (const char* name : {"mixtral_tiny", "qwen2_moe_tiny"}) {
+  for (const char* name : {"mixtral_tiny", "qwen2_moe_tiny", "qwen3_moe_tiny"}) {
     SCOPED_TRACE(name);
     const ModelConfig c =
         kvinfer::load_config(std::filesystem::path(KVINFER_TEST_DATA) / "models" / name / "config.json");

@@ -177,6 +177,23 @@ TEST(KvPlanCli, Phi3PlansAreTheLoadedModelsCacheBytes) {
   }
 }
 
+// Qwen3-MoE (head_dim 32 ≠ hidden / heads, experts, a dense layer), from safetensors and GGUF:
+// the plan is the attention's cache, the bytes of the cache a loaded model makes, and the
+// weights are every expert's.
+TEST(KvPlanCli, Qwen3MoePlansAreTheLoadedModelsCacheBytes) {
+  for (const fs::path& path : {kData / "models" / "qwen3_moe_tiny", kData / "gguf" / "models" / "qwen3_moe_tiny.f32.gguf",
+                               kData / "gguf" / "models" / "qwen3_moe_tiny.q8_0.gguf"}) {
+    SCOPED_TRACE(path.string());
+    const json j = plan({"-m", path.string(), "-n", "40"});
+    const auto model = kvinfer::Model::load(path, {.device = kvinfer::Device::CPU});
+    EXPECT_EQ(j["kv_heads"], 2);
+    EXPECT_EQ(j["head_dim"], 32);
+    EXPECT_EQ(j["bytes_per_token"].get<uint64_t>(), uint64_t{2 * 3 * 2 * 32 * 2});  // K and V, 3 layers, f16
+    EXPECT_EQ(j["bytes_per_sequence"].get<uint64_t>(), kvinfer::KvCache(*model, 40, kvinfer::DType::F16).bytes());
+    EXPECT_EQ(j["weight_bytes"].get<uint64_t>(), model->weight_bytes());
+  }
+}
+
 TEST(KvPlanCli, TableShowsTheJsonFigures) {
   const std::vector<std::vector<std::string>> cases = {
       {"-m", config("llama-3.1-8b-instruct"), "-n", "32768", "-b", "4", "--kv-dtype", "bf16"},

@@ -87,7 +87,7 @@ TEST(ModelInfo, HfDirectoriesMatchTheLoadedModel) {
                            "llama_attn_bias", "llama_bf16", "llama_f16", "llama_gqa4", "llama_group7",
                            "llama_head_dim", "llama_mha", "llama_mqa", "llama_rope_linear", "llama_sharded",
                            "mistral_window", "qwen2_bias", "qwen3_tiny", "gemma2_tiny", "gemma2_scalar", "gemma3_tiny",
-                           "qwen2_window", "mixtral_tiny", "mixtral_fused", "qwen2_moe_tiny"}) {
+                           "qwen2_window", "mixtral_tiny", "mixtral_fused", "qwen2_moe_tiny", "qwen3_moe_tiny"}) {
     const fs::path dir = test::fixture_dir(name);
     expect_matches_load(dir);
     const ModelInfo info = inspect_model(dir);
@@ -115,7 +115,8 @@ TEST(ModelInfo, GgufFilesMatchTheLoadedModel) {
   for (const char* name : {"chatml_tiny.f32", "gpt2_tiny.f32", "gpt2_tiny.q8_0", "llama3_rope.f16",
                            "llama3_rope.q8_0", "llama_f16.f16", "llama_gqa4.f32", "llama_gqa4.q8_0",
                            "llama_mha.q8_0", "llama_rope_linear.f16", "qwen2_bias.f32", "qwen2_bias.q8_0",
-                           "mixtral_tiny.f32", "mixtral_tiny.q8_0", "qwen2_moe_tiny.f32", "qwen2_moe_tiny.q8_0"}) {
+                           "mixtral_tiny.f32", "mixtral_tiny.q8_0", "qwen2_moe_tiny.f32", "qwen2_moe_tiny.q8_0",
+                           "qwen3_moe_tiny.f32", "qwen3_moe_tiny.q8_0"}) {
     const fs::path path = kGgufDir / (std::string(name) + ".gguf");
     expect_matches_load(path);
     const ModelInfo info = inspect_model(path);

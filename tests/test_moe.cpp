@@ -203,7 +203,7 @@ TEST(MoeExperts, OneRowReadsOnlyItsChosenExperts) {
 // Weight accounting: weight_bytes counts every expert of every layer (the file's bytes), a decode
 // step's bytes the router and k experts per mixture-of-experts layer.
 TEST(MoeModel, WeightBytesCountEveryExpertAndAStepItsKExperts) {
-  for (const char* name : {"mixtral_tiny", "qwen2_moe_tiny"}) {
+  for (const char* name : {"mixtral_tiny", "qwen2_moe_tiny", "qwen3_moe_tiny"}) {
     const auto m = Model::load(test::model_dir(name), {.device = Device::CPU});
     const ModelConfig& c = m->config();
     int64_t moe_layers = 0;

@@ -55,6 +55,8 @@ from transformers import (
     GPT2LMHeadModel,
     Qwen3Config,
     Qwen3ForCausalLM,
+    Qwen3MoeConfig,
+    Qwen3MoeForCausalLM,
     LlamaConfig,
     LlamaForCausalLM,
     MistralConfig,
@@ -250,6 +252,17 @@ FIXTURES = [
           use_sliding_window=False, tie_word_embeddings=False, rope_parameters=rope(1000000.0),
           rms_norm_eps=1e-6, bos_token_id=3, eos_token_id=4),
      9, 17000, {"check_routing": True}),
+    # Qwen3-MoE: Qwen3's attention (per-head q/k RMSNorm, no biases, explicit head_dim 32 != 64/4 as
+    # the real checkpoints' 128 != 2048/32) with Qwen2-MoE's block minus the shared expert: 3
+    # layers, layer 1 dense (mlp_only_layers), 4 experts of width 32, top 2 renormalised
+    # (norm_topk_prob true, which must move the logits).
+    ("qwen3_moe_tiny", Qwen3MoeForCausalLM, Qwen3MoeConfig,
+     dict(hidden_size=64, intermediate_size=64, moe_intermediate_size=32, num_hidden_layers=3,
+          num_attention_heads=4, num_key_value_heads=2, head_dim=32, num_experts=4, num_experts_per_tok=2,
+          norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[1], attention_bias=False,
+          use_sliding_window=False, tie_word_embeddings=False, rope_parameters=rope(1000000.0),
+          rms_norm_eps=1e-6, bos_token_id=3, eos_token_id=4),
+     11, 18000, {"check_routing": True, "effects": [{"norm_topk_prob": False}]}),
     # YaRN, HF's defaults: attention factor 0.1 ln(4) + 1, beta 32 / 1, truncated range. The tiny
     # original length 32 puts the ramp over dims [0, 3] of 16: original, blended and
     # interpolated frequencies all occur.

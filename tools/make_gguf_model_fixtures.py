@@ -83,6 +83,7 @@ FIXTURES = [
     ("gemma3_tiny", ["f32", "q8_0"]),
     ("mixtral_tiny", ["f32", "q8_0"]),
     ("qwen2_moe_tiny", ["f32", "q8_0"]),
+    ("qwen3_moe_tiny", ["f32", "q8_0"]),
     ("llama_yarn", ["f32"]),
     ("qwen2_yarn", ["f32"]),
     ("phi3_longrope", ["f32"]),
@@ -99,8 +100,10 @@ ARCHS = {"LlamaForCausalLM": ("llama", gguf.MODEL_ARCH.LLAMA),
          "GPT2LMHeadModel": ("gpt2", gguf.MODEL_ARCH.GPT2),
          "MixtralForCausalLM": ("llama", gguf.MODEL_ARCH.LLAMA),
          "Qwen2MoeForCausalLM": ("qwen2moe", gguf.MODEL_ARCH.QWEN2MOE),
+         "Qwen3MoeForCausalLM": ("qwen3moe", gguf.MODEL_ARCH.QWEN3MOE),
          "Phi3ForCausalLM": ("phi3", gguf.MODEL_ARCH.PHI3)}
-# Mixture of experts, as convert_hf_to_gguf.py's LlamaModel (Mixtral) and Qwen2MoeModel: each
+# Mixture of experts, as convert_hf_to_gguf.py's LlamaModel (Mixtral), Qwen2MoeModel and
+# Qwen3MoeModel (Qwen2MoeModel's conversion under the arch "qwen3moe"): each
 # layer's per-expert matrices stacked into one (experts, rows, cols) tensor, ggml dims
 # [cols, rows, experts]; the router (ffn_gate_inp) and the shared expert's gate
 # (ffn_gate_inp_shexp) always F32, as its tensor type exclusions say.
@@ -370,9 +373,13 @@ def convert(name, qtype, out_path):
     if n_experts:
         w.add_expert_count(n_experts)
         w.add_expert_used_count(cfg["num_experts_per_tok"])
-    if arch_name == "qwen2moe":
+    if arch_name in ("qwen2moe", "qwen3moe"):
         w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+    if arch_name == "qwen2moe":
         w.add_expert_shared_feed_forward_length(cfg["shared_expert_intermediate_size"])
+    if arch_name == "qwen3moe":
+        # The converter writes no expert_weights_norm: llama.cpp's qwen3moe graph always renormalises.
+        assert cfg["norm_topk_prob"], "a qwen3moe GGUF cannot say norm_topk_prob: false"
     has_tokenizer = (model_dir / "tokenizer.json").exists()
     if has_tokenizer:
         write_tokenizer(w, model_dir, cfg["vocab_size"])
@@ -404,7 +411,7 @@ def expert_name(hf_name):
     return int(parts[2]), int(parts[i + 1]), parts[i + 2]
 
 
-# A dense MLP in a "qwen2moe" model (Qwen2-MoE's mlp_only_layers): gguf-py's QWEN2MOE tensor list
+# A dense MLP in a "qwen2moe" or "qwen3moe" model (mlp_only_layers): gguf-py's QWEN2MOE / QWEN3MOE tensor lists
 # has no ffn_gate/ffn_up/ffn_down, so llama.cpp's converter refuses such a checkpoint. kvinfer reads
 # them under the names every other architecture gives them (blk.N.ffn_gate.weight, ...).
 DENSE_MLP = {"mlp.gate_proj": gguf.MODEL_TENSOR.FFN_GATE, "mlp.up_proj": gguf.MODEL_TENSOR.FFN_UP,

@@ -21,8 +21,9 @@ namespace kvinfer {
 // and global layers; Gemma 2 soft-caps attention scores and logits, Gemma 3 norms q and k per
 // head and gives sliding layers their own rope base.
 // Mixtral (Mistral's attention) and Qwen2Moe (Qwen2's): a mixture of SwiGLU experts for the MLP.
+// Qwen3Moe: Qwen3's attention (per-head q/k norms) with Qwen2-MoE's experts, no shared expert.
 // Phi3 (Phi-3, Phi-4-mini): the Llama block with fused qkv and gate_up projections, partial rotary.
-enum class Architecture { Llama, Mistral, Qwen2, GPT2, Qwen3, Gemma2, Gemma3, Mixtral, Qwen2Moe, Phi3 };
+enum class Architecture { Llama, Mistral, Qwen2, GPT2, Qwen3, Gemma2, Gemma3, Mixtral, Qwen2Moe, Phi3, Qwen3Moe };
 std::string_view architecture_name(Architecture a);
 
 // How rotary frequencies are adjusted for long contexts (HF `rope_scaling`). docs/rope-scaling.md
@@ -76,8 +77,8 @@ struct ModelConfig {
   bool mlp_bias = false;
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;
-  // Mixture of experts (Mixtral, Qwen2-MoE); num_experts 0: every MLP is dense.
-  int64_t num_experts = 0;                      // num_local_experts (Mixtral), num_experts (Qwen2-MoE)
+  // Mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE); num_experts 0: every MLP is dense.
+  int64_t num_experts = 0;                      // num_local_experts (Mixtral), num_experts (Qwen2/3-MoE)
   int64_t num_experts_per_tok = 0;              // k: the experts each token runs
   int64_t moe_intermediate_size = 0;            // each expert's (Mixtral: intermediate_size)
   int64_t shared_expert_intermediate_size = 0;  // Qwen2-MoE's shared expert; 0: none

@@ -82,6 +82,7 @@ void fill_config(const ModelConfig& c, kvinfer_config& out) noexcept {
     case Architecture::Gemma3: out.architecture = "Gemma3ForCausalLM"; break;
     case Architecture::Mixtral: out.architecture = "MixtralForCausalLM"; break;
     case Architecture::Qwen2Moe: out.architecture = "Qwen2MoeForCausalLM"; break;
+    case Architecture::Qwen3Moe: out.architecture = "Qwen3MoeForCausalLM"; break;
     case Architecture::Phi3: out.architecture = "Phi3ForCausalLM"; break;
   }
   if (out.architecture == nullptr) out.architecture = "?";

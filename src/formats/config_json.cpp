@@ -33,6 +33,7 @@ std::string_view architecture_name(Architecture a) {
     case Architecture::Mixtral: return "MixtralForCausalLM";
     case Architecture::Qwen2Moe: return "Qwen2MoeForCausalLM";
     case Architecture::Phi3: return "Phi3ForCausalLM";
+    case Architecture::Qwen3Moe: return "Qwen3MoeForCausalLM";
   }
   return "?";
 }
@@ -115,13 +116,13 @@ Architecture parse_architecture(const Reader& r) {
   std::string name = a.is_string() ? a.get<std::string>() : a.dump();
   for (Architecture arch : {Architecture::Llama, Architecture::Mistral, Architecture::Qwen2, Architecture::GPT2,
                             Architecture::Qwen3, Architecture::Gemma2, Architecture::Gemma3, Architecture::Mixtral,
-                            Architecture::Qwen2Moe, Architecture::Phi3})
+                            Architecture::Qwen2Moe, Architecture::Phi3, Architecture::Qwen3Moe})
     if (name == architecture_name(arch)) return arch;
   throw r.error("architectures",
                 fmt::format("names unsupported architecture '{}' (supported: LlamaForCausalLM, "
                             "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, "
                             "Gemma3ForCausalLM, GPT2LMHeadModel, MixtralForCausalLM, Qwen2MoeForCausalLM, "
-                            "Phi3ForCausalLM)",
+                            "Qwen3MoeForCausalLM, Phi3ForCausalLM)",
                             name));
 }
 
@@ -304,11 +305,20 @@ void parse_gemma3_rope(const Reader& r, ModelConfig& c, std::optional<int64_t> t
   }
 }
 
-// MixtralConfig's and Qwen2MoeConfig's experts: top-k softmax routing over num_experts SwiGLU
-// experts (transformers' MixtralTopKRouter, Qwen2MoeTopKRouter).
+// The key holding the expert count. Qwen3MoeConfig maps num_experts onto num_local_experts
+// (attribute_map): published configs say num_experts, transformers 5's save_pretrained writes
+// num_local_experts. Missing both, the error names num_experts.
+std::string experts_count_key(const Reader& r, Architecture arch) {
+  if (arch == Architecture::Mixtral) return "num_local_experts";
+  if (arch == Architecture::Qwen3Moe && !r.has("num_experts") && r.has("num_local_experts")) return "num_local_experts";
+  return "num_experts";
+}
+
+// MixtralConfig's, Qwen2MoeConfig's and Qwen3MoeConfig's experts: top-k softmax routing over
+// num_experts SwiGLU experts (transformers' MixtralTopKRouter, Qwen2MoeTopKRouter, Qwen3MoeTopKRouter).
 void parse_moe(const Reader& r, ModelConfig& c) {
   const bool mixtral = c.arch == Architecture::Mixtral;
-  const std::string count_key = mixtral ? "num_local_experts" : "num_experts";
+  const std::string count_key = experts_count_key(r, c.arch);
   c.num_experts = r.positive_int(count_key);
   c.num_experts_per_tok = r.positive_int("num_experts_per_tok");
   if (c.num_experts_per_tok > c.num_experts)
@@ -323,7 +333,8 @@ void parse_moe(const Reader& r, ModelConfig& c) {
   }
   c.moe_intermediate_size = r.positive_int("moe_intermediate_size");
   c.norm_topk_prob = r.boolean("norm_topk_prob", false);
-  if (r.has("shared_expert_intermediate_size")) {
+  // Qwen3MoeConfig has no shared expert (a shared_expert_intermediate_size there is ignored, as HF does).
+  if (c.arch == Architecture::Qwen2Moe && r.has("shared_expert_intermediate_size")) {
     if (!r["shared_expert_intermediate_size"].is_number_integer() || r["shared_expert_intermediate_size"].get<int64_t>() < 0)
       throw r.error("shared_expert_intermediate_size", fmt::format("must be a non-negative integer, got {}",
                                                                   r["shared_expert_intermediate_size"].dump()));
@@ -331,7 +342,7 @@ void parse_moe(const Reader& r, ModelConfig& c) {
     if (c.shared_expert_intermediate_size > kMaxDim)
       throw r.error("shared_expert_intermediate_size", fmt::format("is beyond the limit of {} for a size", kMaxDim));
   }
-  // As Qwen2MoeDecoderLayer: a layer is dense when listed in mlp_only_layers or when
+  // As Qwen2MoeDecoderLayer and Qwen3MoeDecoderLayer: a layer is dense when listed in mlp_only_layers or when
   // (layer + 1) is not a multiple of decoder_sparse_step.
   const int64_t step = r.positive_int("decoder_sparse_step", 1);
   std::vector<int64_t> only;
@@ -360,7 +371,7 @@ void parse_partial_rotary(const Reader& r, ModelConfig& c) {
 }
 
 // The Llama family's config.json: LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, Gemma2Config,
-// Gemma3TextConfig, Phi3Config, MixtralConfig, Qwen2MoeConfig.
+// Gemma3TextConfig, Phi3Config, MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig.
 void parse_llama_family(const Reader& r, ModelConfig& c) {
   c.vocab_size = r.positive_int("vocab_size");
   c.hidden_size = r.positive_int("hidden_size");
@@ -446,9 +457,14 @@ void parse_llama_family(const Reader& r, ModelConfig& c) {
       }
       break;
     case Architecture::Qwen3:
+    case Architecture::Qwen3Moe:
       c.qk_norm = true;
       c.attention_bias = c.attention_out_bias = r.boolean("attention_bias", false);
-      parse_qwen_window(r, c);
+      if (c.arch == Architecture::Qwen3) {
+        parse_qwen_window(r, c);
+      } else if (r.boolean("use_sliding_window", false)) {
+        throw r.error("use_sliding_window", "is true; Qwen3-MoE sliding-window attention is not supported");
+      }
       break;
     case Architecture::Gemma2:
     case Architecture::Gemma3: parse_gemma(r, c); break;
@@ -457,7 +473,8 @@ void parse_llama_family(const Reader& r, ModelConfig& c) {
       break;
     case Architecture::GPT2: break;  // parse_gpt2
   }
-  if (c.arch == Architecture::Mixtral || c.arch == Architecture::Qwen2Moe) parse_moe(r, c);
+  if (c.arch == Architecture::Mixtral || c.arch == Architecture::Qwen2Moe || c.arch == Architecture::Qwen3Moe)
+    parse_moe(r, c);
 }
 
 // GPT2LMHeadModel's config.json (GPT2Config): n_embd, n_layer, n_head, n_positions, n_inner.

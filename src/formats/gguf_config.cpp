@@ -71,19 +71,23 @@ Architecture parse_architecture(const GgufFile& f, const std::string& arch) {
   if (arch == "gemma2") return Architecture::Gemma2;
   if (arch == "gemma3") return Architecture::Gemma3;
   if (arch == "qwen2moe") return Architecture::Qwen2Moe;
+  if (arch == "qwen3moe") return Architecture::Qwen3Moe;
   if (arch == "phi3") return Architecture::Phi3;
   throw Error(ErrorKind::Unsupported, fmt::format("{}: key 'general.architecture' names unsupported architecture '{}' (supported: llama, "
-                          "qwen2, qwen2moe, qwen3, gemma2, gemma3, gpt2, phi3)",
+                          "qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, gpt2, phi3)",
                           f.path(), arch));
 }
 
 // Experts, as llama.cpp reads them: "llama" with expert_count > 0 is Mixtral (the k weights
 // renormalised); "qwen2moe" has experts of expert_feed_forward_length and a shared expert of
-// expert_shared_feed_forward_length, its weights not renormalised. expert_weights_norm, when
-// present, says. A layer without blk.N.ffn_gate_inp.weight has a dense MLP (Qwen2-MoE's
-// mlp_only_layers, which llama.cpp's converter writes as ffn_gate/up/down).
+// expert_shared_feed_forward_length, its weights not renormalised; "qwen3moe" has experts of
+// expert_feed_forward_length, no shared expert, its weights renormalised (llama.cpp's qwen3moe
+// graph always does). expert_weights_norm, when present, says. A layer without
+// blk.N.ffn_gate_inp.weight has a dense MLP (Qwen2/3-MoE's mlp_only_layers, written as
+// ffn_gate/up/down).
 void parse_experts(const Hparams& h, ModelConfig& c) {
-  const bool moe = c.arch == Architecture::Qwen2Moe;
+  const bool qwen3 = c.arch == Architecture::Qwen3Moe;
+  const bool moe = c.arch == Architecture::Qwen2Moe || qwen3;
   if (!moe && !(h.has("expert_count") && h.file().integer(h.key("expert_count")) > 0)) return;
   if (!moe) c.arch = Architecture::Mixtral;
   c.num_experts = h.dim("expert_count");
@@ -100,9 +104,9 @@ void parse_experts(const Hparams& h, ModelConfig& c) {
     if (scale != 0.0 && scale != 1.0)  // llama.cpp: 0 means no scaling
       throw h.error("expert_weights_scale", fmt::format("is {}; scaled expert weights are not supported", scale));
   }
-  c.norm_topk_prob = h.has("expert_weights_norm") ? h.file().boolean(h.key("expert_weights_norm")) : !moe;
+  c.norm_topk_prob = h.has("expert_weights_norm") ? h.file().boolean(h.key("expert_weights_norm")) : !moe || qwen3;
   c.moe_intermediate_size = moe ? h.dim("expert_feed_forward_length") : c.intermediate_size;
-  if (moe && h.has("expert_shared_feed_forward_length"))
+  if (c.arch == Architecture::Qwen2Moe && h.has("expert_shared_feed_forward_length"))
     c.shared_expert_intermediate_size = h.dim("expert_shared_feed_forward_length");
   for (int64_t l = 0; l < c.num_layers; ++l)
     if (!h.file().find_tensor(fmt::format("blk.{}.ffn_gate_inp.weight", l))) c.dense_layers.push_back(l);
@@ -235,7 +239,8 @@ void parse_rope(const Hparams& h, ModelConfig& c) {
   // (NEOX rope), with q/k/v biases and none on the output projection.
   c.rope_layout = c.arch == Architecture::Llama ? RopeLayout::Interleaved : RopeLayout::HalfSplit;
   c.attention_bias = c.arch == Architecture::Qwen2 || c.arch == Architecture::Qwen2Moe;
-  if (c.arch == Architecture::Qwen3) {  // per-head q/k norms; biases only where the file has them
+  // "qwen3", "qwen3moe": per-head q/k norms; biases only where the file has them.
+  if (c.arch == Architecture::Qwen3 || c.arch == Architecture::Qwen3Moe) {
     c.qk_norm = true;
     c.attention_bias = h.file().find_tensor("blk.0.attn_q.bias") != nullptr;
     c.attention_out_bias = h.file().find_tensor("blk.0.attn_output.bias") != nullptr;

@@ -1,4 +1,5 @@
-// Model::load for GGUF files of llama.cpp's "llama", "qwen2", "qwen3", "gemma2", "gemma3" and "gpt2" architectures: the config from
+// Model::load for GGUF files of llama.cpp's "llama", "qwen2", "qwen3", "gemma2", "gemma3", "gpt2", "phi3",
+// "qwen2moe" and "qwen3moe" architectures: the config from
 // the metadata (formats/gguf_config.h), every tensor checked against it and bound in place, in
 // its stored type (f32, f16, bf16 or one of the quantised block formats), never widened.
 #include <array>
@@ -40,7 +41,7 @@ const TensorNames kGgufNames = {
     .post_attn_norm = "post_attention_norm.weight",
     .post_ffn_norm = "post_ffw_norm.weight",
     .norm_plus_one = false,  // llama.cpp's converter adds Gemma's 1 itself
-    // Mixtral ("llama" with experts) and "qwen2moe": experts stacked in 3-D tensors, ggml dims
+    // Mixtral ("llama" with experts), "qwen2moe" and "qwen3moe": experts stacked in 3-D tensors, ggml dims
     // [hidden, inter, experts] (gate, up) and [inter, hidden, experts] (down).
     .moe = {.layout = MoeNames::Layout::Stacked,
             .router = "ffn_gate_inp.weight",

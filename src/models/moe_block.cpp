@@ -1,5 +1,5 @@
-// The mixture-of-experts feed-forward block (Mixtral: Jiang et al. 2024; Qwen2-MoE), as
-// transformers' MixtralSparseMoeBlock and Qwen2MoeSparseMoeBlock compute it:
+// The mixture-of-experts feed-forward block (Mixtral: Jiang et al. 2024; Qwen2-MoE; Qwen3-MoE), as
+// transformers' MixtralSparseMoeBlock, Qwen2MoeSparseMoeBlock and Qwen3MoeSparseMoeBlock compute it:
 //   p = softmax(W_router · h);  E = the k largest p  (renormalised to sum 1: Mixtral, norm_topk_prob)
 //   y = Σ_{e ∈ E} p_e · W_down,e · (silu(W_gate,e · h) ⊙ W_up,e · h)
 //   Qwen2-MoE:  y += sigmoid(w_shared_gate · h) · SwiGLU_shared(h)
