@@ -66,7 +66,7 @@ from make_fixtures import FIXTURES as HF_FIXTURES, MIN_MARGIN, greedy_padded, gr
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "tests" / "data" / "models"
 
-# HF fixture -> the GGUF types it is converted to. Sized to stay under 2 MB in all: every fixture
+# HF fixture -> the GGUF types it is converted to. Kept small (about 7 MB in all): every fixture
 # in Q8_0 where its rows allow (multiples of 32), F32 where a test compares with the safetensors
 # model exactly, F16 once lossless (llama_f16) and once lossy.
 FIXTURES = [
