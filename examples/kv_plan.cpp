@@ -91,6 +91,11 @@ int main(int argc, char** argv) {
       rows.push_back({t, kvinfer::kv_bytes_per_token(c, t), seq, checked_product(seq, batch, "-b/--batch")});
     }
 
+    // Sliding-window layers: the cache still keeps every position on them (no ring yet), so the
+    // figures above hold; say so rather than let a user subtract the window.
+    int64_t windowed = 0;
+    for (int64_t l = 0; l < c.num_layers; ++l) windowed += c.layer_window(l) > 0 ? 1 : 0;
+
     if (json) {
       nlohmann::json every = nlohmann::json::array();
       for (const Row& r : rows)
@@ -106,6 +111,8 @@ int main(int argc, char** argv) {
           {"beyond_context", beyond}, {"batch", batch}, {"bytes_per_token", per_token},
           {"bytes_per_sequence", per_sequence}, {"bytes_total", total}, {"weight_bytes", nullptr}};
       if (info.has_weights) j["weight_bytes"] = weights;
+      j["windowed_layers"] = windowed;
+      j["window"] = windowed > 0 ? nlohmann::json(*c.sliding_window) : nlohmann::json(nullptr);
       j["every_kv_dtype"] = every;
       // Names from a stranger's file may hold invalid UTF-8: replaced, not thrown on.
       tool::write_stdout(j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
@@ -123,6 +130,10 @@ int main(int argc, char** argv) {
                            beyond ? " (beyond the model's context length: a run needs --extend-context)" : ""));
     out.append(fmt::format("total           {} for {} sequence{}\n", bytes_text(total), kvinfer::format_count(batch),
                            batch == 1 ? "" : "s"));
+    if (windowed > 0)
+      out.append(fmt::format("windows         {} of {} layers attend to the last {} positions; their cache still "
+                             "holds every position\n",
+                             windowed, c.num_layers, kvinfer::format_count(*c.sliding_window)));
     if (info.has_weights)
       out.append(fmt::format("weights         {} as stored\n", bytes_text(weights)));
     else

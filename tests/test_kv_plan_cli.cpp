@@ -194,6 +194,32 @@ TEST(KvPlanCli, Qwen3MoePlansAreTheLoadedModelsCacheBytes) {
   }
 }
 
+// Windowed layers are named, and planned (as allocated) with every position: gemma3_tiny's
+// sliding layers, mistral_window's every layer, none for llama_gqa4.
+TEST(KvPlanCli, SlidingWindowLayersAreNamed) {
+  for (const char* name : {"gemma3_tiny", "mistral_window", "llama_gqa4"}) {
+    SCOPED_TRACE(name);
+    const fs::path dir = kData / "models" / name;
+    const kvinfer::ModelConfig cfg = kvinfer::load_config(dir / "config.json");
+    int64_t windowed = 0;
+    for (int64_t l = 0; l < cfg.num_layers; ++l) windowed += cfg.layer_window(l) > 0 ? 1 : 0;
+    const json j = plan({"-m", dir.string(), "-n", "100"});
+    EXPECT_EQ(j["windowed_layers"].get<int64_t>(), windowed);
+    EXPECT_EQ(j["bytes_per_sequence"].get<uint64_t>(), kvinfer::plan_kv_bytes(cfg, 100, kvinfer::DType::F16));
+    const Output table = run({"-m", dir.string(), "-n", "100"});
+    if (windowed == 0) {
+      EXPECT_TRUE(j["window"].is_null());
+      EXPECT_EQ(table.out.find("windows"), std::string::npos) << table.out;
+      continue;
+    }
+    EXPECT_EQ(j["window"].get<int64_t>(), *cfg.sliding_window);
+    EXPECT_NE(table.out.find(fmt::format("windows         {} of {} layers attend to the last {} positions", windowed,
+                                         cfg.num_layers, *cfg.sliding_window)),
+              std::string::npos)
+        << table.out;
+  }
+}
+
 TEST(KvPlanCli, TableShowsTheJsonFigures) {
   const std::vector<std::vector<std::string>> cases = {
       {"-m", config("llama-3.1-8b-instruct"), "-n", "32768", "-b", "4", "--kv-dtype", "bf16"},
