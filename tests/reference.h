@@ -14,6 +14,15 @@
 
 namespace kvinfer::test {
 
+// The elements of tensor `name` of a reference file, as T (the file's dtype).
+template <typename T>
+std::vector<T> read_tensor(const SafetensorsFile& f, const std::string& name) {
+  const TensorView& t = f.get(name);
+  std::vector<T> out(t.bytes / sizeof(T));
+  std::memcpy(out.data(), t.data, t.bytes);
+  return out;
+}
+
 // Every fixture of tests/data/models (PROVENANCE.md says what each covers).
 inline const char* const kFixtures[] = {
     "llama_mha", "llama_gqa4", "llama_mqa", "llama_group7", "llama_head_dim", "llama3_rope",
@@ -61,18 +70,12 @@ struct Reference {
   Reference() = default;
   void load(const std::filesystem::path& file) {
     SafetensorsFile f(file);
-    read(f, "prompt_ids", prompt_ids);
-    read(f, "prompt_logits", prompt_logits);
-    read(f, "greedy_ids", greedy_ids);
-    read(f, "greedy_logits", greedy_logits);
-    if (f.find("prompt_logits_native")) read(f, "prompt_logits_native", prompt_logits_native);
-    if (f.find("prompt_logits_short")) read(f, "prompt_logits_short", prompt_logits_short);
-  }
-  template <typename T>
-  static void read(const SafetensorsFile& f, const std::string& name, std::vector<T>& out) {
-    const TensorView& t = f.get(name);
-    out.resize(t.bytes / sizeof(T));
-    std::memcpy(out.data(), t.data, t.bytes);
+    prompt_ids = read_tensor<int32_t>(f, "prompt_ids");
+    prompt_logits = read_tensor<float>(f, "prompt_logits");
+    greedy_ids = read_tensor<int32_t>(f, "greedy_ids");
+    greedy_logits = read_tensor<float>(f, "greedy_logits");
+    if (f.find("prompt_logits_native")) prompt_logits_native = read_tensor<float>(f, "prompt_logits_native");
+    if (f.find("prompt_logits_short")) prompt_logits_short = read_tensor<float>(f, "prompt_logits_short");
   }
 };
 

@@ -691,6 +691,9 @@ TEST(Config, MixtureOfExperts) {
   bad = q;
   bad.erase("moe_intermediate_size");
   EXPECT_THAT(parse_error(bad), HasSubstr("'moe_intermediate_size' is missing"));
+  bad = q;
+  bad["use_sliding_window"] = true;
+  EXPECT_THAT(parse_error(bad), HasSubstr("'use_sliding_window' is true; Qwen2-MoE sliding-window attention is not supported"));
 }
 
 // Qwen3-MoE: Qwen3's attention keys with Qwen2-MoE's experts; the expert count under either

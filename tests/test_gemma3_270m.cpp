@@ -22,6 +22,7 @@
 #include "cache_invariance.h"
 #include "formats/safetensors.h"
 #include "kvinfer/kvinfer.h"
+#include "reference.h"
 
 namespace {
 
@@ -39,13 +40,7 @@ fs::path model_file() {
   return env != nullptr && *env != '\0' ? fs::path(env) : fs::path(KVINFER_GEMMA3_MODEL);
 }
 
-template <typename T>
-std::vector<T> read(const SafetensorsFile& f, const std::string& name) {
-  const TensorView& t = f.get(name);
-  std::vector<T> out(t.bytes / sizeof(T));
-  std::memcpy(out.data(), t.data, t.bytes);
-  return out;
-}
+using test::read_tensor;
 
 class Gemma3Real : public ::testing::Test {
  protected:
@@ -84,9 +79,9 @@ TEST_F(Gemma3Real, IdsLogitsAndGreedyTokensEqualHf) {
   for (size_t i = 0; i < j["prompts"].size(); ++i) {
     const std::string p = fmt::format("p{}.", i), text = j["prompts"][i]["text"];
     SCOPED_TRACE(text);
-    const auto ids = read<int32_t>(f, p + "prompt_ids"), greedy = read<int32_t>(f, p + "greedy_ids");
-    const auto last = read<float>(f, p + "last_cols"), top = read<float>(f, p + "greedy_top");
-    const auto top_ids = read<int32_t>(f, p + "greedy_top_ids");
+    const auto ids = read_tensor<int32_t>(f, p + "prompt_ids"), greedy = read_tensor<int32_t>(f, p + "greedy_ids");
+    const auto last = read_tensor<float>(f, p + "last_cols"), top = read_tensor<float>(f, p + "greedy_top");
+    const auto top_ids = read_tensor<int32_t>(f, p + "greedy_top_ids");
     EXPECT_EQ(model_->tokenizer().encode(text), ids);
     // One prefill of prompt + HF's greedy tokens: row T-1+s is step s's logits (batch invariance).
     std::vector<int32_t> seq = ids;

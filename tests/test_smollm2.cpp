@@ -20,6 +20,7 @@
 
 #include "formats/safetensors.h"
 #include "kvinfer/kvinfer.h"
+#include "reference.h"
 
 namespace {
 
@@ -44,13 +45,7 @@ fs::path model_file() {
   return env != nullptr && *env != '\0' ? fs::path(env) : fs::path(KVINFER_DEFAULT_MODEL);
 }
 
-template <typename T>
-std::vector<T> read(const SafetensorsFile& f, const std::string& name) {
-  const TensorView& t = f.get(name);
-  std::vector<T> out(t.bytes / sizeof(T));
-  std::memcpy(out.data(), t.data, t.bytes);
-  return out;
-}
+using test::read_tensor;
 
 struct Prompt {
   nlohmann::json meta;
@@ -73,11 +68,11 @@ Reference load_reference() {
   Reference r{j["vocab_size"], j["column_stride"], j["top_k"], j["n_greedy"], {}};
   for (size_t i = 0; i < j["prompts"].size(); ++i) {
     const std::string p = fmt::format("p{}.", i);
-    r.prompts.push_back({j["prompts"][i], read<int32_t>(f, p + "prompt_ids"), read<int32_t>(f, p + "greedy_ids"),
-                         read<float>(f, p + "last_logits"), read<float>(f, p + "prompt_cols"),
-                         read<float>(f, p + "greedy_cols"), read<int32_t>(f, p + "prompt_top_ids"),
-                         read<int32_t>(f, p + "greedy_top_ids"), read<float>(f, p + "prompt_top"),
-                         read<float>(f, p + "greedy_top")});
+    r.prompts.push_back({j["prompts"][i], read_tensor<int32_t>(f, p + "prompt_ids"), read_tensor<int32_t>(f, p + "greedy_ids"),
+                         read_tensor<float>(f, p + "last_logits"), read_tensor<float>(f, p + "prompt_cols"),
+                         read_tensor<float>(f, p + "greedy_cols"), read_tensor<int32_t>(f, p + "prompt_top_ids"),
+                         read_tensor<int32_t>(f, p + "greedy_top_ids"), read_tensor<float>(f, p + "prompt_top"),
+                         read_tensor<float>(f, p + "greedy_top")});
   }
   return r;
 }

@@ -235,8 +235,12 @@ std::vector<bool> parse_layer_types(const Reader& r, int64_t layers) {
 
 // Qwen2Config / Qwen3Config: with use_sliding_window, layer_types (or else the layers from
 // max_window_layers on) attend to the last sliding_window positions; without it, none does.
+// Their MoE variants refuse the window (not supported).
 void parse_qwen_window(const Reader& r, ModelConfig& c) {
   if (!r.boolean("use_sliding_window", false)) return;
+  if (c.arch == Architecture::Qwen2Moe || c.arch == Architecture::Qwen3Moe)
+    throw r.error("use_sliding_window", fmt::format("is true; {}-MoE sliding-window attention is not supported",
+                                                    c.arch == Architecture::Qwen2Moe ? "Qwen2" : "Qwen3"));
   c.sliding_window = r.positive_int("sliding_window", 4096);
   if (r.has("layer_types")) {
     c.sliding_layers = parse_layer_types(r, c.num_layers);
@@ -450,21 +454,13 @@ void parse_llama_family(const Reader& r, ModelConfig& c) {
     case Architecture::Qwen2Moe:
       // Qwen2 always has q/k/v biases, never an o_proj bias; Qwen2-MoE's config says (qkv_bias).
       c.attention_bias = c.arch == Architecture::Qwen2 || r.boolean("qkv_bias", true);
-      if (c.arch == Architecture::Qwen2) {
-        parse_qwen_window(r, c);
-      } else if (r.boolean("use_sliding_window", false)) {
-        throw r.error("use_sliding_window", "is true; Qwen2-MoE sliding-window attention is not supported");
-      }
+      parse_qwen_window(r, c);
       break;
     case Architecture::Qwen3:
     case Architecture::Qwen3Moe:
       c.qk_norm = true;
       c.attention_bias = c.attention_out_bias = r.boolean("attention_bias", false);
-      if (c.arch == Architecture::Qwen3) {
-        parse_qwen_window(r, c);
-      } else if (r.boolean("use_sliding_window", false)) {
-        throw r.error("use_sliding_window", "is true; Qwen3-MoE sliding-window attention is not supported");
-      }
+      parse_qwen_window(r, c);
       break;
     case Architecture::Gemma2:
     case Architecture::Gemma3: parse_gemma(r, c); break;
