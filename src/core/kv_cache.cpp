@@ -1,5 +1,6 @@
 #include "kvinfer/kv_cache.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -63,6 +64,14 @@ KvCache::KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype
   if (device != Device::CPU && device != Device::CUDA)
     throw Error(ErrorKind::InvalidArgument, fmt::format("{}: device must be CPU or CUDA", cache_name(capacity_tokens, dtype)));
   bytes_ = plan_kv_bytes(config, capacity_tokens, dtype);
+  row_base_.push_back(0);
+  for (int64_t l = 0; l < num_layers_; ++l) {
+    rows_.push_back(kv_layer_rows(config, l, capacity_tokens));
+    row_base_.push_back(row_base_.back() + rows_.back());
+    sliding_.push_back(config.layer_window(l) > 0);
+    if (sliding_.back()) window_ = config.layer_window(l);
+    if (rows_.back() < capacity_tokens) ring_ = rows_.back();
+  }
   const std::string what = cache_name(capacity_tokens, dtype);
   // Checked before a byte is allocated: the host allocation is lazy (untouched pages cost
   // nothing), so without this a cache far beyond the machine's memory would be "allocated" and
@@ -87,8 +96,18 @@ KvCache::KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype
 void KvCache::truncate(int64_t n) {
   if (n < 0 || n > size_)
     throw Error(ErrorKind::InvalidArgument, fmt::format("KV cache truncate({}) outside 0..{}", n, size_));
+  if (n > 0 && n < earliest_rewind())
+    throw Error(ErrorKind::InvalidArgument,
+                fmt::format("KV cache truncate({}): the sliding-window layers' rings of {} rows no longer hold "
+                            "positions {}..{} (the least n kept is {}; 0 clears)",
+                            n, ring_, std::max<int64_t>(0, n - window_ + 1), n - 1, earliest_rewind()));
+  if (n == 0) held_from_ = 0;  // every position is written again before it is read
   size_ = n;
   tokens_.resize(static_cast<size_t>(n));
+}
+
+void KvCache::will_write(int64_t end) {
+  if (ring_ > 0) held_from_ = std::max(held_from_, end - ring_);
 }
 
 void KvCache::commit(std::span<const int32_t> ids) {
@@ -96,6 +115,7 @@ void KvCache::commit(std::span<const int32_t> ids) {
   if (n > remaining())
     throw Error(ErrorKind::ContextFull,
                 fmt::format("KV cache commit of {} positions with {} remaining", n, remaining()));
+  will_write(size_ + n);  // a CUDA graph's replays write without the host passing will_write
   tokens_.insert(tokens_.end(), ids.begin(), ids.end());
   size_ += n;
 }
@@ -113,6 +133,10 @@ KvCache KvCache::copy(std::optional<int64_t> capacity_tokens) const {
   shape.num_layers = num_layers_;
   shape.num_kv_heads = num_kv_heads_;
   shape.head_dim = head_dim_;
+  if (window_ > 0) {
+    shape.sliding_window = window_;
+    shape.sliding_layers = sliding_;
+  }
   KvCache out(shape, capacity, dtype_, device_, account_, max_capacity_);
   out.assign_prefix(*this, size_);
   return out;
@@ -126,50 +150,79 @@ void KvCache::assign_prefix(const KvCache& src, int64_t n) {
                             num_layers_, num_kv_heads_, head_dim_, dtype_name(dtype_), device_name(device_),
                             src.num_layers_, src.num_kv_heads_, src.head_dim_, dtype_name(src.dtype_),
                             device_name(src.device_)));
+  if (src.window_ != window_ || src.sliding_ != sliding_)
+    throw Error(ErrorKind::InvalidArgument,
+                fmt::format("assign_prefix: a cache whose layers have a sliding window of {} cannot take rows of one "
+                            "whose layers have {} (or on other layers)", window_, src.window_));
   if (n < 0 || n > src.size_ || n > capacity_)
     throw Error(ErrorKind::InvalidArgument,
                 fmt::format("assign_prefix: {} positions asked of a cache holding {}, into one of capacity {}", n,
                             src.size_, capacity_));
+  if (n > 0 && n < src.earliest_rewind())
+    throw Error(ErrorKind::InvalidArgument,
+                fmt::format("assign_prefix: the source's sliding-window rings no longer hold the window before "
+                            "position {} (the least n is {})", n, src.earliest_rewind()));
   if (&src == this) {
     truncate(n);
     return;
   }
-  const size_t rows = static_cast<size_t>(n * head_dim_) * dtype_size(dtype_);
-  const size_t scales = static_cast<size_t>(n) * kv_scale_bytes(dtype_);  // the rows' scales (8-bit types)
-  auto copy = [&](std::byte* dst, const std::byte* from, size_t bytes) {
-    if (bytes == 0) return;
-    if (device_ == Device::CUDA)
-      cuda_backend::copy_on_device(dst, from, bytes);
-    else
-      std::memcpy(dst, from, bytes);
-  };
-  for (int64_t l = 0; l < num_layers_; ++l)
-    for (int which = 0; which < 2; ++which)
-      for (int64_t h = 0; h < num_kv_heads_; ++h) {
-        copy(data_.get() + head_offset(l, which, h), src.data_.get() + src.head_offset(l, which, h), rows);
-        copy(data_.get() + scale_offset(l, which, h), src.data_.get() + src.scale_offset(l, which, h), scales);
-      }
+  held_from_ = 0;
+  for (int64_t l = 0; l < num_layers_; ++l) {
+    const auto i = static_cast<size_t>(l);
+    // What src still holds of [0, n) (all of it but on a ring that wrapped), and what fits here.
+    const int64_t from = std::max({int64_t{0}, n - rows_[i], sliding_[i] ? src.held_from_ : 0});
+    copy_positions(src, l, from, n);
+    if (sliding_[i]) held_from_ = std::max(held_from_, from);
+  }
   tokens_.assign(src.tokens_.begin(), src.tokens_.begin() + n);
   size_ = n;
 }
 
-// The (layer, {K,V}, kv_head) blocks in order: the scales' (8-bit types), then the rows'.
+void KvCache::copy_positions(const KvCache& src, int64_t layer, int64_t from, int64_t to) {
+  const auto i = static_cast<size_t>(layer);
+  const size_t row = static_cast<size_t>(head_dim_) * dtype_size(dtype_), scale = kv_scale_bytes(dtype_);
+  auto copy = [&](std::byte* dst, const std::byte* at, size_t bytes) {
+    if (bytes == 0) return;
+    if (device_ == Device::CUDA)
+      cuda_backend::copy_on_device(dst, at, bytes);
+    else
+      std::memcpy(dst, at, bytes);
+  };
+  for (int64_t p = from; p < to;) {
+    const int64_t s = p % src.rows_[i], d = p % rows_[i];
+    const int64_t run = std::min({to - p, src.rows_[i] - s, rows_[i] - d});  // neither ring wraps within
+    for (int which = 0; which < 2; ++which)
+      for (int64_t h = 0; h < num_kv_heads_; ++h) {
+        copy(data_.get() + head_offset(layer, which, h) + static_cast<size_t>(d) * row,
+             src.data_.get() + src.head_offset(layer, which, h) + static_cast<size_t>(s) * row,
+             static_cast<size_t>(run) * row);
+        copy(data_.get() + scale_offset(layer, which, h) + static_cast<size_t>(d) * scale,
+             src.data_.get() + src.scale_offset(layer, which, h) + static_cast<size_t>(s) * scale,
+             static_cast<size_t>(run) * scale);
+      }
+    p += run;
+  }
+}
+
+// The (layer, {K,V}, kv_head) blocks in order, each of its layer's rows: the scales' (8-bit
+// types), then the rows'. first_row: the rows of the blocks before (layer, which, kv_head).
 namespace {
-size_t block_index(int64_t layer, int which, int64_t kv_head, int64_t kv_heads) {
-  return (static_cast<size_t>(layer) * 2 + static_cast<size_t>(which)) * static_cast<size_t>(kv_heads) +
-         static_cast<size_t>(kv_head);
+size_t first_row(const std::vector<int64_t>& row_base, const std::vector<int64_t>& rows, int64_t layer, int which,
+                 int64_t kv_head, int64_t kv_heads) {
+  const auto l = static_cast<size_t>(layer);
+  return static_cast<size_t>(2 * kv_heads * row_base[l] + (which * kv_heads + kv_head) * rows[l]);
 }
 }  // namespace
 
 size_t KvCache::head_offset(int64_t layer, int which, int64_t kv_head) const {
-  const size_t scales = block_index(num_layers_, 0, 0, num_kv_heads_) * static_cast<size_t>(capacity_) *
-                        kv_scale_bytes(dtype_);  // all the blocks' scales
-  return scales + block_index(layer, which, kv_head, num_kv_heads_) * static_cast<size_t>(capacity_ * head_dim_) *
-                      dtype_size(dtype_);
+  const size_t all_rows = static_cast<size_t>(2 * num_kv_heads_ * row_base_.back());
+  return all_rows * kv_scale_bytes(dtype_) +  // all the blocks' scales
+         first_row(row_base_, rows_, layer, which, kv_head, num_kv_heads_) * static_cast<size_t>(head_dim_) *
+             dtype_size(dtype_);
 }
 
 size_t KvCache::scale_offset(int64_t layer, int which, int64_t kv_head) const {
-  return block_index(layer, which, kv_head, num_kv_heads_) * static_cast<size_t>(capacity_) * kv_scale_bytes(dtype_);
+  return first_row(row_base_, rows_, layer, which, kv_head, num_kv_heads_) * kv_scale_bytes(dtype_);
 }
 
 float* KvCache::scales(int64_t layer, int which, int64_t kv_head) {

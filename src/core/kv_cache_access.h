@@ -11,13 +11,14 @@
 namespace kvinfer {
 
 struct KvCacheAccess {
-  // K (or V) of one layer and KV head: (capacity, head_dim) elements of kv.dtype() on
-  // kv.device(); the heads of one layer follow each other.
+  // K (or V) of one layer and KV head: (kv.layer_rows(layer), head_dim) elements of kv.dtype() on
+  // kv.device(), position p in row p mod layer_rows (a sliding-window ring; p itself otherwise);
+  // the heads of one layer follow each other.
   static std::byte* k(KvCache& kv, int64_t layer, int64_t kv_head) { return kv.k(layer, kv_head); }
   static std::byte* v(KvCache& kv, int64_t layer, int64_t kv_head) { return kv.v(layer, kv_head); }
   static const std::byte* k(const KvCache& kv, int64_t layer, int64_t kv_head) { return kv.k(layer, kv_head); }
   static const std::byte* v(const KvCache& kv, int64_t layer, int64_t kv_head) { return kv.v(layer, kv_head); }
-  // The row scales of an 8-bit cache (int8, fp8): (capacity) f32 of one layer and KV head on
+  // The row scales of an 8-bit cache (int8, fp8): (layer_rows) f32 of one layer and KV head on
   // kv.device(), the heads of one layer following each other; null for the other dtypes.
   static float* k_scales(KvCache& kv, int64_t layer, int64_t kv_head) { return kv.scales(layer, 0, kv_head); }
   static float* v_scales(KvCache& kv, int64_t layer, int64_t kv_head) { return kv.scales(layer, 1, kv_head); }
@@ -29,6 +30,8 @@ struct KvCacheAccess {
   }
   // Marks ids.size() more positions filled, computed from `ids`; throws past the capacity.
   static void commit(KvCache& kv, std::span<const int32_t> ids) { kv.commit(ids); }
+  // Called before positions up to `end` are written (a ring loses those before end − rows).
+  static void will_write(KvCache& kv, int64_t end) { kv.will_write(end); }
 };
 
 // Shorthands for the kernels' call sites.

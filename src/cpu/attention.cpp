@@ -411,8 +411,11 @@ void self_attention(std::span<const SequenceRows> seqs, const SelfAttention& a, 
     if (a.inv_freq)
       rope_qk(sq, a.heads, sk, a.kv_heads, s.n, hd, s.start, a.inv_freq->data, a.layout, 2 * a.inv_freq->n,
               a.rope_attention_factor);
-    store_kv(*s.kv, a.layer, s.start, s.n, sk, v + s.row * a.kv_heads * hd);
-    attention(*s.kv, a.layer, sq, s.n, s.start, a.heads, a.window, att + s.row * a.heads * hd, one_thread, a.scores);
+    for_each_piece(s, a.layer, a.window, [&](int64_t t, int64_t m) {
+      store_kv(*s.kv, a.layer, s.start + t, m, sk + t * a.kv_heads * hd, v + (s.row + t) * a.kv_heads * hd);
+      attention(*s.kv, a.layer, sq + t * a.heads * hd, m, s.start + t, a.heads, a.window,
+                att + (s.row + t) * a.heads * hd, one_thread, a.scores);
+    });
   };
   // A decode row's work is a few µs: one team for all of them, not one each (and the rope and
   // store of each, one-threaded, then run beside the others'). Dynamic: their histories differ.

@@ -101,8 +101,11 @@ void self_attention(const Exec& e, std::span<const SequenceRows> seqs, const Sel
       rope(e, sq, s.n, a.heads, hd, s.start, *a.inv_freq, a.layout, a.rope_attention_factor);
       rope(e, sk, s.n, a.kv_heads, hd, s.start, *a.inv_freq, a.layout, a.rope_attention_factor);
     }
-    store_kv(e, *s.kv, a.layer, s.start, s.n, sk, v + s.row * a.kv_heads * hd);
-    attention(e, *s.kv, a.layer, sq, s.n, s.start, a.heads, a.window, att + s.row * a.heads * hd, a.scores);
+    for_each_piece(s, a.layer, a.window, [&](int64_t t, int64_t m) {
+      store_kv(e, *s.kv, a.layer, s.start + t, m, sk + t * a.kv_heads * hd, v + (s.row + t) * a.kv_heads * hd);
+      attention(e, *s.kv, a.layer, sq + t * a.heads * hd, m, s.start + t, a.heads, a.window,
+                att + (s.row + t) * a.heads * hd, a.scores);
+    });
   }
 }
 
