@@ -69,6 +69,7 @@ Row decode(int64_t context, int64_t group, Buffer& flush, size_t flush_bytes) {
   p.kv_heads = kKvHeads;
   p.head_dim = kHeadDim;
   p.capacity = context;
+  p.rows = context;
   for (int i = 0; i < 3; ++i) cuda::attention_decode(p, ws.p, ws_bytes, nullptr);
   kvinfer::bench::CudaEvents t;
   std::vector<double> secs;

@@ -350,6 +350,7 @@ void bm_attention_prefill(benchmark::State& state) {
   p.kv_heads = kKvHeads;
   p.head_dim = kHeadDim;
   p.capacity = context;
+  p.rows = context;
   const double flops = 4.0 * d(kHeadDim * kHeads) * d(context) * d(context + 1) / 2.0;
   time_op(state, g_stream, d(q_elems) * 8.0 + 2.0 * d(kv_elems) * 2.0, flops,
           [&](int64_t) { cuda::attention_prefill(p, g_stream); });
@@ -375,6 +376,7 @@ void bm_attention_decode(benchmark::State& state) {
   p.kv_heads = kKvHeads;
   p.head_dim = kHeadDim;
   p.capacity = context;
+  p.rows = context;
   time_op(state, g_stream, 2.0 * d(kv_elems) * 2.0 + d(q_elems) * 8.0, 4.0 * d(kHeads * kHeadDim) * d(context),
           [&](int64_t i) {
             p.k = ks[static_cast<size_t>(i % copies)].as();

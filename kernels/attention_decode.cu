@@ -24,6 +24,10 @@
 // memory is too: H q / b per head (kv_rotation.h; the 1/b folded into q_scale). Each score is its
 // K row's scale times q · codes, before the softmax, as on the CPU; PV weights each V row by
 // p · its V row's scale, while l stays the sum of the unscaled p.
+//
+// Position p is cache row p mod rows (a sliding-window ring; kernels/core/kv_ring.h): a block
+// takes its split's first row with one modulo and steps from it, so a split or a tile may
+// straddle the ring's wrap. Only addresses change, so a ring gives the bits of a full cache.
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
@@ -34,6 +38,7 @@
 #include "attention_check.h"
 #include "core/kv_code_load.h"
 #include "core/kv_load.h"
+#include "core/kv_ring.h"
 #include "core/online_softmax.h"
 #include "core/split_plan.h"
 #include "cuda_check.h"
@@ -124,9 +129,9 @@ __device__ __forceinline__ BlockPlan block_plan(const PlanArgs& a) {
 
 struct DecodeArgs {
   const float* q;          // (heads, hd): the one query row
-  const unsigned char* k;  // (kv_heads, capacity, hd) of the cache dtype
-  const unsigned char* v;  // (kv_heads, capacity, hd)
-  const float* k_scales;   // 8-bit types: (kv_heads, capacity) the rows' scales; null otherwise
+  const unsigned char* k;  // (kv_heads, rows, hd) of the cache dtype, position p in row p mod rows
+  const unsigned char* v;  // (kv_heads, rows, hd)
+  const float* k_scales;   // 8-bit types: (kv_heads, rows) the rows' scales; null otherwise
   const float* v_scales;
   int copy_bytes;          // of the tile copies: 16, or 8 for 8-bit rows that do not allow 16
   float* out;              // (heads, hd): written directly when splits == 1
@@ -136,7 +141,7 @@ struct DecodeArgs {
   int head_dim;            // hd: a multiple of 8, at most the kernel's HDP
   int group;
   int heads_per_block, head_chunks;  // blockIdx.x = split · head_chunks + chunk; the last chunk may hold fewer
-  int64_t capacity;
+  int64_t rows;            // cache rows per KV head
   PlanArgs plan;
   float cap;               // > 0: scores soft-capped to cap · tanh(s / cap), cap = softcap · log2(e)
 };
@@ -309,9 +314,10 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const DecodeA
   const int tiles = (n + S::kTile - 1) / S::kTile;
   // A global row; its copies of a.copy_bytes (16; 8 for some 8-bit rows).
   const int row_bytes = hd * S::kElem, copies = row_bytes / a.copy_bytes;
-  const size_t pos0 = static_cast<size_t>(g * a.capacity + plan.first + b);  // this split's first row
-  const unsigned char* k_rows = a.k + pos0 * row_bytes;  // (n, hd) of this split
-  const unsigned char* v_rows = a.v + pos0 * row_bytes;
+  const int64_t head_row0 = g * a.rows;  // cache row of (g, row 0)
+  const int64_t split_row = core::ring_row(plan.first + b, a.rows);  // the split's first position's row
+  const unsigned char* k_rows = a.k + static_cast<size_t>(head_row0) * row_bytes;  // (rows, hd) of KV head g
+  const unsigned char* v_rows = a.v + static_cast<size_t>(head_row0) * row_bytes;
 
   // Thread tid copies bytes col .. col+copy_bytes-1 of rows r_copy, r_copy + r_step, ... of a
   // tile (threads past r_step · copies: none). Rows past the split's end are not copied: QK masks
@@ -323,15 +329,16 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const DecodeA
     unsigned char* dk = smem + (tile % S::kStages) * S::kStageBytes;
     unsigned char* dv = dk + S::kTile * S::kPitch;
     const int t0 = tile * S::kTile, r_end = min_of(int{S::kTile}, n - t0);
+    const int64_t row0 = core::ring_step(split_row, t0, a.rows);  // the tile's first row (t0 < n <= rows)
     if (S::kElem > 1 || a.copy_bytes == 16) {
       for (int r = r_copy; r < r_end; r += r_step) {
-        const size_t src = static_cast<size_t>(t0 + r) * row_bytes + col;
+        const size_t src = static_cast<size_t>(core::ring_step(row0, r, a.rows)) * row_bytes + col;
         __pipeline_memcpy_async(dk + r * S::kPitch + col, k_rows + src, 16);
         __pipeline_memcpy_async(dv + r * S::kPitch + col, v_rows + src, 16);
       }
     } else {
       for (int r = r_copy; r < r_end; r += r_step) {
-        const size_t src = static_cast<size_t>(t0 + r) * row_bytes + col;
+        const size_t src = static_cast<size_t>(core::ring_step(row0, r, a.rows)) * row_bytes + col;
         __pipeline_memcpy_async(dk + r * S::kPitch + col, k_rows + src, 8);
         __pipeline_memcpy_async(dv + r * S::kPitch + col, v_rows + src, 8);
       }
@@ -340,7 +347,8 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const DecodeA
       auto* ds = reinterpret_cast<float*>(dv + S::kTile * S::kPitch);  // (2, kTile): K's, then V's
       const int r = tid % S::kTile, which = tid / S::kTile;
       if (which < 2 && r < r_end)
-        __pipeline_memcpy_async(ds + which * S::kTile + r, (which == 0 ? a.k_scales : a.v_scales) + pos0 + t0 + r, 4);
+        __pipeline_memcpy_async(ds + which * S::kTile + r,
+                                (which == 0 ? a.k_scales : a.v_scales) + head_row0 + core::ring_step(row0, r, a.rows), 4);
     }
   };
   for (int tile = 0; tile < S::kStages - 1; ++tile) {
@@ -499,7 +507,7 @@ void run(const DecodeCall& c) {
                      p.k_scales, p.v_scales, wide ? 16 : 8, p.out,
                      part_o, need > 0 ? part_o + p.heads * grid_splits * hd : nullptr,
                      q_scale, hd, group,
-                     c.heads_per_block, c.head_chunks, p.capacity, pa, p.softcap * core::kLog2e};
+                     c.heads_per_block, c.head_chunks, p.rows, pa, p.softcap * core::kLog2e};
   const Layout lay = layout<S, HV>(c.heads_per_block, hd);
   launch("attention_decode (split)", kernel,
          dim3(static_cast<unsigned>(grid_splits * c.head_chunks), static_cast<unsigned>(p.kv_heads)),
@@ -585,6 +593,7 @@ void attention_decode(const AttentionParams& p, void* workspace, size_t workspac
   check_kv_pointers(p, "attention_decode");
   check(p.start >= 0 && p.start + 1 <= p.capacity,
         "position start = " + s(p.start) + " must lie in the cache (capacity " + s(p.capacity) + ")");
+  check_kv_rows(p, "attention_decode", p.start_on_device != nullptr);
   const int64_t first = p.window > 0 ? std::max<int64_t>(0, p.start - p.window + 1) : 0;
   if (p.head_dim <= 32) return run_dtype<32>(p, first, workspace, workspace_bytes, stream);
   if (p.head_dim <= 64) return run_dtype<64>(p, first, workspace, workspace_bytes, stream);

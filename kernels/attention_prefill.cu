@@ -27,6 +27,10 @@
 // q · codes times its K row's scale, before the mask and the softmax; P holds each weight times
 // its V row's scale, while the softmax's l sums the unscaled weights: src/cpu/attention.cpp's
 // order of operations.
+//
+// Position p is cache row p mod rows (a sliding-window ring; kernels/core/kv_ring.h): each key
+// tile takes its first row once and steps from it, so a tile may straddle the ring's wrap. Only
+// addresses change, so a ring gives the bits of a full cache.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -37,6 +41,7 @@
 #include "attention_prefill_mma.h"
 #include "core/kv_code_load.h"
 #include "core/kv_load.h"
+#include "core/kv_ring.h"
 #include "core/online_softmax.h"
 #include "cuda_check.h"
 #include "cuda_ops.h"
@@ -138,7 +143,7 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
   const int64_t first_pos = a.start + r0 / group, last_pos = a.start + r_last / group;
   const int64_t lo = a.window > 0 ? first_pos - a.window + 1 : 0;
   const int64_t k_begin = lo > 0 ? lo : 0, k_end = last_pos + 1;
-  const size_t head_row0 = static_cast<size_t>(g) * a.capacity;  // cache row of (g, position 0)
+  const size_t head_row0 = static_cast<size_t>(g) * a.rows;  // cache row of (g, row 0)
 
   // 8-bit types: the keys are stored rotated (kernels/core/kv_quant.h), so each row's q becomes
   // H q / b (kv_rotation.h, the 1/b in q_scale) before any score: the CPU's rotate_query.
@@ -175,13 +180,17 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
     for (int k = 0; k < S::kDimVecs; ++k) o[i][k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 
   const int copies = hd / S::kVec;  // loads per cache row
+  // Keys k_begin .. k_end-1 (at most rows of them: the launcher's check) from row_begin on.
+  const int64_t row_begin = core::ring_row(k_begin, a.rows);
   for (int64_t k0 = k_begin; k0 < k_end; k0 += kCols) {
+    const int64_t row0 = core::ring_step(row_begin, k0 - k_begin, a.rows);  // the tile's first row
     // K and V tile, widened to f32; rows past k_end are zeros (they are masked, and 0 · 0 = 0).
     for (int idx = tid; idx < kCols * copies; idx += kThreads) {
       const int c = idx / copies, col = (idx % copies) * S::kVec;
       float x[S::kVec], y[S::kVec];
       if (k0 + c < k_end) {
-        const size_t off = ((head_row0 + static_cast<size_t>(k0 + c)) * hd + col) * S::kElem;
+        const size_t row = head_row0 + static_cast<size_t>(core::ring_step(row0, c, a.rows));
+        const size_t off = (row * hd + col) * S::kElem;
         load_vec<KV>(a.k + off, x);
         load_vec<KV>(a.v + off, y);
       } else {
@@ -198,7 +207,7 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
       if (tid < 2 * kCols) {
         const int c = tid % kCols;
         const float* scales = tid < kCols ? a.k_scales : a.v_scales;
-        ks_s[tid] = k0 + c < k_end ? scales[head_row0 + static_cast<size_t>(k0 + c)] : 0.0f;
+        ks_s[tid] = k0 + c < k_end ? scales[head_row0 + static_cast<size_t>(core::ring_step(row0, c, a.rows))] : 0.0f;
       }
     }
     __syncthreads();
@@ -370,6 +379,7 @@ void attention_prefill(const AttentionParams& p, cudaStream_t stream) {
   check(p.start >= 0 && p.start + p.n <= p.capacity,
         "positions " + s(p.start) + " .. " + s(p.start + p.n - 1) + " must lie in the cache (capacity " +
             s(p.capacity) + ")");
+  check_kv_rows(p, "attention_prefill", false);  // prefill reads no device position
   check(p.heads / p.kv_heads <= 0x7fffffff && (p.n * (p.heads / p.kv_heads) + 63) / 64 <= 0x7fffffff,
         "n · group is too large for one launch");
   // The one dispatch point: 16-bit caches on tensor cores (every head_dim: the MMA kernel pads

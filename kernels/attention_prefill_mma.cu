@@ -23,6 +23,10 @@
 // QK's k-dimension runs in chunks of 16 dims; when head_dim % 16 == 8 the last chunk's upper half
 // (A's a2, a3 and B's b1: dims head_dim .. head_dim+7) is zeros in registers, never read from
 // shared memory. PV's n-dimension is head_dim in tiles of 8 dims: exact.
+//
+// Position p is cache row p mod rows (a sliding-window ring; kernels/core/kv_ring.h): a tile's
+// copies step from the tile's first row, so a tile may straddle the ring's wrap; only addresses
+// change, so a ring gives the bits of a full cache.
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
@@ -30,6 +34,7 @@
 #include <string>
 
 #include "attention_prefill_mma.h"
+#include "core/kv_ring.h"
 #include "core/online_softmax.h"
 #include "cuda_check.h"
 #include "launch.h"
@@ -86,18 +91,22 @@ __global__ void __launch_bounds__(kThreads) prefill_mma_kernel(const PrefillArgs
   const int64_t k_begin = lo > 0 ? lo : 0, k_end = last_pos + 1;
   const int tiles = static_cast<int>((k_end - k_begin + kCols - 1) / kCols);
   const int row_bytes = hd * 2, copies = row_bytes / 16;  // a cache row; its 16-byte copies
-  const unsigned char* k_rows = a.k + (static_cast<size_t>(kvh) * a.capacity + k_begin) * row_bytes;
-  const unsigned char* v_rows = a.v + (static_cast<size_t>(kvh) * a.capacity + k_begin) * row_bytes;
+  // KV head kvh's (rows, hd) block; keys k_begin .. k_end-1 (at most rows of them: the launcher's
+  // check) from row_begin on, wrapping once.
+  const unsigned char* k_rows = a.k + static_cast<size_t>(kvh) * a.rows * row_bytes;
+  const unsigned char* v_rows = a.v + static_cast<size_t>(kvh) * a.rows * row_bytes;
+  const int64_t row_begin = core::ring_row(k_begin, a.rows);
 
   // Tile `tile` into its stage: rows past k_end are zeros (masked; V's must be finite, as P is 0).
   auto load_tile = [&](int tile) {
     unsigned char* dk = stages + (tile % STAGES) * S::kStageBytes;
     unsigned char* dv = dk + S::kTileBytes;
     const int64_t t0 = static_cast<int64_t>(tile) * kCols;
+    const int64_t row0 = core::ring_step(row_begin, t0, a.rows);  // the tile's first row (t0 < keys <= rows)
     for (int idx = tid; idx < kCols * copies; idx += kThreads) {
       const int c = idx / copies, col = (idx % copies) * 16;
       if (k_begin + t0 + c < k_end) {
-        const size_t src = static_cast<size_t>(t0 + c) * row_bytes + col;
+        const size_t src = static_cast<size_t>(core::ring_step(row0, c, a.rows)) * row_bytes + col;
         __pipeline_memcpy_async(dk + c * P * 2 + col, k_rows + src, 16);
         __pipeline_memcpy_async(dv + c * P * 2 + col, v_rows + src, 16);
       } else {

@@ -16,16 +16,16 @@ namespace kvinfer::cuda {
 // kernel).
 struct PrefillArgs {
   const float* q;          // (n, heads, hd)
-  const unsigned char* k;  // (kv_heads, capacity, hd) of the cache dtype
-  const unsigned char* v;  // (kv_heads, capacity, hd)
-  const float* k_scales;   // 8-bit types (the f32 kernel's): (kv_heads, capacity) the rows' scales
+  const unsigned char* k;  // (kv_heads, rows, hd) of the cache dtype, position p in row p mod rows
+  const unsigned char* v;  // (kv_heads, rows, hd)
+  const float* k_scales;   // 8-bit types (the f32 kernel's): (kv_heads, rows) the rows' scales
   const float* v_scales;
   float* out;              // (n, heads, hd)
   float q_scale;           // 1/sqrt(hd) · log2(e): scores in the base-2 domain (8-bit types: / b, set by
                            // attention_prefill.cu for their rotated keys)
   int head_dim;            // hd: a multiple of 8, at most the kernel's HDP
   int group;
-  int64_t heads, start, capacity, window, rows_total;  // rows_total = n · group
+  int64_t heads, start, rows, window, rows_total;  // rows: the cache's per KV head; rows_total = n · group
   float cap;               // > 0: each score becomes cap · tanh(s / cap) before the mask (softcap · log2(e))
 };
 
@@ -45,7 +45,7 @@ inline PrefillArgs prefill_args(const AttentionParams& p, int rows, int64_t& row
   a.group = static_cast<int>(p.heads / p.kv_heads);
   a.heads = p.heads;
   a.start = p.start;
-  a.capacity = p.capacity;
+  a.rows = p.rows;
   a.window = p.window;
   a.rows_total = p.n * a.group;
   row_tiles = (a.rows_total + rows - 1) / rows;

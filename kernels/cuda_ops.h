@@ -54,12 +54,14 @@ void add_bias(float* y, const float* bias, int64_t rows, int64_t cols, cudaStrea
 // out (n) = src narrowed to dtype (round to nearest even), for GEMM inputs.
 void convert_from_f32(DType dtype, const float* src, void* out, int64_t n, cudaStream_t stream);
 // Writes k, v (n, kv_heads, head_dim) at positions start .. start+n-1 of one layer's cache
-// blocks k_layer, v_layer: (kv_heads, capacity, head_dim) of kv_dtype. An 8-bit cache (int8,
-// fp8) gets each row's codes there and its scale in k_scales, v_scales ((kv_heads, capacity) f32,
-// required for those types): the bits the CPU's store_kv writes (core::quantize_kv_key_row for a K
-// row, stored rotated; core::quantize_kv_row for a V row). head_dim at most 12288 for those types.
+// blocks k_layer, v_layer: (kv_heads, rows, head_dim) of kv_dtype, position p in row p mod rows
+// (KvCache::layer_rows: the capacity, or a sliding-window ring's rows); n <= rows. An 8-bit cache
+// (int8, fp8) gets each row's codes there and its scale in k_scales, v_scales ((kv_heads, rows)
+// f32, required for those types): the bits the CPU's store_kv writes (core::quantize_kv_key_row for
+// a K row, stored rotated; core::quantize_kv_row for a V row). head_dim at most 12288 for those
+// types. The bound on positions is the caller's (KvCache's capacity).
 void store_kv(DType kv_dtype, const float* k, const float* v, int64_t n, int64_t kv_heads, int64_t head_dim,
-              int64_t start, int64_t capacity, void* k_layer, void* v_layer, cudaStream_t stream,
+              int64_t start, int64_t rows, void* k_layer, void* v_layer, cudaStream_t stream,
               const int32_t* start_on_device = nullptr, float* k_scales = nullptr, float* v_scales = nullptr);
 // *out = index of the largest logit (lowest index on ties, as torch.argmax).
 void argmax(const float* logits, int64_t vocab, int32_t* out, cudaStream_t stream);
@@ -82,15 +84,21 @@ void embed_quantized(DType table_dtype, const void* table, int64_t vocab, int64_
 // scale in k_scales and v_scales, its K rows rotated: a score is (H q / b · codes) times its K
 // row's scale (core::rotate_query), and each V row is weighted by its probability times its V
 // row's scale, as src/cpu/attention.cpp does.
+// Position p of the cache is in row p mod rows (a sliding-window ring when rows < capacity): the
+// positions a call reads, from its first query's window to its last query, span at most rows
+// (with start_on_device: those of any position < capacity). The bits are those of a cache of
+// capacity rows holding the same positions.
 struct AttentionParams {
   const float* q = nullptr;  // (n, heads, head_dim)
-  const void* k = nullptr;   // (kv_heads, capacity, head_dim) of kv_dtype
-  const void* v = nullptr;   // (kv_heads, capacity, head_dim) of kv_dtype
-  const float* k_scales = nullptr;  // int8, fp8: (kv_heads, capacity) the K rows' scales; else unused
-  const float* v_scales = nullptr;  // int8, fp8: (kv_heads, capacity) the V rows' scales
+  const void* k = nullptr;   // (kv_heads, rows, head_dim) of kv_dtype
+  const void* v = nullptr;   // (kv_heads, rows, head_dim) of kv_dtype
+  const float* k_scales = nullptr;  // int8, fp8: (kv_heads, rows) the K rows' scales; else unused
+  const float* v_scales = nullptr;  // int8, fp8: (kv_heads, rows) the V rows' scales
   float* out = nullptr;      // (n, heads, head_dim)
   DType kv_dtype = DType::F32;
-  int64_t n = 0, start = 0, heads = 0, kv_heads = 0, head_dim = 0, capacity = 0, window = 0;
+  int64_t n = 0, start = 0, heads = 0, kv_heads = 0, head_dim = 0, window = 0;
+  int64_t capacity = 0;  // positions: start + n <= capacity (also sizes decode's split plan for a graph)
+  int64_t rows = 0;      // rows per KV head, 1 .. capacity: the block stride and the ring's modulus
   float scale = 0;    // scores' scale (Gemma's query_pre_attn_scalar^-0.5); 0: 1/sqrt(head_dim)
   float softcap = 0;  // > 0: each score becomes softcap · tanh(score / softcap) before the mask
   const int32_t* start_on_device = nullptr;  // decode only: read instead of start (see above)

@@ -11,6 +11,7 @@
 
 #include "core/convert.h"
 #include "core/kv_quant.h"
+#include "core/kv_ring.h"
 #include "core/rope.h"
 #include "cuda_check.h"
 #include "cuda_ops.h"
@@ -276,15 +277,17 @@ __global__ void convert_kernel(const float* src, typename D::T* out, int64_t n) 
   for (int64_t j = global_thread(); j < n; j += grid_threads()) out[j] = D::store(src[j]);
 }
 
-// Threads over the elements of k, v (n, kv_heads, head_dim) → (kv_heads, capacity, head_dim).
+// Threads over the elements of k, v (n, kv_heads, head_dim) → (kv_heads, rows, head_dim), position
+// p in row p mod rows (kernels/core/kv_ring.h; n <= rows).
 template <typename D>
 __global__ void store_kv_kernel(const float* k, const float* v, int64_t n, int64_t kv_heads, int64_t head_dim,
-                                int64_t start, const int32_t* start_on_device, int64_t capacity,
+                                int64_t start, const int32_t* start_on_device, int64_t rows,
                                 typename D::T* k_layer, typename D::T* v_layer) {
   if (start_on_device != nullptr) start = *start_on_device;
+  const int64_t row0 = core::ring_row(start, rows);
   for (int64_t j = global_thread(); j < n * kv_heads * head_dim; j += grid_threads()) {
     const int64_t d = j % head_dim, g = (j / head_dim) % kv_heads, t = j / (head_dim * kv_heads);
-    const int64_t dst = (g * capacity + start + t) * head_dim + d;
+    const int64_t dst = (g * rows + core::ring_step(row0, t, rows)) * head_dim + d;
     k_layer[dst] = D::store(k[j]);
     v_layer[dst] = D::store(v[j]);
   }
@@ -300,13 +303,14 @@ __global__ void store_kv_kernel(const float* k, const float* v, int64_t n, int64
 // (lanes stride by 32).
 template <bool FP8>
 __global__ void store_kv_scaled_kernel(const float* k, const float* v, int64_t n, int64_t kv_heads, int64_t head_dim,
-                                       int64_t start, const int32_t* start_on_device, int64_t capacity,
+                                       int64_t start, const int32_t* start_on_device, int64_t rows,
                                        uint8_t* k_layer, uint8_t* v_layer, float* k_scales, float* v_scales) {
   if (start_on_device != nullptr) start = *start_on_device;
+  const int64_t row0 = core::ring_row(start, rows);
   const int lane = static_cast<int>(threadIdx.x % 32);
   float* work = dynamic_shared<float>() + (threadIdx.x / 32) * head_dim;  // this warp's K row
-  const int64_t rows = n * kv_heads * 2, warps = grid_threads() / 32;
-  for (int64_t r = global_thread() / 32; r < rows; r += warps) {  // warp-uniform: all lanes or none
+  const int64_t in_rows = n * kv_heads * 2, warps = grid_threads() / 32;
+  for (int64_t r = global_thread() / 32; r < in_rows; r += warps) {  // warp-uniform: all lanes or none
     const int64_t tg = r / 2, g = tg % kv_heads, t = tg / kv_heads;  // tg: row (t, g) of k and v
     const bool is_v = (r & 1) != 0;
     const float* x = (is_v ? v : k) + tg * head_dim;
@@ -328,7 +332,7 @@ __global__ void store_kv_scaled_kernel(const float* k, const float* v, int64_t n
       amax = other > amax ? other : amax;
       finite &= __shfl_xor_sync(0xffffffffu, finite, o);
     }
-    const int64_t slot = g * capacity + start + t;  // (kv_head, position)
+    const int64_t slot = g * rows + core::ring_step(row0, t, rows);  // (kv_head, row of position start + t)
     if (lane == 0) (is_v ? v_scales : k_scales)[slot] = finite ? core::kv_row_scale(amax, FP8) : NAN;
     uint8_t* codes = (is_v ? v_layer : k_layer) + slot * head_dim;
     const bool coded = finite && amax > 0.0f;
@@ -508,7 +512,7 @@ void convert_from_f32(DType dtype, const float* src, void* out, int64_t n, cudaS
 }
 
 void store_kv(DType kv_dtype, const float* k, const float* v, int64_t n, int64_t kv_heads, int64_t head_dim,
-              int64_t start, int64_t capacity, void* k_layer, void* v_layer, cudaStream_t stream,
+              int64_t start, int64_t rows, void* k_layer, void* v_layer, cudaStream_t stream,
               const int32_t* start_on_device, float* k_scales, float* v_scales) {
   require_ptr(k, "store_kv", "k");
   require_ptr(v, "store_kv", "v");
@@ -517,10 +521,11 @@ void store_kv(DType kv_dtype, const float* k, const float* v, int64_t n, int64_t
   require_positive(n, "store_kv", "n");
   require_positive(kv_heads, "store_kv", "kv_heads");
   require_positive(head_dim, "store_kv", "head_dim");
-  require_positive(capacity, "store_kv", "capacity");
-  require(start >= 0 && start <= capacity - n, "store_kv", [&] {
-    return "positions " + std::to_string(start) + " .. " + std::to_string(start + n - 1) + " outside a capacity of " +
-           std::to_string(capacity);
+  require_positive(rows, "store_kv", "rows");
+  require(start >= 0, "store_kv", [&] { return "position start = " + std::to_string(start) + " is negative"; });
+  // One call's positions in distinct rows: a ring takes at most its rows at a time.
+  require(n <= rows, "store_kv", [&] {
+    return "n = " + std::to_string(n) + " positions do not fit the cache's " + std::to_string(rows) + " rows at once";
   });
   if (is_scaled_kv(kv_dtype)) {
     require(k_scales != nullptr && v_scales != nullptr, "store_kv", [&] {
@@ -532,11 +537,11 @@ void store_kv(DType kv_dtype, const float* k, const float* v, int64_t n, int64_t
       return "head_dim " + std::to_string(head_dim) + " is too large for an " + std::string(dtype_name(kv_dtype)) +
              " cache (its key rows are rotated in shared memory: at most " + std::to_string(kStoreKvMaxHeadDim) + ")";
     });
-    const int64_t rows = n * kv_heads * 2, row_bytes = head_dim * static_cast<int64_t>(sizeof(float));
+    const int64_t in_rows = n * kv_heads * 2, row_bytes = head_dim * static_cast<int64_t>(sizeof(float));
     const int threads = 32 * static_cast<int>(std::min<int64_t>(kThreads / 32, kStoreKvSharedBytes / row_bytes));
     auto* kernel = kv_dtype == DType::FP8 ? store_kv_scaled_kernel<true> : store_kv_scaled_kernel<false>;
-    launch("store_kv", kernel, blocks_for(rows * 32, threads), threads, static_cast<size_t>(threads / 32 * row_bytes),
-           stream, k, v, n, kv_heads, head_dim, start, start_on_device, capacity, static_cast<uint8_t*>(k_layer),
+    launch("store_kv", kernel, blocks_for(in_rows * 32, threads), threads, static_cast<size_t>(threads / 32 * row_bytes),
+           stream, k, v, n, kv_heads, head_dim, start, start_on_device, rows, static_cast<uint8_t*>(k_layer),
            static_cast<uint8_t*>(v_layer), k_scales, v_scales);
     return;
   }
@@ -544,7 +549,7 @@ void store_kv(DType kv_dtype, const float* k, const float* v, int64_t n, int64_t
     using D = decltype(d);
     using T = typename D::T;
     launch("store_kv", store_kv_kernel<D>, blocks_for(n * kv_heads * head_dim, kThreads), kThreads, 0, stream,
-        k, v, n, kv_heads, head_dim, start, start_on_device, capacity, static_cast<T*>(k_layer),
+        k, v, n, kv_heads, head_dim, start, start_on_device, rows, static_cast<T*>(k_layer),
         static_cast<T*>(v_layer));
   });
 }

@@ -259,6 +259,7 @@ Outcome run(Kernel kernel, const Shape& s, int64_t ref_stride = 0) {
   p.kv_heads = kvh;
   p.head_dim = hd;
   p.capacity = capacity;
+  p.rows = capacity;
   p.window = s.window;
   p.scale = s.scores.scale;
   p.softcap = s.scores.softcap;
@@ -516,7 +517,7 @@ TEST(CudaAttention, EightBitStoreAndAttendOnTheDeviceApproximateExactAttention) 
         cuda::AttentionParams p;
         p.q = q_d.get(), p.k = kc_d.get(), p.v = vc_d.get(), p.k_scales = ks_d.get(), p.v_scales = vs_d.get();
         p.out = out_d.get(), p.kv_dtype = dt, p.n = n, p.start = start, p.heads = heads, p.kv_heads = kvh;
-        p.head_dim = hd, p.capacity = ctx;
+        p.head_dim = hd, p.capacity = ctx, p.rows = ctx;
         if (n == 1) {
           DeviceArray<std::byte> ws(cuda::attention_decode_workspace_bytes(heads, hd, ctx));
           cuda::attention_decode(p, ws.get(), ws.bytes(), nullptr);
@@ -590,7 +591,7 @@ TEST(CudaAttention, EightBitNonFiniteRowsReachOnlyTheQueriesThatAttendThem) {
       cuda::AttentionParams p;
       p.q = q_d.get(), p.k = k_d.get(), p.v = v_d.get(), p.k_scales = ks_d.get(), p.v_scales = vs_d.get();
       p.out = out_d.get(), p.kv_dtype = dt, p.n = n, p.start = start, p.heads = heads, p.kv_heads = kvh;
-      p.head_dim = hd, p.capacity = capacity, p.window = window;
+      p.head_dim = hd, p.capacity = capacity, p.rows = capacity, p.window = window;
       if (n == 1) {
         DeviceArray<std::byte> ws(cuda::attention_decode_workspace_bytes(heads, hd, capacity));
         cuda::attention_decode(p, ws.get(), ws.bytes(), nullptr);
@@ -652,7 +653,7 @@ TEST(CudaAttention, DecodeRefusesTooSmallWorkspace) {
   p.q = p.out = reinterpret_cast<float*>(buf.get());
   p.k = p.v = buf.get();
   p.kv_dtype = DType::BF16;
-  p.n = 1, p.start = 4000, p.heads = 8, p.kv_heads = 1, p.head_dim = 64, p.capacity = 4096;
+  p.n = 1, p.start = 4000, p.heads = 8, p.kv_heads = 1, p.head_dim = 64, p.capacity = 4096, p.rows = 4096;
   try {
     cuda::attention_decode(p, buf.get(), 16, nullptr);
     FAIL() << "a 16-byte workspace was accepted";
@@ -669,7 +670,7 @@ TEST(CudaAttention, RefusesBadArguments) {
     cuda::AttentionParams p;
     p.q = p.out = dummy;
     p.k = p.v = dummy;
-    p.n = 1, p.start = 10, p.heads = 8, p.kv_heads = 2, p.head_dim = 128, p.capacity = 16;
+    p.n = 1, p.start = 10, p.heads = 8, p.kv_heads = 2, p.head_dim = 128, p.capacity = 16, p.rows = 16;
     return p;
   };
   const auto expect_error = [](auto call, const std::string& needle) {
@@ -710,6 +711,19 @@ TEST(CudaAttention, RefusesBadArguments) {
   expect_error(prefill(p), "capacity 16");
   p = good(), p.n = 0;
   expect_error(prefill(p), "at least 1");
+  // Rows: from 1 to the capacity, and enough for every position one call reads (a ring's
+  // window + piece - 1); a graph's step may read any position below the capacity.
+  for (int64_t rows : {0, 17}) {
+    p = good(), p.rows = rows;
+    expect_error(decode(p), "rows " + std::to_string(rows) + " must be from 1 to the capacity 16");
+    expect_error(prefill(p), "rows " + std::to_string(rows) + " must be from 1 to the capacity 16");
+  }
+  p = good(), p.rows = 9;  // no window: positions 0 .. 10
+  expect_error(decode(p), "positions 0 .. 10 read at once are more than the 9 rows");
+  p.window = 5, p.n = 6;  // window 5: positions 6 .. 15 (n = 5 would read 9)
+  expect_error(prefill(p), "positions 6 .. 15 read at once are more than the 9 rows");
+  p = good(), p.rows = 4, p.window = 5, p.start = 3, p.start_on_device = reinterpret_cast<const int32_t*>(dummy);
+  expect_error(decode(p), "positions 11 .. 15 read at once are more than the 4 rows");
   // 8-bit caches: scales required; codes 8-byte aligned suffice (the call then fails later, at
   // the position check), 4-byte aligned do not.
   for (DType dt : {DType::I8, DType::FP8}) {

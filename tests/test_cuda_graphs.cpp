@@ -102,6 +102,7 @@ TEST(CudaGraphs, DecodeAttentionAtADevicePositionIsThePlainLaunchBitForBit) {
     p.kv_heads = kv_heads;
     p.head_dim = hd;
     p.capacity = capacity;
+    p.rows = capacity;
     p.window = window;
     Stream s;
     cuda::AttentionParams g = p;

@@ -769,8 +769,11 @@ TEST(CudaOpsArguments, LaunchersRejectBadArgumentsWithClearErrors) {
   EXPECT_THAT(message([&] { cuda::embed(DType::F16, nullptr, 10, 4, nullptr, 1, p, nullptr); }),
               HasSubstr("table is a null pointer"));
   EXPECT_THAT(message([&] { cuda::rms_norm(p, p, 0, 4, 1e-6f, p, nullptr); }), HasSubstr("n must be positive, got 0"));
-  EXPECT_THAT(message([&] { cuda::store_kv(DType::F32, p, p, 4, 1, 8, 6, 9, p, p, nullptr); }),
-              HasSubstr("positions 6 .. 9 outside a capacity of 9"));
+  // rows: a ring's (position p in row p mod rows); one call's positions must fit in them at once.
+  EXPECT_THAT(message([&] { cuda::store_kv(DType::F32, p, p, 10, 1, 8, 6, 9, p, p, nullptr); }),
+              HasSubstr("n = 10 positions do not fit the cache's 9 rows at once"));
+  EXPECT_THAT(message([&] { cuda::store_kv(DType::F32, p, p, 4, 1, 8, -1, 9, p, p, nullptr); }),
+              HasSubstr("position start = -1 is negative"));
   EXPECT_THAT(message([&] { cuda::store_kv(DType::I8, p, p, 4, 1, 8, 0, 9, p, p, nullptr, nullptr, p, nullptr); }),
               HasSubstr("an int8 cache needs k_scales and v_scales"));
   // An 8-bit cache's K rows are rotated in shared memory: a row of 12288 floats (48 KiB) at most.

@@ -390,8 +390,9 @@ void add_gated(Context& c, float* out, const float* gate, const float* y, int64_
 }
 
 void store_kv(Context& c, KvCache& kv, int64_t layer, int64_t start, int64_t n, const float* k, const float* v) {
-  // An 8-bit cache's scales: the layer's (kv_heads, capacity) blocks (null for the other types).
-  cuda::store_kv(kv.dtype(), k, v, n, kv.num_kv_heads(), kv.head_dim(), start, kv.capacity(), kv_k(kv, layer, 0),
+  // The layer's (kv_heads, layer_rows) blocks, a sliding-window layer's a ring; an 8-bit cache's
+  // scales likewise (null for the other types). KvCache bounds the positions by its capacity.
+  cuda::store_kv(kv.dtype(), k, v, n, kv.num_kv_heads(), kv.head_dim(), start, kv.layer_rows(layer), kv_k(kv, layer, 0),
                  kv_v(kv, layer, 0), c.stream, c.device_start(), kv_k_scales(kv, layer, 0), kv_v_scales(kv, layer, 0));
 }
 
@@ -403,7 +404,7 @@ void attention(Context& c, const KvCache& kv, int64_t layer, const float* q, int
   p.q = q;
   p.k = kv_k(kv, layer, 0);
   p.v = kv_v(kv, layer, 0);
-  p.k_scales = kv_k_scales(kv, layer, 0);  // 8-bit caches: (kv_heads, capacity) each; null otherwise
+  p.k_scales = kv_k_scales(kv, layer, 0);  // 8-bit caches: (kv_heads, layer_rows) each; null otherwise
   p.v_scales = kv_v_scales(kv, layer, 0);
   p.out = out;
   p.kv_dtype = kv.dtype();
@@ -413,6 +414,7 @@ void attention(Context& c, const KvCache& kv, int64_t layer, const float* q, int
   p.kv_heads = kv.num_kv_heads();
   p.head_dim = kv.head_dim();
   p.capacity = kv.capacity();
+  p.rows = kv.layer_rows(layer);
   p.window = window;
   p.start_on_device = c.device_start();
   if (n == 1) {
