@@ -180,10 +180,10 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
     for (int k = 0; k < S::kDimVecs; ++k) o[i][k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 
   const int copies = hd / S::kVec;  // loads per cache row
-  // Keys k_begin .. k_end-1 (at most rows of them: the launcher's check) from row_begin on.
-  const int64_t row_begin = core::ring_row(k_begin, a.rows);
   for (int64_t k0 = k_begin; k0 < k_end; k0 += kCols) {
-    const int64_t row0 = core::ring_step(row_begin, k0 - k_begin, a.rows);  // the tile's first row
+    // The tile's keys k0 .. (at most rows of them: the launcher's check) from row0 on. A modulo
+    // a tile: a register fewer than stepping from the first tile's row (ptxas: no spill at HDP 64).
+    const int64_t row0 = core::ring_row(k0, a.rows);
     // K and V tile, widened to f32; rows past k_end are zeros (they are masked, and 0 · 0 = 0).
     for (int idx = tid; idx < kCols * copies; idx += kThreads) {
       const int c = idx / copies, col = (idx % copies) * S::kVec;

@@ -180,7 +180,7 @@ TEST(CudaRing, BackendRingCacheEqualsFullCacheBitForBit) {
 
 // The launchers directly, with a window of 300 (a ring of 599 rows, kv_layer_rows' for it, in a
 // cache of 1000 positions): decode's context of 300 positions is cut into splits (2 at tiles of
-// 64, 5 at 32: f32 at head_dim 128), and the ring's wrap falls inside a split and inside a tile;
+// 64, 5 at 32: f32 at head_dim 96), and the ring's wrap falls inside a split and inside a tile;
 // prefill pieces of 50 rows, one before the first wrap and one across it. Decode steps store
 // their row and read the cache at a device position too (a CUDA graph's step, whose grid covers
 // the most splits of any position), which must give the host position's bits.
@@ -202,7 +202,7 @@ TEST(CudaRing, LongWindowSplitsAndDevicePositionsAcrossTheWrap) {
                                {560, 130, false}, {690, 1, true},  {691, 50, true},   {741, 1, true},
                                {742, 1, true},   {743, 255, false}, {998, 1, true},   {999, 1, true}};
   for (DType dt : kKvTypes)
-    for (int64_t hd : {64, 128}) {
+    for (int64_t hd : {64, 96}) {
       LayerBlocks full(dt, kCapacity, hd), ring(dt, rows, hd), ring_dev(dt, rows, hd);  // ring_dev: device positions
       std::mt19937 rng(static_cast<uint32_t>(hd + static_cast<int>(dt)));
       DeviceBuffer pos(sizeof(int32_t));
