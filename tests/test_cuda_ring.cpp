@@ -178,35 +178,39 @@ TEST(CudaRing, BackendRingCacheEqualsFullCacheBitForBit) {
     }
 }
 
-// The launchers directly, with a window of 300 (a ring of 599 rows, kv_layer_rows' for it, in a
-// cache of 1000 positions): decode's context of 300 positions is cut into splits (2 at tiles of
-// 64, 5 at 32: f32 at head_dim 96), and the ring's wrap falls inside a split and inside a tile;
-// prefill pieces of 50 rows, one before the first wrap and one across it. Decode steps store
-// their row and read the cache at a device position too (a CUDA graph's step, whose grid covers
-// the most splits of any position), which must give the host position's bits.
+// The launchers directly, with a window of 300 in a ring of 349 rows (window + piece - 1 for
+// pieces of 50, as for_each_piece cuts them) and a cache of 1200 positions: three turns and more
+// of the ring. Decode's context of 300 positions is cut into splits (2 at tiles of 64, 5 at 32:
+// f32 at head_dim 96), and the ring's wrap falls inside a split and inside a tile; prefill pieces
+// of 50 rows, before the first wrap and across the others. Decode steps store their row and
+// read the cache at a device position too (a CUDA graph's step, whose grid covers the most
+// splits of any position), which must give the host position's bits.
 TEST(CudaRing, LongWindowSplitsAndDevicePositionsAcrossTheWrap) {
   SKIP_WITHOUT_DEVICE();
-  constexpr int64_t kWindow = 300, kCapacity = 1000;
-  ModelConfig cfg;
-  cfg.num_layers = 1, cfg.num_heads = kHeads, cfg.num_kv_heads = kKvHeads, cfg.head_dim = 64;
-  cfg.sliding_window = kWindow;
-  const int64_t rows = kv_layer_rows(cfg, 0, kCapacity);
-  ASSERT_EQ(rows, 599);
+  constexpr int64_t kWindow = 300, kPiece = 50, kRows = kWindow + kPiece - 1, kCapacity = 1200;
   struct Piece {
     int64_t start, n;
     bool attend;
   };
-  // Up to rows - window + 1 = 300 positions a call, as for_each_piece cuts them; attention right
-  // after a piece is stored, while the ring holds its window.
-  constexpr Piece kPieces[] = {{0, 250, false},  {250, 50, true}, {300, 130, false}, {430, 130, false},
-                               {560, 130, false}, {690, 1, true},  {691, 50, true},   {741, 1, true},
-                               {742, 1, true},   {743, 255, false}, {998, 1, true},   {999, 1, true}};
+  // Store-only pieces of up to kPiece positions, and attention right after the pieces that
+  // attend, while the ring holds their window.
+  std::vector<Piece> pieces;
+  int64_t at = 0;
+  const auto fill_to = [&](int64_t end) {
+    for (; at < end; at += std::min(kPiece, end - at)) pieces.push_back({at, std::min(kPiece, end - at), false});
+  };
+  const auto attend = [&](int64_t n) { pieces.push_back({at, n, true}), at += n; };
+  fill_to(250), attend(50);                         // prefill of keys 0 .. 299: no wrap yet
+  fill_to(500), attend(1), attend(50);              // keys 201 .. 500, 202 .. 550: the wrap at 349
+  fill_to(1050), attend(1), attend(50), attend(1);  // keys 751 .. 1050, 752 .. 1100: the wrap at 1047
+  attend(1), fill_to(1198), attend(1), attend(1);   // keys 900 .. 1199
+  ASSERT_EQ(at, kCapacity);
   for (DType dt : kKvTypes)
     for (int64_t hd : {64, 96}) {
-      LayerBlocks full(dt, kCapacity, hd), ring(dt, rows, hd), ring_dev(dt, rows, hd);  // ring_dev: device positions
+      LayerBlocks full(dt, kCapacity, hd), ring(dt, kRows, hd), ring_dev(dt, kRows, hd);  // ring_dev: device positions
       std::mt19937 rng(static_cast<uint32_t>(hd + static_cast<int>(dt)));
       DeviceBuffer pos(sizeof(int32_t));
-      for (const Piece& s : kPieces) {
+      for (const Piece& s : pieces) {
         const std::string what = std::string(dtype_name(dt)) + " head_dim " + std::to_string(hd) + " positions " +
                                  std::to_string(s.start) + " .. " + std::to_string(s.start + s.n - 1);
         const DeviceBuffer k(random_floats(static_cast<size_t>(s.n * kKvHeads * hd), rng));
