@@ -93,8 +93,11 @@ class KvCache {
           std::shared_ptr<void> account, int64_t max_capacity);
   size_t head_offset(int64_t layer, int which, int64_t kv_head) const;
   size_t scale_offset(int64_t layer, int which, int64_t kv_head) const;
-  // Copies positions [from, to) of every layer from src's rows to this cache's (each ring's rows
-  // in runs that neither ring wraps within).
+  // Positions [size(), n) of src (whose first size() positions are this cache's) appended: the
+  // rows src still holds and this cache's rings keep, and their token ids.
+  void take_positions(const KvCache& src, int64_t n);
+  // Copies positions [from, to) of one layer from src's rows to this cache's (each ring's rows in
+  // runs that neither ring wraps within).
   void copy_positions(const KvCache& src, int64_t layer, int64_t from, int64_t to);
   // Backend access (KvCacheAccess), pointers on device(). K (or V) of one layer and KV head:
   // (layer_rows(layer), head_dim) elements of dtype(); the heads of one layer follow each other.

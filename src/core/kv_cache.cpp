@@ -167,15 +167,23 @@ void KvCache::assign_prefix(const KvCache& src, int64_t n) {
     return;
   }
   held_from_ = 0;
+  size_ = 0;
+  tokens_.clear();
+  take_positions(src, n);
+}
+
+void KvCache::take_positions(const KvCache& src, int64_t n) {
+  const int64_t common = size_;
   for (int64_t l = 0; l < num_layers_; ++l) {
     const auto i = static_cast<size_t>(l);
-    // What src still holds of [0, n) (all of it but on a ring that wrapped), and what fits here.
-    const int64_t from = std::max({int64_t{0}, n - rows_[i], sliding_[i] ? src.held_from_ : 0});
+    // What src still holds of [common, n) (all of it but on a ring that wrapped), and what fits here.
+    const int64_t from = std::max({common, n - rows_[i], sliding_[i] ? src.held_from_ : 0});
     copy_positions(src, l, from, n);
-    if (sliding_[i]) held_from_ = std::max(held_from_, from);
+    if (sliding_[i] && from > common) held_from_ = std::max(held_from_, from);
   }
-  tokens_.assign(src.tokens_.begin(), src.tokens_.begin() + n);
+  tokens_.insert(tokens_.end(), src.tokens_.begin() + common, src.tokens_.begin() + n);
   size_ = n;
+  will_write(n);  // the copies overwrote what a ring held before n − rows
 }
 
 void KvCache::copy_positions(const KvCache& src, int64_t layer, int64_t from, int64_t to) {

@@ -2,6 +2,7 @@
 // What the backends (and tests) reach inside a KvCache that its users must not: the raw K/V
 // storage on the cache's device, and commit, which marks positions filled once the forward pass
 // has written them. Not installed: internal code only.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -30,9 +31,24 @@ struct KvCacheAccess {
   }
   // Marks ids.size() more positions filled, computed from `ids`; throws past the capacity.
   static void commit(KvCache& kv, std::span<const int32_t> ids) { kv.commit(ids); }
+  // dst, holding src's first dst.size() positions (same shape), takes src's positions from there
+  // to src.size(): beam search's copies of a beam's last rows.
+  static void take_positions(KvCache& dst, const KvCache& src) { dst.take_positions(src, src.size()); }
   // Called before positions up to `end` are written (a ring loses those before end − rows).
   static void will_write(KvCache& kv, int64_t end) { kv.will_write(end); }
 };
+
+// Positions [first, last] of a layer whose position p lies in row p mod rows (KvCache::layer_rows),
+// in runs of consecutive rows: f(j0, j1, r0) for positions j0 .. j1 in rows r0 .. r0 + j1 − j0.
+// One run unless a sliding-window ring wraps within the range.
+template <typename F>
+void for_each_run(int64_t first, int64_t last, int64_t rows, F&& f) {
+  for (int64_t j = first; j <= last;) {
+    const int64_t r = j % rows, j1 = std::min(last, j + rows - r - 1);
+    f(j, j1, r);
+    j = j1 + 1;
+  }
+}
 
 // Shorthands for the kernels' call sites.
 inline std::byte* kv_k(KvCache& kv, int64_t layer, int64_t kv_head) { return KvCacheAccess::k(kv, layer, kv_head); }

@@ -23,20 +23,24 @@ namespace kvinfer::cpu {
 
 namespace {
 
-// s[j] *= scales[j] for j in first .. last (nothing without scales).
-void times_scales(float* s, const float* scales, int64_t first, int64_t last) {
-  if (scales == nullptr) return;
-  for (int64_t j = first; j <= last; ++j) s[j] *= scales[j];
-}
-
-// The row scales of an 8-bit cache (null for the others) of KV head g, from position `first`.
+// The row scales of an 8-bit cache (null for the others) of KV head g: s[j]'s row's scale is
+// k[(j + offset) mod rows] (offset: the position of s[0]; rows: the layer's, KvCache::layer_rows).
 struct RowScales {
   const float* k = nullptr;
   const float* v = nullptr;
+  int64_t offset = 0, rows = 1;
 };
-RowScales row_scales(const KvCache& kv, int64_t layer, int64_t g, int64_t first = 0) {
+RowScales row_scales(const KvCache& kv, int64_t layer, int64_t g, int64_t offset = 0) {
   if (!is_scaled_kv(kv.dtype())) return {};
-  return {kv_k_scales(kv, layer, g) + first, kv_v_scales(kv, layer, g) + first};
+  return {kv_k_scales(kv, layer, g), kv_v_scales(kv, layer, g), offset, kv.layer_rows(layer)};
+}
+
+// s[j] *= scales[row of j] for j in first .. last (nothing without scales).
+void times_scales(float* s, const float* scales, const RowScales& rs, int64_t first, int64_t last) {
+  if (scales == nullptr) return;
+  for_each_run(first + rs.offset, last + rs.offset, rs.rows, [&](int64_t j0, int64_t j1, int64_t r0) {
+    for (int64_t j = j0; j <= j1; ++j) s[j - rs.offset] *= scales[r0 + j - j0];
+  });
 }
 
 // One query's scores s[first .. pos] become its probabilities, in place: their max, the base-2
@@ -46,7 +50,7 @@ RowScales row_scales(const KvCache& kv, int64_t layer, int64_t g, int64_t first 
 // which the probabilities then hold (rs: the rows' scales, indexed like s).
 // A soft-cap (cap > 0, in the base-2 domain: c · log2(e)) makes each score cap · tanh(s / cap) first.
 void probabilities(float* s, int64_t first, int64_t pos, bool simd, RowScales rs = {}, float cap = 0) {
-  times_scales(s, rs.k, first, pos);
+  times_scales(s, rs.k, rs, first, pos);
   if (cap > 0)
     for (int64_t j = first; j <= pos; ++j) s[j] = cap * std::tanh(s[j] / cap);
   float block_max = -INFINITY;
@@ -72,7 +76,7 @@ void probabilities(float* s, int64_t first, int64_t pos, bool simd, RowScales rs
     avx2::scale(s + first, pos - first + 1, inv_sum);
   else
     for (int64_t j = first; j <= pos; ++j) s[j] *= inv_sum;
-  times_scales(s, rs.v, first, pos);
+  times_scales(s, rs.v, rs, first, pos);
 }
 
 // A prefill without a sliding window on AVX2 and AVX-512 machines. Computed one (row, head)
@@ -150,7 +154,8 @@ void attention_units(const KvCache& kv, int64_t layer, const float* q, int64_t n
       for (int64_t i = 0; i < nq; ++i) {
         float* si = s.data() + i * ctx;
         avx2::scale(si, tiled, scale);
-        avx2::attention_scores(dtype, x.data() + i * hd, kh, tiled, pos(i), hd, scale, si);
+        avx2::attention_scores(dtype, x.data() + i * hd, kh + static_cast<size_t>(tiled) * row_bytes, tiled, pos(i), hd,
+                               scale, si);
         probabilities(si, 0, pos(i), true, row_scales(kv, layer, g), cap);
       }
       for (int64_t j0 = 0; j0 < shared; j0 += kChunk) {  // the shared positions, all the queries
@@ -187,6 +192,9 @@ void attention_units(const KvCache& kv, int64_t layer, const float* q, int64_t n
 // 64, each chunk fetching the next one's K rows and its own V rows, and columns in blocks of 32.
 // gpt2-medium bf16 at 1000 positions: 215 → 195 µs a layer; the default model 41 → 37 µs
 // (docs/benchmarks-history.md).
+// A sliding-window ring's window may wrap past its last row: the scores and sums then go over
+// the two runs of rows in turn (the sums of the second adding to the first's), with the same
+// bits, and without the prefetch chains (which follow one run of rows).
 constexpr int64_t kDecodeColumns = 32;
 constexpr size_t kKvLead = 16 << 10;
 
@@ -197,7 +205,15 @@ void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t 
   const size_t row_bytes = static_cast<size_t>(hd) * dtype_size(dtype);
   const int64_t first = window > 0 ? std::max<int64_t>(0, start - window + 1) : 0;  // positions first .. start
   const int64_t count = start + 1 - first;
-  const size_t skip = static_cast<size_t>(first) * row_bytes;  // the K and V bytes before the first position
+  const int64_t ring = kv.layer_rows(layer);  // position p in row p mod ring
+  const size_t skip = static_cast<size_t>(first % ring) * row_bytes;  // the K and V bytes before the first row
+  const bool wraps = first % ring + count > ring;
+  // Positions first + a .. first + b − 1 in runs of consecutive rows: f(a', b', their first row).
+  auto runs = [&](int64_t a, int64_t b, auto&& f) {
+    for_each_run(first + a, first + b - 1, ring,
+                 [&](int64_t j0, int64_t j1, int64_t r0) { f(j0 - first, j1 + 1 - first, r0); });
+  };
+  auto row_at = [&](const std::byte* base, int64_t r) { return base + static_cast<size_t>(r) * row_bytes; };
   AlignedVector<float> s(static_cast<size_t>(heads * count));  // (heads, count) scores, then probabilities
   std::vector<const float*> p(static_cast<size_t>(heads));     // head h's probabilities
   std::vector<float*> o(static_cast<size_t>(heads));           // head h's output row
@@ -207,9 +223,37 @@ void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t 
   }
   const int64_t chunks = (count + kChunk - 1) / kChunk, blocks = (hd + kDecodeColumns - 1) / kDecodeColumns;
   const int64_t units = chunks * kvh;  // score units, KV head by KV head: u = g · chunks + chunk
-  // Positions [j0, j0 + 64) of KV head g's rows (K or V).
-  auto rows_at = [&](const std::byte* base, int64_t j0) { return base + skip + static_cast<size_t>(j0) * row_bytes; };
-  auto chunk_bytes = [&](int64_t j0) { return static_cast<size_t>(std::min(kChunk, count - j0)) * row_bytes; };
+  // Positions [j0, j0 + 64) of KV head g's rows (K or V), to the ring's end.
+  auto rows_at = [&](const std::byte* base, int64_t j0) { return row_at(base, (first + j0) % ring); };
+  auto chunk_bytes = [&](int64_t j0) {
+    return static_cast<size_t>(std::min({kChunk, count - j0, ring - (first + j0) % ring})) * row_bytes;
+  };
+  // The scores of KV head g's queries at positions [a, b): tiles of 16 rows, the rest per pair.
+  auto score_rows = [&](int64_t g, int64_t a, int64_t b, ChainedPrefetcher* pf) {
+    const float* qg = q + g * group * hd;  // (group, hd) the KV head's queries
+    float* sg = s.data() + g * group * count;
+    runs(a, b, [&](int64_t a1, int64_t b1, int64_t r0) {
+      const std::byte* kh = row_at(kv_k(kv, layer, g), r0);  // position a1's row
+      avx512::decode_scores(dtype, qg, group, hd, kh, b1 - a1, scale, sg + a1, count, pf);
+      const int64_t rest = a1 + (b1 - a1) / 16 * 16;  // the run's last rows mod 16
+      for (int64_t i = 0; rest < b1 && i < group; ++i)
+        avx2::attention_scores(dtype, qg + i * hd, kh + static_cast<size_t>(rest - a1) * row_bytes, rest, b1 - 1, hd,
+                               scale, sg + i * count);
+    });
+  };
+  // KV head g's query heads' sums over every position, columns [d0, d1).
+  auto value_rows = [&](int64_t g, int64_t d0, int64_t d1, ChainedPrefetcher* pf) {
+    runs(0, count, [&](int64_t a1, int64_t b1, int64_t r0) {
+      const float* const* pg = p.data() + g * group;  // the probabilities, from position a1 on
+      std::vector<const float*> later;
+      if (a1 > 0) {
+        for (int64_t i = 0; i < group; ++i) later.push_back(pg[i] + a1);
+        pg = later.data();
+      }
+      avx512::decode_values(dtype, pg, o.data() + g * group, group, row_at(kv_v(kv, layer, g), r0), b1 - a1, hd, d0,
+                            d1, pf, a1 > 0);
+    });
+  };
   // Score unit u; it fetches its V rows and the next unit's K rows.
   auto scores = [&](int64_t u) {
     const int64_t g = u / chunks, j0 = u % chunks * kChunk, j1 = std::min(count, j0 + kChunk);
@@ -218,41 +262,26 @@ void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t 
       const int64_t k0 = (u + 1) % chunks * kChunk;
       prefetch_lines(rows_at(kv_k(kv, layer, (u + 1) / chunks), k0), chunk_bytes(k0));
     }
-    const std::byte* kh = kv_k(kv, layer, g) + skip;
-    const float* qg = q + g * group * hd;  // (group, hd) the KV head's queries
-    float* sg = s.data() + g * group * count;
-    avx512::decode_scores(dtype, qg, group, hd, kh + static_cast<size_t>(j0) * row_bytes, j1 - j0, scale, sg + j0,
-                          count);
-    const int64_t rest = j0 + (j1 - j0) / 16 * 16;  // the chunk's last rows mod 16
-    for (int64_t i = 0; rest < j1 && i < group; ++i)
-      avx2::attention_scores(dtype, qg + i * hd, kh, rest, j1 - 1, hd, scale, sg + i * count);
+    score_rows(g, j0, j1, nullptr);
   };
   auto weights = [&](int64_t h) {
     probabilities(s.data() + h * count, 0, count - 1, true, row_scales(kv, layer, h / group, first), cap);
   };
-  auto sums = [&](int64_t g, int64_t d0, int64_t d1) {  // KV head g's query heads, columns [d0, d1)
-    avx512::decode_values(dtype, p.data() + g * group, o.data() + g * group, group, kv_v(kv, layer, g) + skip, count, hd,
-                          d0, d1);
-  };
+  auto sums = [&](int64_t g, int64_t d0, int64_t d1) { value_rows(g, d0, d1, nullptr); };
   const size_t head_bytes = static_cast<size_t>(count) * row_bytes;  // a head's K (or V) rows
   auto k_of = [&](int64_t g) { return kv_k(kv, layer, g) + skip; };
   auto v_of = [&](int64_t g) { return kv_v(kv, layer, g) + skip; };
   // KV head g whole, on one thread: scores, probabilities, weighted sums. `more`: the thread
   // goes on to head g + 1, whose K rows the V rows' reads fetch.
   auto whole_head = [&](int64_t g, bool more) {
-    const float* qg = q + g * group * hd;  // (group, hd) the KV head's queries
-    float* sg = s.data() + g * group * count;
     ChainedPrefetcher then_v(k_of(g), head_bytes, v_of(g), head_bytes, kKvLead);
-    avx512::decode_scores(dtype, qg, group, hd, k_of(g), count, scale, sg, count, &then_v);
-    for (int64_t i = 0, rest = count / 16 * 16; rest < count && i < group; ++i)
-      avx2::attention_scores(dtype, qg + i * hd, k_of(g), rest, count - 1, hd, scale, sg + i * count);
+    score_rows(g, 0, count, wraps ? nullptr : &then_v);
     for (int64_t h = g * group; h < (g + 1) * group; ++h) weights(h);
     ChainedPrefetcher then_k(v_of(g), head_bytes, more ? k_of(g + 1) : nullptr, more ? head_bytes : 0, kKvLead);
-    avx512::decode_values(dtype, p.data() + g * group, o.data() + g * group, group, v_of(g), count, hd, 0, hd,
-                          &then_k);
+    value_rows(g, 0, hd, wraps ? nullptr : &then_k);
   };
   if (!parallel) {  // every head in turn, no team (a batch's sequences run on the threads side by side)
-    prefetch_lines(k_of(0), std::min(kKvLead, head_bytes));
+    if (!wraps) prefetch_lines(k_of(0), std::min(kKvLead, head_bytes));
     for (int64_t g = 0; g < kvh; ++g) whole_head(g, g + 1 < kvh);
     return;
   }
@@ -266,7 +295,7 @@ void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t 
     const int64_t per = kvh / threads, whole = per * threads;
 #pragma omp for schedule(static) nowait
     for (int64_t g = 0; g < whole; ++g) {
-      if (g % per == 0) prefetch_lines(k_of(g), std::min(kKvLead, head_bytes));
+      if (g % per == 0 && !wraps) prefetch_lines(k_of(g), std::min(kKvLead, head_bytes));
       whole_head(g, (g + 1) % per != 0);
     }
     if (whole < kvh) {  // the heads left over (all of them when kvh < threads): three passes
@@ -289,12 +318,17 @@ void store_kv(KvCache& kv, int64_t layer, int64_t start, int64_t n, const float*
   const int64_t hd = kv.head_dim(), kvh = kv.num_kv_heads();
   const DType dtype = kv.dtype();
   const size_t esz = dtype_size(dtype);
+  const int64_t ring = kv.layer_rows(layer);  // position p in row p mod ring
+  if (n > ring)
+    throw Error(ErrorKind::InvalidArgument,
+                fmt::format("store_kv: {} positions at once into layer {}'s ring of {} rows", n, layer, ring));
   // Row t of KV head g: narrowed, or for an 8-bit cache quantised with its scale, a key rotated
   // first (on its own either way: a row's bytes never depend on the others written with it).
   auto put = [&](KvRow which, const float* x, std::byte* rows, float* scales, int64_t t) {
-    std::byte* dst = rows + static_cast<size_t>((start + t) * hd) * esz;
+    const int64_t row = (start + t) % ring;
+    std::byte* dst = rows + static_cast<size_t>(row * hd) * esz;
     if (scales != nullptr)
-      quantize_kv_row(dtype, which, x, hd, dst, scales + start + t);
+      quantize_kv_row(dtype, which, x, hd, dst, scales + row);
     else
       from_f32(dtype, x, dst, hd);
   };
@@ -303,7 +337,7 @@ void store_kv(KvCache& kv, int64_t layer, int64_t start, int64_t n, const float*
   // On gpt2-medium (32 rows a layer) that took store_kv from about 12 to 6 µs a layer.
   if (n == 1)
     for (int64_t g = 0; g < kvh; ++g) {
-      const size_t dst = static_cast<size_t>(start * hd) * esz, row_bytes = static_cast<size_t>(hd) * esz;
+      const size_t dst = static_cast<size_t>(start % ring * hd) * esz, row_bytes = static_cast<size_t>(hd) * esz;
       prefetch_lines_for_write(kv_k(kv, layer, g) + dst, row_bytes);
       prefetch_lines_for_write(kv_v(kv, layer, g) + dst, row_bytes);
     }
@@ -353,15 +387,16 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
   [[maybe_unused]] const bool parallel = !one_thread && macs >= least;  // read by the OpenMP pragmas only
   if (n > 1 && window <= 0 && simd)  // a prefill in units of queries (attention_units above)
     return attention_units(kv, layer, q, n, start, heads, scale, cap, out, cpu_has_avx512(), parallel);
+  const int64_t ring = kv.layer_rows(layer);  // position p in row p mod ring
   if (n == 1 && hd % 8 == 0 && cpu_has_avx512())  // a decode step, K and V rows shared by a KV head's query heads
     return attention_decode(kv, layer, q, start, heads, window, scale, cap, out, parallel);
 #pragma omp parallel if (parallel)
   {
     std::vector<float> scores(static_cast<size_t>(start + n));  // (positions) scores, then probabilities
     std::vector<float> row(f32 || simd ? 0 : static_cast<size_t>(hd));  // (head_dim) one widened K or V row
-    // Row j of K or V for KV head g, as f32: in place for an f32 cache, widened otherwise.
+    // Position j's row of K or V for KV head g, as f32: in place for an f32 cache, widened otherwise.
     auto kv_row = [&](const std::byte* base, int64_t j) {
-      const std::byte* src = base + static_cast<size_t>(j) * row_bytes;
+      const std::byte* src = base + static_cast<size_t>(j % ring) * row_bytes;
       if (f32) return reinterpret_cast<const float*>(src);
       to_f32(kv.dtype(), src, row.data(), hd);
       return static_cast<const float*>(row.data());
@@ -376,13 +411,19 @@ void attention(const KvCache& kv, int64_t layer, const float* q, int64_t n, int6
       const std::byte* vh = kv_v(kv, layer, g);
       // One block of all positions, in position order: scores and their max, the weights and
       // their sum, then the weighted sum of V rows. Nothing depends on n.
+      // Positions first .. pos lie in one run of rows, or two where a sliding-window ring wraps.
+      auto rows_of = [&](const std::byte* base, int64_t r0) { return base + static_cast<size_t>(r0) * row_bytes; };
       if (simd)  // K rows widened in registers: the same bits as dot() on the widened row
-        avx2::attention_scores(kv.dtype(), qh, kh, first, pos, hd, scale, scores.data());
+        for_each_run(first, pos, ring, [&](int64_t j0, int64_t j1, int64_t r0) {
+          avx2::attention_scores(kv.dtype(), qh, rows_of(kh, r0), j0, j1, hd, scale, scores.data());
+        });
       else
         for (int64_t j = first; j <= pos; ++j) scores[static_cast<size_t>(j)] = dot(qh, kv_row(kh, j), hd) * scale;
       probabilities(scores.data(), first, pos, simd, row_scales(kv, layer, g), cap);
       if (simd) {
-        avx2::attention_values(kv.dtype(), scores.data(), vh, first, pos, hd, oh);
+        for_each_run(first, pos, ring, [&](int64_t j0, int64_t j1, int64_t r0) {
+          avx2::attention_values(kv.dtype(), scores.data(), rows_of(vh, r0), j0, j1, hd, oh, j0 != first);
+        });
       } else {
         std::fill(oh, oh + hd, 0.0f);
         for (int64_t j = first; j <= pos; ++j) {

@@ -58,15 +58,14 @@ inline __m128 lanes_tree4(const __m256 a[4]) {
   return _mm_add_ps(_mm_add_ps(h[0], h[1]), _mm_add_ps(h[2], h[3]));
 }
 
-// Scores of R consecutive positions from j: R accumulators share q's vectors (8 chains of fused
-// multiply-adds hide their latency).
+// Scores of R consecutive positions from j, their rows from `rows` on: R accumulators share q's
+// vectors (8 chains of fused multiply-adds hide their latency).
 template <DType T, int R>
-inline void scores_of(const float* q, const std::byte* k, size_t row_bytes, int64_t j, int64_t hd, float scale,
+inline void scores_of(const float* q, const std::byte* rows, size_t row_bytes, int64_t j, int64_t hd, float scale,
                       float* s) {
   constexpr size_t kSize = dtype_size(T);
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  const std::byte* rows = k + static_cast<size_t>(j) * row_bytes;
   const int64_t body = hd / 8 * 8;
   for (int64_t d = 0; d < body; d += 8) {
     const __m256 qv = _mm256_loadu_ps(q + d);
@@ -85,36 +84,39 @@ inline void scores_of(const float* q, const std::byte* k, size_t row_bytes, int6
 template <DType T>
 void scores(const float* q, const std::byte* k, int64_t first, int64_t last, int64_t hd, float scale, float* s) {
   const size_t row_bytes = static_cast<size_t>(hd) * dtype_size(T);
+  auto row = [&](int64_t j) { return k + static_cast<size_t>(j - first) * row_bytes; };
   int64_t j = first;
-  for (; j + 8 <= last + 1; j += 8) scores_of<T, 8>(q, k, row_bytes, j, hd, scale, s);
-  for (; j + 4 <= last + 1; j += 4) scores_of<T, 4>(q, k, row_bytes, j, hd, scale, s);
-  for (; j <= last; ++j) scores_of<T, 1>(q, k, row_bytes, j, hd, scale, s);
+  for (; j + 8 <= last + 1; j += 8) scores_of<T, 8>(q, row(j), row_bytes, j, hd, scale, s);
+  for (; j + 4 <= last + 1; j += 4) scores_of<T, 4>(q, row(j), row_bytes, j, hd, scale, s);
+  for (; j <= last; ++j) scores_of<T, 1>(q, row(j), row_bytes, j, hd, scale, s);
 }
 
-// Columns [d0, d0 + 8·C) of o, accumulated over every position in C registers.
+// Columns [d0, d0 + 8·C) of o, accumulated over every position in C registers (from o's values
+// when `more`, else from 0).
 template <DType T, int C>
 inline void values_of(const float* p, const std::byte* v, size_t row_bytes, int64_t first, int64_t last, int64_t d0,
-                      float* o) {
+                      float* o, bool more) {
   constexpr size_t kSize = dtype_size(T);
   __m256 acc[C];
-  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+  for (int c = 0; c < C; ++c) acc[c] = more ? _mm256_loadu_ps(o + d0 + 8 * c) : _mm256_setzero_ps();
   for (int64_t j = first; j <= last; ++j) {
     const __m256 pj = _mm256_set1_ps(p[j]);
-    const std::byte* row = v + static_cast<size_t>(j) * row_bytes + static_cast<size_t>(d0) * kSize;
+    const std::byte* row = v + static_cast<size_t>(j - first) * row_bytes + static_cast<size_t>(d0) * kSize;
     for (int c = 0; c < C; ++c) acc[c] = _mm256_add_ps(acc[c], _mm256_mul_ps(pj, load8<T>(row + 8 * kSize * c)));
   }
   for (int c = 0; c < C; ++c) _mm256_storeu_ps(o + d0 + 8 * c, acc[c]);
 }
 
 template <DType T>
-void values(const float* p, const std::byte* v, int64_t first, int64_t last, int64_t hd, float* o) {
+void values(const float* p, const std::byte* v, int64_t first, int64_t last, int64_t hd, float* o, bool more) {
   const size_t row_bytes = static_cast<size_t>(hd) * dtype_size(T);
   int64_t d = 0;
-  for (; d + 64 <= hd; d += 64) values_of<T, 8>(p, v, row_bytes, first, last, d, o);
-  for (; d + 8 <= hd; d += 8) values_of<T, 1>(p, v, row_bytes, first, last, d, o);
+  for (; d + 64 <= hd; d += 64) values_of<T, 8>(p, v, row_bytes, first, last, d, o, more);
+  for (; d + 8 <= hd; d += 8) values_of<T, 1>(p, v, row_bytes, first, last, d, o, more);
   for (; d < hd; ++d) {  // the last hd % 8 columns, one at a time, the same operations
-    float acc = 0.0f;
-    for (int64_t j = first; j <= last; ++j) acc += p[j] * kv_value<T>(v + static_cast<size_t>(j) * row_bytes, d);
+    float acc = more ? o[d] : 0.0f;
+    for (int64_t j = first; j <= last; ++j)
+      acc += p[j] * kv_value<T>(v + static_cast<size_t>(j - first) * row_bytes, d);
     o[d] = acc;
   }
 }
@@ -149,13 +151,14 @@ void attention_scores(DType t, const float* q, const std::byte* k, int64_t first
   }
 }
 
-void attention_values(DType t, const float* p, const std::byte* v, int64_t first, int64_t last, int64_t hd, float* o) {
+void attention_values(DType t, const float* p, const std::byte* v, int64_t first, int64_t last, int64_t hd, float* o,
+                      bool more) {
   switch (t) {
-    case DType::F16: return values<DType::F16>(p, v, first, last, hd, o);
-    case DType::BF16: return values<DType::BF16>(p, v, first, last, hd, o);
-    case DType::I8: return values<DType::I8>(p, v, first, last, hd, o);
-    case DType::FP8: return values<DType::FP8>(p, v, first, last, hd, o);
-    default: return values<DType::F32>(p, v, first, last, hd, o);
+    case DType::F16: return values<DType::F16>(p, v, first, last, hd, o, more);
+    case DType::BF16: return values<DType::BF16>(p, v, first, last, hd, o, more);
+    case DType::I8: return values<DType::I8>(p, v, first, last, hd, o, more);
+    case DType::FP8: return values<DType::FP8>(p, v, first, last, hd, o, more);
+    default: return values<DType::F32>(p, v, first, last, hd, o, more);
   }
 }
 

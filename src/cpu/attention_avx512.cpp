@@ -142,14 +142,15 @@ void decode_scores_of(const float* q, int64_t nq, int64_t hd, const std::byte* k
   }
 }
 
-// Columns [d0, d0 + 16·C) of R queries' weighted sums over V rows 0 .. count − 1, from 0: per
-// row, C widened loads for all R queries, then each sum plus the product (rounded, then added).
+// Columns [d0, d0 + 16·C) of R queries' weighted sums over V rows 0 .. count − 1, from 0 (from o
+// when `more`): per row, C widened loads for all R queries, then each sum plus the product
+// (rounded, then added).
 template <DType T, int R, int C>
 void sums(const float* const* p, float* const* o, const std::byte* v, size_t row_bytes, int64_t count, int64_t d0,
-          ChainedPrefetcher& pf) {
+          ChainedPrefetcher& pf, bool more) {
   __m512 acc[R][C];
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+    for (int c = 0; c < C; ++c) acc[r][c] = more ? _mm512_loadu_ps(o[r] + d0 + 16 * c) : _mm512_setzero_ps();
   for (int64_t j = 0; j < count; ++j) {
     if (j % 16 == 0) pf.advance(16 * 16 * C * kValueBytes<T>);  // the bytes of 16 rows this pass reads
     const std::byte* row = v + static_cast<size_t>(j) * row_bytes + static_cast<size_t>(d0) * kValueBytes<T>;
@@ -168,15 +169,15 @@ void sums(const float* const* p, float* const* o, const std::byte* v, size_t row
 // operations).
 template <DType T, int R>
 void sums_of(const float* const* p, float* const* o, const std::byte* v, int64_t count, int64_t hd, int64_t d0,
-             int64_t d1, ChainedPrefetcher& pf) {
+             int64_t d1, ChainedPrefetcher& pf, bool more) {
   const size_t row_bytes = static_cast<size_t>(hd) * kValueBytes<T>;
   int64_t d = d0;
-  for (; d + 64 <= d1; d += 64) sums<T, R, 4>(p, o, v, row_bytes, count, d, pf);
-  for (; d + 32 <= d1; d += 32) sums<T, R, 2>(p, o, v, row_bytes, count, d, pf);
-  for (; d + 16 <= d1; d += 16) sums<T, R, 1>(p, o, v, row_bytes, count, d, pf);
+  for (; d + 64 <= d1; d += 64) sums<T, R, 4>(p, o, v, row_bytes, count, d, pf, more);
+  for (; d + 32 <= d1; d += 32) sums<T, R, 2>(p, o, v, row_bytes, count, d, pf, more);
+  for (; d + 16 <= d1; d += 16) sums<T, R, 1>(p, o, v, row_bytes, count, d, pf, more);
   for (; d < d1; ++d)
     for (int r = 0; r < R; ++r) {
-      float acc = 0.0f;
+      float acc = more ? o[r][d] : 0.0f;
       for (int64_t j = 0; j < count; ++j) acc += p[r][j] * kv_value<T>(v + static_cast<size_t>(j) * row_bytes, d);
       o[r][d] = acc;
     }
@@ -184,10 +185,10 @@ void sums_of(const float* const* p, float* const* o, const std::byte* v, int64_t
 
 template <DType T>
 void decode_values_of(const float* const* p, float* const* o, int64_t nq, const std::byte* v, int64_t count,
-                      int64_t hd, int64_t d0, int64_t d1, ChainedPrefetcher& pf) {
-  for (; nq >= 3; nq -= 3, p += 3, o += 3) sums_of<T, 3>(p, o, v, count, hd, d0, d1, pf);
-  if (nq == 2) sums_of<T, 2>(p, o, v, count, hd, d0, d1, pf);
-  if (nq == 1) sums_of<T, 1>(p, o, v, count, hd, d0, d1, pf);
+                      int64_t hd, int64_t d0, int64_t d1, ChainedPrefetcher& pf, bool more) {
+  for (; nq >= 3; nq -= 3, p += 3, o += 3) sums_of<T, 3>(p, o, v, count, hd, d0, d1, pf, more);
+  if (nq == 2) sums_of<T, 2>(p, o, v, count, hd, d0, d1, pf, more);
+  if (nq == 1) sums_of<T, 1>(p, o, v, count, hd, d0, d1, pf, more);
 }
 
 }  // namespace
@@ -206,14 +207,14 @@ void decode_scores(DType t, const float* q, int64_t nq, int64_t hd, const std::b
 }
 
 void decode_values(DType t, const float* const* p, float* const* o, int64_t nq, const std::byte* v, int64_t count,
-                   int64_t hd, int64_t d0, int64_t d1, ChainedPrefetcher* pf) {
+                   int64_t hd, int64_t d0, int64_t d1, ChainedPrefetcher* pf, bool more) {
   ChainedPrefetcher local = pf ? *pf : ChainedPrefetcher();
   switch (t) {
-    case DType::F16: decode_values_of<DType::F16>(p, o, nq, v, count, hd, d0, d1, local); break;
-    case DType::BF16: decode_values_of<DType::BF16>(p, o, nq, v, count, hd, d0, d1, local); break;
-    case DType::I8: decode_values_of<DType::I8>(p, o, nq, v, count, hd, d0, d1, local); break;
-    case DType::FP8: decode_values_of<DType::FP8>(p, o, nq, v, count, hd, d0, d1, local); break;
-    default: decode_values_of<DType::F32>(p, o, nq, v, count, hd, d0, d1, local); break;
+    case DType::F16: decode_values_of<DType::F16>(p, o, nq, v, count, hd, d0, d1, local, more); break;
+    case DType::BF16: decode_values_of<DType::BF16>(p, o, nq, v, count, hd, d0, d1, local, more); break;
+    case DType::I8: decode_values_of<DType::I8>(p, o, nq, v, count, hd, d0, d1, local, more); break;
+    case DType::FP8: decode_values_of<DType::FP8>(p, o, nq, v, count, hd, d0, d1, local, more); break;
+    default: decode_values_of<DType::F32>(p, o, nq, v, count, hd, d0, d1, local, more); break;
   }
   if (pf) *pf = local;
 }
@@ -244,7 +245,7 @@ void decode_scores(DType, const float*, int64_t, int64_t, const std::byte*, int6
   std::abort();
 }
 void decode_values(DType, const float* const*, float* const*, int64_t, const std::byte*, int64_t, int64_t, int64_t,
-                   int64_t, ChainedPrefetcher*) {
+                   int64_t, ChainedPrefetcher*, bool) {
   std::abort();
 }
 }  // namespace kvinfer::cpu::avx512

@@ -34,8 +34,9 @@ void decode_scores(DType t, const float* q, int64_t nq, int64_t hd, const std::b
 // o[r][d] = Σ p[r][j] · (V row j)[d] over j = 0 .. count − 1 in order, each term rounded then added,
 // for r < nq and the columns [d0, d1): avx2::attention_values' bits, column by column. V row j at
 // v + j · hd · dtype_size(t), widened in registers once for all the queries. With pf, each 16
-// rows advance it by the bytes of theirs that were read.
+// rows advance it by the bytes of theirs that were read. `more`: the sums start from o's values
+// (positions split over two calls add up to the bits of one).
 void decode_values(DType t, const float* const* p, float* const* o, int64_t nq, const std::byte* v, int64_t count,
-                   int64_t hd, int64_t d0, int64_t d1, ChainedPrefetcher* pf = nullptr);
+                   int64_t hd, int64_t d0, int64_t d1, ChainedPrefetcher* pf = nullptr, bool more = false);
 
 }  // namespace kvinfer::cpu::avx512

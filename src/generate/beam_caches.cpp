@@ -2,10 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 
 #include "core/kv_cache_access.h"
-#include "cuda/device_memory.h"
 #include "kvinfer/beam_search.h"
 #include "kvinfer/dtype.h"
 
@@ -28,41 +26,18 @@ uint64_t position_bytes(const KvCache& kv) {
          (static_cast<uint64_t>(kv.head_dim()) * dtype_size(kv.dtype()) + kv_scale_bytes(kv.dtype()));
 }
 
-void copy_bytes(Device device, void* dst, const void* src, size_t bytes) {
-  if (bytes == 0) return;
-  if (device == Device::CUDA)
-    cuda_backend::copy_on_device(dst, src, bytes);
-  else
-    std::memcpy(dst, src, bytes);
-}
-
 }  // namespace
 
 int64_t copy_rows_after_common_prefix(KvCache& dst, const KvCache& src, uint64_t& bytes) {
   const int64_t n = src.size();
-  const int64_t from = common_prefix(dst, src);
+  // The rows after the shared prefix; all of them when a sliding-window ring no longer holds the
+  // window before its end.
+  const int64_t from = dst.reusable(common_prefix(dst, src));
   dst.truncate(from);
   if (from == n) return 0;
-  // Rows [from, n) of every (layer, K/V, KV head) block, and their scales for the 8-bit types.
-  const size_t row_bytes = static_cast<size_t>(src.head_dim()) * dtype_size(src.dtype());
-  const size_t rows = static_cast<size_t>(n - from);
-  const size_t first = static_cast<size_t>(from);
-  const bool scaled = kv_scale_bytes(src.dtype()) > 0;
-  for (int64_t l = 0; l < src.num_layers(); ++l)
-    for (int64_t h = 0; h < src.num_kv_heads(); ++h) {
-      const size_t at = first * row_bytes;
-      copy_bytes(dst.device(), KvCacheAccess::k(dst, l, h) + at, KvCacheAccess::k(src, l, h) + at, rows * row_bytes);
-      copy_bytes(dst.device(), KvCacheAccess::v(dst, l, h) + at, KvCacheAccess::v(src, l, h) + at, rows * row_bytes);
-      if (scaled) {
-        copy_bytes(dst.device(), KvCacheAccess::k_scales(dst, l, h) + first, KvCacheAccess::k_scales(src, l, h) + first,
-                   rows * sizeof(float));
-        copy_bytes(dst.device(), KvCacheAccess::v_scales(dst, l, h) + first, KvCacheAccess::v_scales(src, l, h) + first,
-                   rows * sizeof(float));
-      }
-    }
-  KvCacheAccess::commit(dst, src.tokens().subspan(first));
-  bytes += position_bytes(src) * rows;
-  return static_cast<int64_t>(rows);
+  KvCacheAccess::take_positions(dst, src);
+  bytes += position_bytes(src) * static_cast<uint64_t>(n - from);
+  return n - from;
 }
 
 BeamCaches::BeamCaches(KvCache& first, int32_t num_beams, int64_t capacity, BeamSearchStats& stats) {
