@@ -5,7 +5,8 @@
 // host and on the device, one split or several) and of prefill (the tiled kernel for f32, int8
 // and fp8; the tensor-core kernel for f16 and bf16), and store_kv's rows, codes and scales. The
 // positions wrap the ring several times, in decode steps and in prefill pieces of at most
-// rows - window + 1 positions (src/ops/self_attention.h's for_each_piece). Skips without a device.
+// rows - window + 1 positions (src/ops/self_attention.h's for_each_piece). Through the backend,
+// also against the CPU backend on a ring of its own. Skips without a device.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "core/kv_cache_access.h"
+#include "cpu/cpu_ops.h"
 #include "cuda/cuda_backend.h"
 #include "cuda_check.h"
 #include "cuda_ops.h"
@@ -123,8 +125,11 @@ std::vector<float> run_attention(const cuda::AttentionParams& p) {
 // Through the backend (src/cuda/cuda_backend.cpp), as the forward pass calls it: a cache whose
 // layers all have a window of 5 (capacity 64, so 9 rows a layer) against one without, both
 // attending with window 5, filled in calls of 1 to 5 positions (decode steps and prefill pieces),
-// 64 positions: seven turns of the ring.
-TEST(CudaRing, BackendRingCacheEqualsFullCacheBitForBit) {
+// 64 positions: seven turns of the ring. And against the CPU's store_kv and attention on a ring
+// of its own: the same rows bit for bit (as for a full cache, tests/test_cuda_ops.cpp), outputs
+// within tests/test_cuda_attention.cpp's bounds (summation orders differ; the tensor-core
+// kernel's q and weights are rounded to the cache type).
+TEST(CudaRing, BackendRingCacheEqualsFullCacheAndTheCpusRing) {
   SKIP_WITHOUT_DEVICE();
   constexpr int64_t kWindow = 5, kCapacity = 64, kLayer = 1;
   constexpr int64_t kPieces[] = {1, 5, 1, 1, 3, 5, 2, 1, 4, 5, 1, 2};
@@ -135,7 +140,9 @@ TEST(CudaRing, BackendRingCacheEqualsFullCacheBitForBit) {
       ModelConfig ring_cfg = full_cfg;
       ring_cfg.sliding_window = kWindow;
       KvCache full(full_cfg, kCapacity, dt, Device::CUDA), ring(ring_cfg, kCapacity, dt, Device::CUDA);
+      KvCache cpu_ring(ring_cfg, kCapacity, dt, Device::CPU);
       ASSERT_EQ(ring.layer_rows(kLayer), 9);
+      ASSERT_EQ(cpu_ring.layer_rows(kLayer), 9);
       ASSERT_EQ(full.layer_rows(kLayer), kCapacity);
       auto ctx = cuda_backend::create_context();
       std::mt19937 rng(static_cast<uint32_t>(hd * 10 + static_cast<int>(dt)));
@@ -145,9 +152,10 @@ TEST(CudaRing, BackendRingCacheEqualsFullCacheBitForBit) {
         const int64_t n = std::min(kPieces[piece++ % std::size(kPieces)], kCapacity - start);
         const std::string what = std::string(dtype_name(dt)) + " head_dim " + std::to_string(hd) + " positions " +
                                  std::to_string(start) + " .. " + std::to_string(start + n - 1);
-        const DeviceBuffer k(random_floats(static_cast<size_t>(n * kKvHeads * hd), rng));
-        const DeviceBuffer v(random_floats(static_cast<size_t>(n * kKvHeads * hd), rng));
-        const DeviceBuffer q(random_floats(static_cast<size_t>(n * kHeads * hd), rng));
+        const auto k_host = random_floats(static_cast<size_t>(n * kKvHeads * hd), rng);
+        const auto v_host = random_floats(k_host.size(), rng);
+        const auto q_host = random_floats(static_cast<size_t>(n * kHeads * hd), rng);
+        const DeviceBuffer k(k_host), v(v_host), q(q_host);
         DeviceBuffer out_full(static_cast<size_t>(n * kHeads * hd) * sizeof(float)), out_ring(out_full.bytes);
         std::vector<float> got_full(static_cast<size_t>(n * kHeads * hd)), got_ring(got_full.size());
         for (auto [kv, out, got] : {std::tuple{&full, &out_full, &got_full}, std::tuple{&ring, &out_ring, &got_ring}}) {
@@ -156,8 +164,16 @@ TEST(CudaRing, BackendRingCacheEqualsFullCacheBitForBit) {
           cuda_backend::to_host(*ctx, out->as<float>(), got->data(), n * kHeads * hd);
         }
         expect_same_output(got_ring, got_full, what);
+        std::vector<float> want(got_ring.size());
+        cpu::store_kv(cpu_ring, kLayer, start, n, k_host.data(), v_host.data());
+        cpu::attention(cpu_ring, kLayer, q_host.data(), n, start, kHeads, kWindow, want.data());
+        double err = 0, scale = 0;
+        for (size_t i = 0; i < want.size(); ++i)
+          err = std::max(err, std::fabs(double{got_ring[i]} - want[i])), scale = std::max(scale, std::fabs(double{want[i]}));
+        const bool mma = n > 1 && (dt == DType::F16 || dt == DType::BF16);
+        EXPECT_LE(err, (mma ? 4 * (dt == DType::BF16 ? 0x1p-8 : 0x1p-11) : 1e-4) * scale) << what << " against the CPU";
         start += n;
-        // The ring's rows hold the full cache's rows of its last 9 positions.
+        // The ring's rows hold the full cache's rows of its last 9 positions, and the CPU ring's.
         for (int64_t g = 0; g < kKvHeads; ++g) {
           const auto rk = to_host(kv_k(ring, kLayer, g), 9 * rb), fk = to_host(kv_k(full, kLayer, g), kCapacity * rb);
           const auto rv = to_host(kv_v(ring, kLayer, g), 9 * rb), fv = to_host(kv_v(full, kLayer, g), kCapacity * rb);
@@ -165,6 +181,8 @@ TEST(CudaRing, BackendRingCacheEqualsFullCacheBitForBit) {
             const size_t r = static_cast<size_t>(p % 9), f = static_cast<size_t>(p);
             ASSERT_EQ(std::memcmp(rk.data() + r * rb, fk.data() + f * rb, rb), 0) << what << " K of " << p;
             ASSERT_EQ(std::memcmp(rv.data() + r * rb, fv.data() + f * rb, rb), 0) << what << " V of " << p;
+            ASSERT_EQ(std::memcmp(rk.data() + r * rb, kv_k(cpu_ring, kLayer, g) + r * rb, rb), 0) << what << " CPU K of " << p;
+            ASSERT_EQ(std::memcmp(rv.data() + r * rb, kv_v(cpu_ring, kLayer, g) + r * rb, rb), 0) << what << " CPU V of " << p;
             if (!is_scaled_kv(dt)) continue;
             float rs[2], fs[2];
             CUDA_CHECK(cudaMemcpy(&rs[0], kv_k_scales(ring, kLayer, g) + r, 4, cudaMemcpyDeviceToHost));
@@ -172,6 +190,8 @@ TEST(CudaRing, BackendRingCacheEqualsFullCacheBitForBit) {
             CUDA_CHECK(cudaMemcpy(&fs[0], kv_k_scales(full, kLayer, g) + f, 4, cudaMemcpyDeviceToHost));
             CUDA_CHECK(cudaMemcpy(&fs[1], kv_v_scales(full, kLayer, g) + f, 4, cudaMemcpyDeviceToHost));
             ASSERT_EQ(std::memcmp(rs, fs, sizeof rs), 0) << what << " scales of " << p;
+            const float cs[2] = {kv_k_scales(cpu_ring, kLayer, g)[r], kv_v_scales(cpu_ring, kLayer, g)[r]};
+            ASSERT_EQ(std::memcmp(rs, cs, sizeof rs), 0) << what << " CPU scales of " << p;
           }
         }
       }
