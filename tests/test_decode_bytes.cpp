@@ -117,6 +117,24 @@ TEST(DecodeStepBytes, PerLayerWindowsReadEachLayersSpan) {
   EXPECT_EQ(at10.kv_write, 256u);
 }
 
+// Gemma 3's mix (every third layer global here) with an int8 cache: each layer reads its own
+// span, not the rows its cache keeps (a windowed layer's ring holds more than its window).
+TEST(DecodeStepBytes, MixedWindowsReadTheirWindowNotTheirRing) {
+  ModelConfig c = small_llama(false);
+  c.num_layers = 6;
+  c.sliding_window = 5;
+  c.sliding_layers = {true, true, false, true, true, false};
+  auto m = random_model(c, {.device = Device::CPU});
+  const uint64_t row = 2 * 2 * (16 * 1 + 4);  // one layer's K and V of a position: 2 KV heads of 16 codes + a scale
+  for (int64_t context : {1, 3, 5, 9, 40}) {
+    const DecodeStepBytes b = decode_step_bytes(*m, context, DType::I8);
+    const uint64_t windowed = static_cast<uint64_t>(std::min<int64_t>(context, 5)), global = static_cast<uint64_t>(context);
+    EXPECT_EQ(b.kv_read, row * (4 * windowed + 2 * global)) << "context " << context;
+    EXPECT_EQ(b.positions_read, context) << "context " << context;
+    EXPECT_EQ(b.kv_write, row * 6);
+  }
+}
+
 TEST(DecodeStepBytes, BadContextAndCacheDtypeAreErrors) {
   auto m = random_model(small_llama(false), {.device = Device::CPU});
   EXPECT_NE(error_of([&] { decode_step_bytes(*m, 0, DType::F16); }).find("context 0"), std::string::npos);

@@ -40,19 +40,19 @@ DecodeStepBytes decode_step_bytes(const Model& model, int64_t context, DType kv_
   b.lm_head = w.lm_head.weight.bytes();  // a tied head is the embedding: counted here only
   b.embedding_rows = w.embed.row_bytes() + (w.pos_embed.data ? w.pos_embed.row_bytes() : 0);
 
+  // Each layer reads its own span: the context, or its window (Gemma and Qwen2 mix windowed and
+  // global layers). Not plan_kv_bytes: a ring's rows are not the positions a step reads.
   const ModelConfig& c = model.config();
-  b.positions_read = c.sliding_window ? std::min(context, *c.sliding_window) : context;
+  const uint64_t layer_row = kv_layer_bytes_per_token(c, kv_dtype);  // K and V of one layer and position
   b.kv_write = kv_bytes_per_token(c, kv_dtype);
-  b.kv_read = plan_kv_bytes(c, b.positions_read, kv_dtype);  // throws on overflow
-  if (!c.sliding_layers.empty()) {  // sliding and global layers (Gemma, Qwen2's window): each its own
-    const uint64_t layer_row = b.kv_write / static_cast<uint64_t>(c.num_layers);  // K and V of one layer
-    b.kv_read = 0;
-    b.positions_read = 0;
-    for (int64_t l = 0; l < c.num_layers; ++l) {
-      const int64_t window = c.layer_window(l), read = window > 0 ? std::min(context, window) : context;
-      b.positions_read = std::max(b.positions_read, read);  // the most any layer reads
-      b.kv_read += layer_row * static_cast<uint64_t>(read);
-    }
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const int64_t window = c.layer_window(l), read = window > 0 ? std::min(context, window) : context;
+    b.positions_read = std::max(b.positions_read, read);  // the most any layer reads
+    uint64_t bytes = 0;
+    if (__builtin_mul_overflow(layer_row, static_cast<uint64_t>(read), &bytes) ||
+        __builtin_add_overflow(b.kv_read, bytes, &b.kv_read))
+      throw Error(ErrorKind::InvalidArgument,
+                  fmt::format("decode_step_bytes: the KV bytes read at context {} overflow 64 bits", context));
   }
   uint64_t total = 0;
   if (__builtin_add_overflow(b.weights(), b.kv_read, &total) || __builtin_add_overflow(total, b.kv_write, &total))

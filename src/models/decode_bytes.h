@@ -15,8 +15,8 @@ struct DecodeStepBytes {
   uint64_t norms_biases = 0;    // every norm weight and bias, every projection bias (f32)
   uint64_t lm_head = 0;         // the LM head whole, once (the token embedding when tied)
   uint64_t embedding_rows = 0;  // one row of the token embedding (and one of GPT-2's positions)
-  int64_t positions_read = 0;   // positions attended: the context, or the sliding window
-  uint64_t kv_read = 0;         // K and V of those positions, every layer
+  int64_t positions_read = 0;   // the most positions a layer attends: the context, or the window
+  uint64_t kv_read = 0;         // K and V of the positions each layer attends, every layer
   uint64_t kv_write = 0;        // the new position's K and V, every layer
 
   // The weights a step reads: Model::step_weight_bytes().
@@ -29,7 +29,8 @@ struct DecodeStepBytes {
 // KV cache of dtype kv_dtype (f32, f16, bf16, int8 or fp8):
 //   weights as stored (quantised blocks as stored: dtype_row_bytes), each read once, the LM head
 //   once even when tied, one embedding row;
-//   KV read  = kv_bytes_per_token × min(context, sliding_window) (an 8-bit row's scale included);
+//   KV read  = Σ over layers of kv_layer_bytes_per_token × min(context, the layer's window), the
+//              context for a layer without one (an 8-bit row's scale included);
 //   KV write = kv_bytes_per_token.
 // Activations (a few hidden-sized vectors) and the logits written (vocab × 4 bytes) are left
 // out. Throws kvinfer::Error for context < 1, a quantised kv_dtype, or 64-bit overflow.
