@@ -5,11 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "core/hash.h"
 #include "core/kv_state_format.h"
@@ -146,6 +150,186 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, KvStateFixture,
                          ::testing::Values("llama_gqa4", "llama_mqa", "llama_bf16", "mistral_window", "qwen2_bias",
                                            "gpt2_tiny", "gpt2_untied_f16"));
 
+// ---- sliding-window rings ----
+
+// The windowed layers' window of a model (one for all of them).
+int64_t window_of(const Model& m) {
+  for (int64_t l = 0; l < m.config().num_layers; ++l)
+    if (m.config().layer_window(l) > 0) return m.config().layer_window(l);
+  return 0;
+}
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// The run of `steps` decode steps whose every fed id is `full`'s: its logits are full's.
+std::map<int, int32_t> forced_as(const Trace& full) {
+  std::map<int, int32_t> f;
+  for (size_t i = 0; i < full.fed.size(); ++i) f[static_cast<int>(i)] = full.fed[i];
+  return f;
+}
+
+class KvStateRing : public ::testing::TestWithParam<const char*> {
+ protected:
+  static constexpr int kRingSteps = 24, kRingSplit = 16;
+  static constexpr int64_t kRingCapacity = 48;
+  void SetUp() override {
+    model = load_cpu(test::model_dir(GetParam()));
+    prompt = prompt_of(GetParam());
+    window = window_of(*model);
+    ASSERT_GT(window, 0);
+    full = fresh_run(model, prompt, kRingSteps, {}, kRingCapacity);
+  }
+  // A cache after the prompt and kRingSplit steps: longer than its rings.
+  KvCache split_cache() {
+    Session s(model);
+    KvCache kv(*model, kRingCapacity);
+    Trace a;
+    prefill(s, kv, prompt, a);
+    run_steps(s, kv, scratch, 0, kRingSplit, forced_as(full), a);
+    return kv;
+  }
+  // Continues `kv` (holding the prompt and `done` steps of `full`) to kRingSteps: full's logits.
+  void expect_continues(KvCache& kv, int done, const std::string& what) {
+    Session s(model);
+    Trace b;
+    b.fed.assign(full.fed.begin(), full.fed.begin() + done);
+    const auto vocab = static_cast<size_t>(model->config().vocab_size);
+    b.logits.assign(full.logits.begin(), full.logits.begin() + static_cast<std::ptrdiff_t>((done + 1) * vocab));
+    run_steps(s, kv, scratch, done, kRingSteps, forced_as(full), b);
+    EXPECT_EQ(b.fed, full.fed) << what;
+    EXPECT_TRUE(same_bits(b.logits, full.logits)) << what;
+  }
+
+  std::shared_ptr<const Model> model;
+  std::vector<int32_t> prompt;
+  int64_t window = 0;
+  Trace full;
+  std::vector<float> scratch;
+  test::TempDir dir;
+};
+
+// The file holds each windowed layer's ring (its positions from held_from on) and every position
+// of the other layers; the restored cache rewinds exactly as far as the saved one, and continues
+// bit for bit, at the saved capacity, a larger one and the fewest positions that hold it.
+TEST_P(KvStateRing, SaveRestoreAfterTheRingWrapped) {
+  KvCache kv = split_cache();
+  const int64_t n = kv.size();
+  ASSERT_GT(kv.earliest_rewind(), 0) << "the ring did not wrap: a longer run is needed";
+  const fs::path file = dir.path() / "ring.kvs";
+  save_kv_state(kv, *model, file);
+
+  const ModelConfig& c = model->config();
+  const int64_t held = kv.earliest_rewind() - window + 1;
+  uint64_t rows = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) rows += static_cast<uint64_t>(c.layer_window(l) > 0 ? n - held : n);
+  const uint64_t row_bytes = static_cast<uint64_t>(c.head_dim) * dtype_size(kv.dtype()) + kv_scale_bytes(kv.dtype());
+  EXPECT_EQ(fs::file_size(file), kv_state::kHeaderBytes + 4 * static_cast<uint64_t>(n) +
+                                     rows * 2 * static_cast<uint64_t>(c.num_kv_heads) * row_bytes);
+
+  for (std::optional<int64_t> capacity : {std::optional<int64_t>{}, std::optional<int64_t>{kRingCapacity + 16},
+                                          std::optional<int64_t>{n}}) {
+    KvCache restored = load_kv_state(*model, file, capacity);
+    const std::string what = fmt::format("capacity {}", restored.capacity());
+    EXPECT_EQ(restored.size(), n) << what;
+    EXPECT_EQ(restored.earliest_rewind(), kv.earliest_rewind()) << what;
+    ASSERT_TRUE(std::ranges::equal(restored.tokens(), kv.tokens())) << what;
+    expect_continues(restored, kRingSplit, what);
+  }
+  // Rewound as far as it allows, then the same ids again: the same logits.
+  KvCache restored = load_kv_state(*model, file);
+  const int64_t e = restored.earliest_rewind();
+  EXPECT_THAT(test::error_of([&] { restored.truncate(e - 1); }), HasSubstr(fmt::format("truncate({})", e - 1)));
+  restored.truncate(e);
+  expect_continues(restored, static_cast<int>(e - static_cast<int64_t>(prompt.size())), "rewound");
+}
+
+// A version 1 file held every position of every layer: it still loads, each windowed layer
+// keeping its ring's last rows (the earlier rows are read for the checksum and dropped).
+TEST_P(KvStateRing, Version1FilesStillLoad) {
+  KvCache kv = split_cache();
+  const int64_t n = kv.size();
+  const fs::path v2 = dir.path() / "v2.kvs", v1 = dir.path() / "v1.kvs";
+  save_kv_state(kv, *model, v2);
+  const std::string b = read_all(v2);
+  kv_state::Bytes head{};
+  std::memcpy(head.data(), b.data(), head.size());
+  kv_state::Header h = kv_state::decode(head);
+  ASSERT_GT(h.held_from, 0u);
+  // Version 1's blocks: the windowed layers' missing rows first (any bytes: they are never read).
+  const ModelConfig& c = model->config();
+  const size_t row = static_cast<size_t>(c.head_dim) * dtype_size(kv.dtype()), scale = kv_scale_bytes(kv.dtype());
+  std::string payload = b.substr(kv_state::kHeaderBytes, 4 * static_cast<size_t>(n));
+  uint64_t sum = hash64(payload.data(), payload.size());
+  size_t at = kv_state::kHeaderBytes + payload.size();
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const size_t held = c.layer_window(l) > 0 ? static_cast<size_t>(h.held_from) : 0, kept = static_cast<size_t>(n) - held;
+    for (int block = 0; block < 2 * c.num_kv_heads; ++block)
+      for (const size_t bytes : {row, scale}) {
+        if (bytes == 0) continue;
+        std::string part(held * bytes, '\x5a');
+        part += b.substr(at, kept * bytes);
+        at += kept * bytes;
+        sum = hash64(part.data(), part.size(), sum);
+        payload += part;
+      }
+  }
+  ASSERT_EQ(at, b.size());
+  kv_state::Header old = h;
+  old.version = kv_state::kVersion1;
+  old.header_bytes = kv_state::kHeaderBytes1;
+  old.payload_checksum = sum;
+  const kv_state::Bytes e = kv_state::encode(old);
+  std::ofstream(v1, std::ios::binary) << std::string(reinterpret_cast<const char*>(e.data()), kv_state::kHeaderBytes1)
+                                      << payload;
+  KvCache restored = load_kv_state(*model, v1);
+  EXPECT_EQ(restored.size(), n);
+  EXPECT_EQ(restored.earliest_rewind(), kv.earliest_rewind());  // the same rings' rows
+  expect_continues(restored, kRingSplit, "version 1");
+}
+
+// The header's window fields are checked against the file's size and then the model.
+TEST_P(KvStateRing, WindowFieldsAreChecked) {
+  KvCache kv = split_cache();
+  const fs::path good = dir.path() / "good.kvs";
+  save_kv_state(kv, *model, good);
+  const std::string b = read_all(good);
+  kv_state::Bytes head{};
+  std::memcpy(head.data(), b.data(), head.size());
+  const kv_state::Header g = kv_state::decode(head);
+  auto error = [&](const kv_state::Header& h) {
+    const kv_state::Bytes e = kv_state::encode(h);
+    std::string bytes = b;
+    std::memcpy(bytes.data(), e.data(), e.size());
+    const fs::path p = dir.path() / "bad.kvs";
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
+    return test::error_of([&] { (void)load_kv_state(*model, p); });
+  };
+  kv_state::Header h = g;
+  h.held_from = g.tokens + 1;
+  EXPECT_THAT(error(h), HasSubstr("'held_from'"));
+  h = g;
+  h.held_from = g.tokens - static_cast<uint64_t>(window) + 2;  // the window before the last position is gone
+  EXPECT_THAT(error(h), HasSubstr("'held_from'"));
+  h = g;
+  h.held_from -= 1;  // one row more per windowed block than the file has
+  EXPECT_THAT(error(h), AllOf(HasSubstr("'tokens'"), HasSubstr("truncated")));
+  h = g;
+  h.window = 0;
+  EXPECT_THAT(error(h), HasSubstr("'window'"));
+  h = g;
+  h.windowed_layers = g.layers + 1;
+  EXPECT_THAT(error(h), HasSubstr("'windowed_layers'"));
+  h = g;
+  h.window = g.window + 1;  // the same sizes, another model's window
+  EXPECT_THAT(error(h), HasSubstr("'windowed_layers'"));
+  EXPECT_NO_THROW(load_kv_state(*model, good));
+}
+
+INSTANTIATE_TEST_SUITE_P(Windowed, KvStateRing, ::testing::Values("mistral_window", "qwen2_window", "gemma3_tiny"));
+
 // The default model (tools/fetch_model.sh; $KVINFER_MODEL overrides), skipped when absent.
 fs::path default_model() {
   const char* env = std::getenv("KVINFER_MODEL");
@@ -254,7 +438,7 @@ struct Hostile : ::testing::Test {
     return "";
   }
   kv_state::Header header(const std::string& b) const {
-    std::array<std::byte, kv_state::kHeaderBytes> h{};
+    kv_state::Bytes h{};
     std::memcpy(h.data(), b.data(), h.size());
     return kv_state::decode(h);
   }
@@ -290,7 +474,7 @@ TEST_F(Hostile, Magic) {
 
 TEST_F(Hostile, Version) {
   kv_state::Header h = header(good);
-  h.version = 2;
+  h.version = 3;
   EXPECT_THAT(load_error(with_header(good, h)), HasSubstr("'version'"));
   std::string b = good;
   b[8] = 9;  // damaged, not resealed: still the version that is named
@@ -301,7 +485,7 @@ TEST_F(Hostile, Version) {
 }
 
 TEST_F(Hostile, DamagedHeaderFieldsFailTheHeaderChecksum) {
-  for (size_t at : {16u, 24u, 28u, 32u, 36u, 40u, 48u, 56u, 64u}) {
+  for (size_t at : {16u, 24u, 28u, 32u, 36u, 40u, 48u, 56u, 64u, 68u, 72u, 80u}) {
     std::string b = good;
     b[at] = static_cast<char>(b[at] ^ 0x10);
     EXPECT_THAT(load_error(b), HasSubstr("'header_checksum'")) << "byte " << at;

@@ -36,6 +36,10 @@ struct KvCacheAccess {
   static void take_positions(KvCache& dst, const KvCache& src) { dst.take_positions(src, src.size()); }
   // Called before positions up to `end` are written (a ring loses those before end − rows).
   static void will_write(KvCache& kv, int64_t end) { kv.will_write(end); }
+  // A restored cache's sliding-window layers hold positions from p on (earliest_rewind follows).
+  static void set_held_from(KvCache& kv, int64_t p) { kv.held_from_ = p; }
+  // The first position every sliding-window ring still holds (0 until one overwrote a position).
+  static int64_t held_from(const KvCache& kv) { return kv.held_from_; }
 };
 
 // Positions [first, last] of a layer whose position p lies in row p mod rows (KvCache::layer_rows),

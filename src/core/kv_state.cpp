@@ -114,13 +114,34 @@ void check_shape(const KvCache& kv, const ModelConfig& c) {
   throw Error(ErrorKind::BadFile, fmt::format("{}: KV state file field '{}': {}", file, field, what));
 }
 
+// The windowed layers of a config: how many, and their window (one for all of them).
+struct Windows {
+  uint32_t layers = 0;
+  int64_t window = 0;
+};
+Windows windows_of(const ModelConfig& c) {
+  Windows w;
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (c.layer_window(l) > 0) ++w.layers, w.window = c.layer_window(l);
+  return w;
+}
+
 }  // namespace
 
 void save_kv_state(const KvCache& kv, const Model& model, const std::filesystem::path& file) {
-  check_shape(kv, model.config());
-  const size_t n = static_cast<size_t>(kv.size());
-  const size_t row_block = n * static_cast<size_t>(kv.head_dim()) * dtype_size(kv.dtype());
-  const size_t scale_block = n * kv_scale_bytes(kv.dtype());  // the rows' scales (int8, fp8)
+  const ModelConfig& c = model.config();
+  check_shape(kv, c);
+  const int64_t n = kv.size();
+  if (kv.earliest_rewind() > n)
+    throw Error(ErrorKind::InvalidArgument,
+                fmt::format("save_kv_state: the KV cache's sliding-window rings no longer hold the window before its "
+                            "last position {} (a forward pass failed after writing past it); clear it", n));
+  // A windowed layer holds [held_from, n): what its ring has not overwritten, no more than its rows.
+  const Windows w = windows_of(c);
+  int64_t held_from = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (c.layer_window(l) > 0) held_from = std::max({held_from, KvCacheAccess::held_from(kv), n - kv.layer_rows(l)});
+  const size_t row = static_cast<size_t>(kv.head_dim()) * dtype_size(kv.dtype()), scale = kv_scale_bytes(kv.dtype());
 
   Header h;
   h.fingerprint = ModelAccess::fingerprint(model);
@@ -129,7 +150,10 @@ void save_kv_state(const KvCache& kv, const Model& model, const std::filesystem:
   h.head_dim = static_cast<uint32_t>(kv.head_dim());
   h.dtype = code_of_dtype(kv.dtype());
   h.capacity = static_cast<uint64_t>(kv.capacity());
-  h.tokens = n;
+  h.tokens = static_cast<uint64_t>(n);
+  h.held_from = static_cast<uint64_t>(held_from);
+  h.windowed_layers = w.layers;
+  h.window = static_cast<uint32_t>(w.window);
 
   TempFile out(file);
   uint64_t offset = kHeaderBytes;
@@ -137,26 +161,35 @@ void save_kv_state(const KvCache& kv, const Model& model, const std::filesystem:
   uint64_t sum = hash64(ids.data(), ids.size_bytes());
   out.write_at(offset, ids.data(), ids.size_bytes(), file);
   offset += ids.size_bytes();
-  std::vector<std::byte> staging(kv.device() == Device::CUDA ? row_block + scale_block : 0);
-  auto put = [&](const std::byte* bytes, size_t size) {
-    if (bytes == nullptr) return;  // no scales: an f32, f16 or bf16 cache
-    if (kv.device() == Device::CUDA) {
-      cuda_backend::copy_to_host(staging.data(), bytes, size);
-      bytes = staging.data();
-    }
-    sum = hash64(bytes, size, sum);
-    out.write_at(offset, bytes, size, file);
+  std::vector<std::byte> staging(static_cast<size_t>(n) * row);  // (positions, row) one block in position order
+  // One block's positions [from, n), from a ring of `rows` rows of `bytes` each.
+  auto put = [&](const std::byte* block, int64_t rows, size_t bytes, int64_t from) {
+    if (block == nullptr) return;  // no scales: an f32, f16 or bf16 cache
+    for_each_run(from, n - 1, rows, [&](int64_t j0, int64_t j1, int64_t r0) {
+      std::byte* flat = staging.data() + static_cast<size_t>(j0 - from) * bytes;
+      const std::byte* at = block + static_cast<size_t>(r0) * bytes;
+      const size_t run = static_cast<size_t>(j1 - j0 + 1) * bytes;
+      if (kv.device() == Device::CUDA)
+        cuda_backend::copy_to_host(flat, at, run);
+      else
+        std::memcpy(flat, at, run);
+    });
+    const size_t size = static_cast<size_t>(n - from) * bytes;
+    sum = hash64(staging.data(), size, sum);
+    out.write_at(offset, staging.data(), size, file);
     offset += size;
   };
-  for (int64_t l = 0; l < kv.num_layers(); ++l)
+  for (int64_t l = 0; l < kv.num_layers(); ++l) {
+    const int64_t from = c.layer_window(l) > 0 ? held_from : 0, rows = kv.layer_rows(l);
     for (int which = 0; which < 2; ++which)
       for (int64_t g = 0; g < kv.num_kv_heads(); ++g) {
-        put(which == 0 ? kv_k(kv, l, g) : kv_v(kv, l, g), row_block);
-        put(reinterpret_cast<const std::byte*>(which == 0 ? kv_k_scales(kv, l, g) : kv_v_scales(kv, l, g)),
-            scale_block);
+        put(which == 0 ? kv_k(kv, l, g) : kv_v(kv, l, g), rows, row, from);
+        put(reinterpret_cast<const std::byte*>(which == 0 ? kv_k_scales(kv, l, g) : kv_v_scales(kv, l, g)), rows,
+            scale, from);
       }
+  }
   h.payload_checksum = sum;
-  const std::array<std::byte, kHeaderBytes> head = kv_state::encode(h);
+  const kv_state::Bytes head = kv_state::encode(h);
   out.write_at(0, head.data(), head.size(), file);
   out.commit(file);
 }
@@ -173,21 +206,27 @@ KvCache load_kv_state(const Model& model, const std::filesystem::path& file, std
     throw Error(ErrorKind::BadFile, e.what());
   }
   const uint64_t size = f->size();
-  if (size < kHeaderBytes)
-    bad(file, "header", fmt::format("the file has {} bytes, fewer than the {}-byte header", size, kHeaderBytes));
-  std::array<std::byte, kHeaderBytes> head{};
-  f->read_at(0, kHeaderBytes, head.data());
+  if (size < kv_state::kHeaderBytes1)
+    bad(file, "header", fmt::format("the file has {} bytes, fewer than the {}-byte header", size,
+                                    kv_state::kHeaderBytes1));
+  kv_state::Bytes head{};  // a version 1 header: its 72 bytes, the rest zero
+  f->read_at(0, std::min<uint64_t>(size, kHeaderBytes), head.data());
   const Header h = kv_state::decode(head);
+  const uint64_t header_bytes = kv_state::header_bytes_of(h.version);
 
   // The header on its own: magic, version, its checksum, then every field's range.
   if (std::memcmp(h.magic.data(), kv_state::kMagic.data(), h.magic.size()) != 0)
     bad(file, "magic", "not a kvinfer KV state file (it does not start with \"KVISTATE\")");
-  if (h.version != kv_state::kVersion)
-    bad(file, "version", fmt::format("format version {}; this build reads version {}", h.version, kv_state::kVersion));
-  if (h.header_bytes != kHeaderBytes)
-    bad(file, "header_bytes", fmt::format("{}; version {} headers are {} bytes", h.header_bytes, kv_state::kVersion,
-                                          kHeaderBytes));
-  if (h.header_checksum != kv_state::header_checksum(head))
+  if (h.version != kv_state::kVersion && h.version != kv_state::kVersion1)
+    bad(file, "version", fmt::format("format version {}; this build reads versions {} and {}", h.version,
+                                     kv_state::kVersion1, kv_state::kVersion));
+  if (size < header_bytes)
+    bad(file, "header", fmt::format("the file has {} bytes, fewer than the {}-byte header of version {}", size,
+                                    header_bytes, h.version));
+  if (h.header_bytes != header_bytes)
+    bad(file, "header_bytes", fmt::format("{}; version {} headers are {} bytes", h.header_bytes, h.version,
+                                          header_bytes));
+  if (h.header_checksum != kv_state::header_checksum(head, h.version))
     bad(file, "header_checksum", "does not match the header: the header is corrupt");
   const std::optional<DType> dtype = dtype_of_code(h.dtype);
   if (h.dtype == kv_state::kUnrotatedI8 || h.dtype == kv_state::kUnrotatedFP8)
@@ -204,17 +243,26 @@ KvCache load_kv_state(const Model& model, const std::filesystem::path& file, std
     bad(file, "capacity", fmt::format("{} is outside 1 .. {}", h.capacity, kMaxPositions));
   if (h.tokens > h.capacity)
     bad(file, "tokens", fmt::format("{} positions in a cache of capacity {}", h.tokens, h.capacity));
-  // The sizes the header promises, against the file's, before anything is allocated. No product
-  // overflows: every factor is bounded above (2^20 · 2 · 2^20 · 2^20 · 4 · 2^40 would, so check).
+  if (h.windowed_layers > h.layers)
+    bad(file, "windowed_layers", fmt::format("{} of {} layers", h.windowed_layers, h.layers));
+  if ((h.window == 0) != (h.windowed_layers == 0))
+    bad(file, "window", fmt::format("{} for {} windowed layers", h.window, h.windowed_layers));
+  if (h.held_from > h.tokens || (h.held_from > 0 && h.held_from + h.window - 1 > h.tokens))
+    bad(file, "held_from", fmt::format("{}: the windowed layers (window {}) would not hold the window before "
+                                       "position {}", h.held_from, h.window, h.tokens));
+  // The sizes the header promises, against the file's, before anything is allocated. Every
+  // factor is bounded above, but their product may not fit: checked.
   const uint64_t row = uint64_t{h.head_dim} * dtype_size(*dtype) + kv_scale_bytes(*dtype);  // with its scale
-  const uint64_t blocks = uint64_t{h.layers} * 2 * h.kv_heads;
+  // Rows of one (K or V, KV head) across the layers: n on each layer, n − held_from on a windowed one.
+  const uint64_t layer_rows = uint64_t{h.layers - h.windowed_layers} * h.tokens +
+                              uint64_t{h.windowed_layers} * (h.tokens - h.held_from);  // < 2^61
   uint64_t rows_bytes = 0, expected = 0;
-  if (__builtin_mul_overflow(blocks * row, h.tokens, &rows_bytes) ||
-      __builtin_add_overflow(rows_bytes, h.tokens * sizeof(int32_t) + kHeaderBytes, &expected) || expected != size)
+  if (__builtin_mul_overflow(layer_rows * 2 * h.kv_heads, row, &rows_bytes) ||
+      __builtin_add_overflow(rows_bytes, h.tokens * sizeof(int32_t) + header_bytes, &expected) || expected != size)
     bad(file, "tokens",
-        fmt::format("{} positions of {} layers × 2 × {} KV heads × head_dim {} ({}) need {} bytes with the header and "
-                    "token ids, but the file has {}: {}",
-                    h.tokens, h.layers, h.kv_heads, h.head_dim, dtype_name(*dtype),
+        fmt::format("{} positions of {} layers ({} windowed, from position {}) × 2 × {} KV heads × head_dim {} ({}) "
+                    "need {} bytes with the header and token ids, but the file has {}: {}",
+                    h.tokens, h.layers, h.windowed_layers, h.held_from, h.kv_heads, h.head_dim, dtype_name(*dtype),
                     expected == 0 ? std::string("more than 2^64") : std::to_string(expected), size,
                     size < expected || expected == 0 ? "it is truncated" : "it has trailing bytes"));
 
@@ -236,6 +284,10 @@ KvCache load_kv_state(const Model& model, const std::filesystem::path& file, std
     bad(file, "kv_heads", fmt::format("{}, but the model that saved it has {}", h.kv_heads, c.num_kv_heads));
   if (h.head_dim != c.head_dim)
     bad(file, "head_dim", fmt::format("{}, but the model that saved it has {}", h.head_dim, c.head_dim));
+  const Windows w = windows_of(c);
+  if (h.version != kv_state::kVersion1 && (h.windowed_layers != w.layers || h.window != w.window))
+    bad(file, "windowed_layers", fmt::format("{} windowed layers (window {}), but the model that saved it has {} "
+                                             "(window {})", h.windowed_layers, h.window, w.layers, w.window));
 
   const auto n = static_cast<int64_t>(h.tokens);
   const int64_t capacity = capacity_tokens.value_or(static_cast<int64_t>(h.capacity));
@@ -245,36 +297,53 @@ KvCache load_kv_state(const Model& model, const std::filesystem::path& file, std
 
   // The token ids, checked against the vocabulary.
   std::vector<int32_t> ids(static_cast<size_t>(n));
-  f->read_at(kHeaderBytes, ids.size() * sizeof(int32_t), reinterpret_cast<std::byte*>(ids.data()));
+  f->read_at(header_bytes, ids.size() * sizeof(int32_t), reinterpret_cast<std::byte*>(ids.data()));
   uint64_t sum = hash64(ids.data(), ids.size() * sizeof(int32_t));
   for (size_t i = 0; i < ids.size(); ++i)
     if (ids[i] < 0 || ids[i] >= c.vocab_size)
       bad(file, "token ids", fmt::format("id {} at position {} is outside the vocabulary (size {})", ids[i], i,
                                          c.vocab_size));
 
-  // The rows, straight into the new cache (through a host block on CUDA).
+  // The rows, each block through a host buffer, into rows p mod layer_rows of the new cache: a
+  // windowed layer keeps what its ring holds, the file's rows from held_from on (version 1: the
+  // last layer_rows of them).
   KvCache kv(model, capacity, *dtype);
-  const size_t row_block = static_cast<size_t>(n) * h.head_dim * dtype_size(*dtype);
-  const size_t scale_block = static_cast<size_t>(n) * kv_scale_bytes(*dtype);
-  std::vector<std::byte> staging(kv.device() == Device::CUDA ? row_block + scale_block : 0);
-  uint64_t offset = kHeaderBytes + ids.size() * sizeof(int32_t);
-  auto take = [&](std::byte* dst, size_t bytes) {
-    if (dst == nullptr) return;  // no scales: an f32, f16 or bf16 cache
-    std::byte* host = kv.device() == Device::CUDA ? staging.data() : dst;
-    f->read_at(offset, bytes, host);
-    sum = hash64(host, bytes, sum);
-    if (kv.device() == Device::CUDA) cuda_backend::copy_to_device(dst, host, bytes);
-    offset += bytes;
+  const size_t row_bytes = static_cast<size_t>(h.head_dim) * dtype_size(*dtype), scale_bytes = kv_scale_bytes(*dtype);
+  std::vector<std::byte> staging(static_cast<size_t>(n) * row_bytes);  // (positions, row) one block
+  uint64_t offset = header_bytes + ids.size() * sizeof(int32_t);
+  int64_t held_from = 0;  // the windowed layers' first position kept
+  auto take = [&](std::byte* block, int64_t rows, size_t bytes, int64_t file_from, int64_t from) {
+    if (block == nullptr) return;  // no scales: an f32, f16 or bf16 cache
+    const size_t block_bytes = static_cast<size_t>(n - file_from) * bytes;
+    f->read_at(offset, block_bytes, staging.data());
+    sum = hash64(staging.data(), block_bytes, sum);
+    offset += block_bytes;
+    for_each_run(from, n - 1, rows, [&](int64_t j0, int64_t j1, int64_t r0) {
+      const std::byte* flat = staging.data() + static_cast<size_t>(j0 - file_from) * bytes;
+      std::byte* at = block + static_cast<size_t>(r0) * bytes;
+      const size_t run = static_cast<size_t>(j1 - j0 + 1) * bytes;
+      if (kv.device() == Device::CUDA)
+        cuda_backend::copy_to_device(at, flat, run);
+      else
+        std::memcpy(at, flat, run);
+    });
   };
-  for (int64_t l = 0; l < kv.num_layers(); ++l)
+  for (int64_t l = 0; l < kv.num_layers(); ++l) {
+    const bool windowed = c.layer_window(l) > 0;
+    const int64_t rows = kv.layer_rows(l), file_from = windowed ? static_cast<int64_t>(h.held_from) : 0;
+    const int64_t from = std::max(file_from, n - rows);
+    if (windowed) held_from = std::max(held_from, from);
     for (int which = 0; which < 2; ++which)
       for (int64_t g = 0; g < kv.num_kv_heads(); ++g) {
-        take(which == 0 ? kv_k(kv, l, g) : kv_v(kv, l, g), row_block);
-        take(reinterpret_cast<std::byte*>(which == 0 ? kv_k_scales(kv, l, g) : kv_v_scales(kv, l, g)), scale_block);
+        take(which == 0 ? kv_k(kv, l, g) : kv_v(kv, l, g), rows, row_bytes, file_from, from);
+        take(reinterpret_cast<std::byte*>(which == 0 ? kv_k_scales(kv, l, g) : kv_v_scales(kv, l, g)), rows,
+             scale_bytes, file_from, from);
       }
+  }
   if (sum != h.payload_checksum)
     bad(file, "payload_checksum", "does not match the token ids and rows: the file is corrupt");
   KvCacheAccess::commit(kv, ids);
+  if (held_from > 0) KvCacheAccess::set_held_from(kv, held_from);  // earliest_rewind as the saved cache's
   return kv;
 }
 
