@@ -80,6 +80,36 @@ TEST(CApiState, ErrorKindsBecomeStatuses) {
   EXPECT_STATUS(KVINFER_ERR_INVALID_ARGUMENT, kvinfer_decode(h.session, h.kv, 100000, nullptr));
 }
 
+// A sliding-window model (mistral_window: window 6, rings of 11 rows) after 30 positions: a
+// truncate below the earliest rewind is refused, naming the positions lost, and changes nothing.
+TEST(CApiState, TruncateBelowTheEarliestRewindIsRefused) {
+  kvinfer_load_options o = kvinfer_load_options_default();
+  o.device = KVINFER_DEVICE_CPU;
+  kvinfer_model* model = nullptr;
+  ASSERT_OK(kvinfer_model_load(test::model_dir("mistral_window").string().c_str(), &o, &model));
+  kvinfer_kv* kv = nullptr;
+  kvinfer_session* session = nullptr;
+  ASSERT_OK(kvinfer_kv_new(model, 64, KVINFER_DTYPE_DEFAULT, &kv));
+  ASSERT_OK(kvinfer_session_new(model, nullptr, &session));
+  EXPECT_EQ(kvinfer_kv_earliest_rewind(kv), 0);
+  std::vector<int32_t> ids;
+  for (int32_t i = 0; i < 30; ++i) ids.push_back(3 + 5 * i % 90);
+  ASSERT_OK(kvinfer_prefill(session, kv, ids.data(), ids.size(), nullptr));
+  const int64_t e = kvinfer_kv_earliest_rewind(kv);
+  EXPECT_EQ(e, 30 - 6);  // the last write 30, less a piece of min(window, 512) = 6
+  EXPECT_STATUS(KVINFER_ERR_INVALID_ARGUMENT, kvinfer_kv_truncate(kv, e - 1));
+  EXPECT_NE(std::string(kvinfer_last_error()).find(std::to_string(e - 1)), std::string::npos) << kvinfer_last_error();
+  EXPECT_EQ(kvinfer_kv_size(kv), 30);
+  EXPECT_STATUS(KVINFER_OK, kvinfer_kv_truncate(kv, e));
+  EXPECT_EQ(kvinfer_kv_size(kv), e);
+  EXPECT_STATUS(KVINFER_OK, kvinfer_kv_truncate(kv, 0));
+  EXPECT_EQ(kvinfer_kv_earliest_rewind(kv), 0);
+  EXPECT_EQ(kvinfer_kv_earliest_rewind(nullptr), -1);
+  kvinfer_session_free(session);
+  kvinfer_kv_free(kv);
+  kvinfer_model_free(model);
+}
+
 bool cancel_after(void* user) {
   int& calls = *static_cast<int*>(user);
   return ++calls > 1;  // the first question continues, the second stops

@@ -7,12 +7,15 @@
 #include <nlohmann/json.hpp>
 
 #include "generate/stop_strings.h"
+#include "test_files.h"
 #include "kvinfer/kvinfer.h"
 #include "reference.h"
 #include "sampling_presets.h"
 
 namespace kvinfer {
 namespace {
+
+namespace fs = std::filesystem;
 
 bool valid_utf8(std::string_view s) {
   size_t i = 0;
@@ -182,6 +185,43 @@ TEST_F(TextGeneration, ChatTurnThatDoesNotFitChangesNothing) {
   EXPECT_EQ(chat.kv().size(), used);
   EXPECT_EQ(chat.messages().size(), 2u);
   EXPECT_EQ(first.reused_tokens, 0);
+}
+
+// A sliding-window model (chatml_tiny as a Mistral of window 4: rings of 7 rows) whose template
+// renders a reply otherwise than it prompted for it, so the next turn keeps only the first
+// message's ids: far behind what the rings still hold. The cache is computed again from there,
+// and the reply is the one a fresh cache gives for the whole rendering.
+TEST(ChatRings, AHistoryRewriteBehindTheRingIsComputedAgain) {
+  test::TempDir tmp;
+  const fs::path dir = test::copy_fixture("chatml_tiny", tmp, "windowed");
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(dir / "config.json"));
+  config["architectures"] = {"MistralForCausalLM"};
+  config["model_type"] = "mistral";
+  config["sliding_window"] = 4;
+  std::ofstream(dir / "config.json", std::ios::trunc) << config.dump();
+  const auto model = Model::load(dir, {.device = Device::CPU});
+  ASSERT_EQ(model->config().layer_window(0), 4);
+  const std::string source =
+      "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<go>{% endif %}";
+  GenerateOptions o;
+  o.max_new_tokens = 12;
+  o.ignore_eos = true;
+  Chat chat(model, ChatTemplate(source), 200);
+  const ChatTurn first = chat.send("Hello there", o);
+  ASSERT_GT(chat.kv().earliest_rewind(), 8);  // the rings dropped the first message's window
+  std::vector<ChatMessage> next = chat.messages();
+  next.push_back({"user", "and again"});
+  const ChatTurn second = chat.send("and again", o);
+  EXPECT_EQ(second.reused_tokens, 0);
+  const Tokenizer& tok = model->tokenizer();
+  const std::vector<int32_t> ids =
+      tok.encode(ChatTemplate(source).render(next, true), {.add_special = false, .parse_special = true});
+  EXPECT_EQ(second.prefilled_tokens, static_cast<int64_t>(ids.size()));
+  Session s(model);
+  KvCache fresh(*model, 200);
+  EXPECT_EQ(second.reply.tokens, generate(s, fresh, tok, ids, o).tokens);
+  EXPECT_EQ(chat.kv().size(), static_cast<int64_t>(ids.size() + second.reply.tokens.size()) - 1);
+  EXPECT_FALSE(first.reply.tokens.empty());
 }
 
 TEST(StopStringFilter, HoldsBackPossibleStartsAndCutsAtTheFirstMatch) {

@@ -245,7 +245,13 @@ KVINFER_C_API int64_t kvinfer_kv_size(const kvinfer_kv* kv);     /* -1 for NULL 
 KVINFER_C_API int64_t kvinfer_kv_capacity(const kvinfer_kv* kv); /* -1 for NULL */
 KVINFER_C_API uint64_t kvinfer_kv_bytes(const kvinfer_kv* kv);   /* 0 for NULL */
 KVINFER_C_API kvinfer_dtype kvinfer_kv_dtype(const kvinfer_kv* kv); /* DEFAULT for NULL */
-/* Forgets every position from n on; 0 <= n <= size. */
+/* The least n > 0 kvinfer_kv_truncate accepts: 0 until a sliding-window layer's ring (Mistral,
+ * Gemma 2/3, Qwen2's window, Phi-3) overwrote a position; then the first position whose window
+ * the rings still hold (kvinfer::KvCache::earliest_rewind). -1 for NULL. */
+KVINFER_C_API int64_t kvinfer_kv_earliest_rewind(const kvinfer_kv* kv);
+/* Forgets every position from n on; n == 0, or kvinfer_kv_earliest_rewind(kv) <= n <= size.
+ * KVINFER_ERR_INVALID_ARGUMENT, the cache unchanged, for n outside 0 .. size, or below the earliest
+ * rewind (the message names the positions the rings no longer hold: prefill them again from 0). */
 KVINFER_C_API kvinfer_status kvinfer_kv_truncate(kvinfer_kv* kv, int64_t n);
 /* A fork: an independent cache with the same positions and token ids (KvCache::copy).
  * capacity 0: the same capacity. */

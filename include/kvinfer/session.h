@@ -106,6 +106,11 @@ class Session {
   std::span<const float> forward(KvCache& kv, std::span<const int32_t> ids, Logits which, bool copy);
   // The forward pass over items already checked, with their commit, logits checks and undo.
   std::span<const float> run(std::span<const BatchItem> items, bool copy);
+  std::span<const float> run_checked(bool copy);  // run() less the undo, over scratch_->batch
+  // Undo: kv back to its first n positions (n <= kv.size()), as they were: truncate(n) while the
+  // sliding-window rings still hold them, else computed again from kv.tokens(), bit for bit (a
+  // call that wrote more than a ring's rewind allows overwrote them); empty if that fails too.
+  void restore(KvCache& kv, int64_t n);
   std::span<const float> copy_logits(std::span<const float> device);  // to scratch_->logits_host
 
   // What the last successful call produced; reset when a call starts.
@@ -122,6 +127,7 @@ class Session {
   struct Scratch;  // a forward pass's buffers (src/models/forward.h)
   std::unique_ptr<Scratch> scratch_;
   LastLogits last_;
+  bool restoring_ = false;  // restore() is computing positions again: its passes undo nothing
 };
 
 }  // namespace kvinfer

@@ -294,13 +294,15 @@ int64_t kvinfer_kv_capacity(const kvinfer_kv* kv) { return kv != nullptr ? kv->k
 uint64_t kvinfer_kv_bytes(const kvinfer_kv* kv) { return kv != nullptr ? kv->kv.bytes() : 0; }
 kvinfer_dtype kvinfer_kv_dtype(const kvinfer_kv* kv) { return kv != nullptr ? to_c(kv->kv.dtype()) : KVINFER_DTYPE_DEFAULT; }
 
+int64_t kvinfer_kv_earliest_rewind(const kvinfer_kv* kv) { return kv != nullptr ? kv->kv.earliest_rewind() : -1; }
+
 kvinfer_status kvinfer_kv_truncate(kvinfer_kv* kv, int64_t n) {
   return guard(__func__, [&] {
     KvCache& cache = need(kv, "kv").kv;
     if (n < 0 || n > cache.size())  // KvCache::truncate's precondition, checked here
       throw StatusError(KVINFER_ERR_INVALID_ARGUMENT,
                         fmt::format("truncate to {} positions: the cache holds {}", n, cache.size()));
-    cache.truncate(n);
+    cache.truncate(n);  // below earliest_rewind: InvalidArgument naming the positions lost
   });
 }
 

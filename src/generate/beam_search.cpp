@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -224,6 +225,14 @@ class Search {
   bool improvable_ = true;        // HF's is_early_stop_heuristic_unsatisfied
 };
 
+// kv back to its first n positions: what its sliding-window rings no longer hold (a search longer
+// than their rewind) is computed again from its ids, the same bits.
+void rewind(Session& session, KvCache& kv, int64_t n) {
+  const int64_t kept = kv.reusable(n);
+  const std::vector<int32_t> again(kv.tokens().begin() + kept, kv.tokens().begin() + n);
+  kv.truncate(kept);
+  if (!again.empty()) session.prefill(kv, again);
+}
 }  // namespace
 
 std::string_view early_stopping_name(EarlyStopping e) {
@@ -290,9 +299,13 @@ BeamSearchResult beam_search(Session& session, KvCache& kv, std::span<const int3
       const Hypothesis& h = search.finished()[static_cast<size_t>(i)];
       r.sequences.push_back({h.tokens, h.score, h.sum_logprobs});
     }
-    kv.truncate(start + static_cast<int64_t>(prompt.size()));
+    rewind(session, kv, start + static_cast<int64_t>(prompt.size()));
   } catch (...) {
-    kv.truncate(std::min(kv.size(), start));
+    try {
+      rewind(session, kv, std::min(kv.size(), start));
+    } catch (...) {
+      kv.clear();  // what failed may fail again: left empty rather than half computed
+    }
     throw;
   }
   return r;

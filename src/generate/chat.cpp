@@ -72,10 +72,14 @@ ChatTurn Chat::send(std::string_view user_message, const GenerateOptions& option
                             "a larger context",
                             ids.size() + 1, free, kv_.capacity()));
 
-  kv_.truncate(static_cast<int64_t>(keep));
-  cached_ids_.resize(keep);
+  // A sliding-window model's rings may no longer hold the window before `keep` (a rewind further
+  // back than they allow): what they hold is kept, the rest computed again.
+  const int64_t reused = kv_.reusable(static_cast<int64_t>(keep));
+  ids.insert(ids.begin(), cached_ids_.begin() + reused, cached_ids_.begin() + static_cast<std::ptrdiff_t>(keep));
+  kv_.truncate(reused);
+  cached_ids_.resize(static_cast<size_t>(reused));
   ChatTurn turn;
-  turn.reused_tokens = static_cast<int64_t>(keep);
+  turn.reused_tokens = reused;
   turn.prefilled_tokens = static_cast<int64_t>(ids.size());
   turn.reply = generate(session_, kv_, tok, ids, options, on_text);
 

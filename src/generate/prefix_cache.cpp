@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kvinfer/error.h"
+#include "kvinfer/kv_plan.h"
 #include "kvinfer/model.h"
 
 namespace kvinfer {
@@ -22,7 +23,8 @@ int64_t PrefixCache::reuse(std::span<const int32_t> prompt, int64_t max_tokens, 
   size_t best = 0;
   int64_t best_len = 0;
   for (size_t i = 0; i < entries_.size(); ++i) {
-    const int64_t len = std::min(common_prefix(entries_[i].kv.tokens(), prompt), max_tokens);
+    // The longest shared run the entry can give: its rings hold the window before it (else 0).
+    const int64_t len = entries_[i].kv.reusable(std::min(common_prefix(entries_[i].kv.tokens(), prompt), max_tokens));
     if (len > best_len) best = i, best_len = len;
   }
   if (best_len < std::max<int64_t>(min_tokens_, 1)) return 0;
@@ -33,6 +35,7 @@ int64_t PrefixCache::reuse(std::span<const int32_t> prompt, int64_t max_tokens, 
 
 void PrefixCache::keep(const KvCache& kv, int64_t n, uint64_t room) {
   if (!enabled() || n < std::max<int64_t>(min_tokens_, 1) || n > kv.size()) return;
+  if (kv.reusable(n) != n) return;  // kv's rings no longer hold the window before n: nothing to copy
   const std::span<const int32_t> tokens = kv.tokens().first(static_cast<size_t>(n));
   for (Entry& e : entries_)
     if (common_prefix(e.kv.tokens(), tokens) == n) {  // already kept, maybe within a longer one
@@ -41,7 +44,7 @@ void PrefixCache::keep(const KvCache& kv, int64_t n, uint64_t room) {
     }
   for (size_t i = entries_.size(); i-- > 0;)  // the entries this one extends are not needed now
     if (common_prefix(entries_[i].kv.tokens(), tokens) == entries_[i].kv.size()) room += entries_[i].kv.bytes(), drop(i);
-  const uint64_t need = kv.bytes() / static_cast<uint64_t>(kv.capacity()) * static_cast<uint64_t>(n);
+  const uint64_t need = plan_kv_bytes(model_->config(), n, kv.dtype());  // the entry's, rings included
   if (need > capacity_) return;
   while (!entries_.empty() && (bytes_ + need > capacity_ || need > room)) room += drop_least_recent();
   if (bytes_ + need > capacity_ || need > room) return;

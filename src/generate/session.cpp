@@ -90,10 +90,32 @@ std::span<const float> Session::chunked(KvCache& kv, std::span<const int32_t> id
     }
     return logits;
   } catch (...) {
-    kv.truncate(start);
-    last_ = {};
+    restore(kv, start);
     throw;
   }
+}
+
+void Session::restore(KvCache& kv, int64_t n) {
+  last_ = {};
+  if (kv.reusable(n) == n) {
+    kv.truncate(n);
+    return;
+  }
+  // A sliding-window ring overwrote positions the first n need (the call wrote more than a ring's
+  // rewind allows): computed again from their ids, the same bits (a row never depends on its batch).
+  const std::vector<int32_t> ids(kv.tokens().begin(), kv.tokens().begin() + n);
+  kv.clear();
+  restoring_ = true;
+  try {
+    for (int64_t at = 0; at < n; at += options_.prefill_chunk_tokens)
+      forward(kv, std::span(ids).subspan(static_cast<size_t>(at),
+                                         static_cast<size_t>(std::min(options_.prefill_chunk_tokens, n - at))),
+              Logits::Last, /*copy=*/false);
+  } catch (...) {
+    kv.clear();  // what failed once may fail again: the cache is left empty, not half computed
+  }
+  restoring_ = false;
+  last_ = {};
 }
 
 namespace {
@@ -127,13 +149,11 @@ void check_input(const Model& model, const KvCache& kv, std::span<const int32_t>
 }
 
 // Every call's logits are scanned (one pass over rows × vocab floats, next to the LM head's rows ×
-// vocab × hidden multiply-adds). NaN or Inf there is never a result: the call is undone (every
-// cache is cut back to its start; the positions' K/V were written but are no longer committed)
-// and the error says where.
+// vocab × hidden multiply-adds). NaN or Inf there is never a result: the error says where, and
+// Session::run undoes the call (every cache back to its start).
 void check_logits(const Model& model, std::span<const BatchSegment> batch, std::span<const float> logits) {
   const int64_t i = cpu::first_nonfinite(logits.data(), static_cast<int64_t>(logits.size()));
   if (i < 0) return;
-  for (const BatchSegment& g : batch) g.kv->truncate(g.start);
   const int64_t vocab = model.config().vocab_size;
   int64_t row = i / vocab;  // among the wanted rows: find its segment
   auto g = batch.begin();
@@ -151,7 +171,7 @@ void check_logits(const Model& model, std::span<const BatchSegment> batch, std::
       "(token id {}, index {} of this call). The call was undone: {} as before. {}",
       count, logits.size(), logits[static_cast<size_t>(i)], i % vocab, sequence, g->start + index,
       g->ids[static_cast<size_t>(index)], index,
-      batch.size() > 1 ? "every KV cache holds its positions" : fmt::format("the KV cache holds {} positions", g->kv->size()),
+      batch.size() > 1 ? "every KV cache holds its positions" : fmt::format("the KV cache holds {} positions", g->start),
       model.check_finite()
           ? "The residual stream was finite after every layer (check_finite is on): the final norm or the LM head "
             "produced them"
@@ -184,7 +204,6 @@ std::span<const float> Session::batch(std::span<const BatchItem> items) {
 }
 
 std::span<const float> Session::run(std::span<const BatchItem> items, bool copy) {
-  const ModelConfig& c = model_->config();
   ForwardScratch& s = *scratch_;
   std::vector<BatchSegment>& batch = s.batch;  // (items) each item's rows among the call's
   batch.clear();
@@ -193,6 +212,23 @@ std::span<const float> Session::run(std::span<const BatchItem> items, bool copy)
     batch.push_back({it.kv, it.ids, it.kv->size(), rows, it.logits});
     rows += static_cast<int64_t>(it.ids.size());
   }
+  // Undone on any failure: every cache back to its start (s.batch is reused by restore's passes).
+  std::vector<std::pair<KvCache*, int64_t>> starts;  // (items) each cache and its size before the call
+  for (const BatchSegment& g : batch) starts.emplace_back(g.kv, g.start);
+  try {
+    return run_checked(copy);
+  } catch (...) {
+    if (!restoring_)
+      for (const auto& [kv, start] : starts) restore(*kv, start);
+    throw;
+  }
+}
+
+std::span<const float> Session::run_checked(bool copy) {
+  const ModelConfig& c = model_->config();
+  ForwardScratch& s = *scratch_;
+  std::vector<BatchSegment>& batch = s.batch;
+  const int64_t rows = batch.empty() ? 0 : batch.back().row + batch.back().n();
   std::span<const float> logits;  // on the model's device
   const auto forward = [&] {
     logits = c.is_gpt2()    ? gpt2_forward(c, model_weights(*model_), s, batch)

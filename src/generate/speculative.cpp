@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -45,6 +46,15 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// The most positions a cache of this model can always rewind past its last write: a
+// sliding-window ring's piece (kv_plan.h, kv_ring_piece), unbounded without a window.
+int64_t rewind_limit(const ModelConfig& c) {
+  int64_t limit = std::numeric_limits<int64_t>::max();
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (c.layer_window(l) > 0) limit = std::min(limit, kv_ring_piece(c.layer_window(l)));
+  return limit;
+}
+
 bool is_stop(std::span<const int32_t> stop_ids, int32_t id) {
   return std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end();
 }
@@ -70,8 +80,9 @@ class ModelDrafter {
     const std::span<const int32_t> held = kv.tokens();
     const auto common = static_cast<int64_t>(
         std::mismatch(held.begin(), held.end(), history.begin(), history.end()).first - held.begin());
-    // At least the history's last token runs: its logits give the first draft.
-    kv.truncate(std::min(common, n - 1));
+    // At least the history's last token runs: its logits give the first draft. A ring that no
+    // longer holds the window before that point has the history computed again.
+    kv.truncate(kv.reusable(std::min(common, n - 1)));
     std::span<const float> logits =
         draft_.session().prefill(kv, history.subspan(static_cast<size_t>(kv.size())), Logits::Last, cancel);
     for (int32_t i = 0; i < k; ++i) {
@@ -227,6 +238,11 @@ GenerateResult run_speculative(Session& session, KvCache& kv, std::span<const in
   std::mt19937_64 rule_rng(sampler.params().seed ^ 0xd1b54a32d192ed03ull);  // the rule's uniforms
   std::vector<float> q_dense(rejection_rule ? static_cast<size_t>(vocab) : 0, 0.0f);
   DraftLength draft_length(spec.max_draft_tokens, spec.adaptive);
+  // A pass of 1 + k positions is cut back by up to k: within what a sliding-window ring can undo
+  // (the target's, and the draft's, whose cache follows the same history).
+  const int64_t max_k = std::min(rewind_limit(session.model().config()),
+                                 model_drafter ? rewind_limit(spec.draft_model->model().config())
+                                               : std::numeric_limits<int64_t>::max());
 
   const auto t0 = Clock::now();
   std::span<const float> rows;  // (1 + drafts, vocab): row j decides the token after the j-th draft
@@ -294,7 +310,8 @@ GenerateResult run_speculative(Session& session, KvCache& kv, std::span<const in
     // The next pass: `next` and up to k drafts, within the tokens still allowed and the room left
     // (the pass writes 1 + k positions and emits up to 1 + k ids).
     const int64_t budget = options.max_new_tokens - static_cast<int64_t>(r.tokens.size());
-    const auto k = static_cast<int32_t>(std::min<int64_t>({draft_length.k(), budget - 1, kv.remaining() - 1}));
+    const auto k =
+        static_cast<int32_t>(std::min<int64_t>({draft_length.k(), budget - 1, kv.remaining() - 1, max_k}));
     drafts.clear();
     if (k > 0) {
       if (model_drafter) {
