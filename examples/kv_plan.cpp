@@ -2,8 +2,9 @@
 // and its weights as stored, read from a GGUF file, a HF model directory or a bare config.json
 // without loading any weights (kvinfer::inspect_model: the public API only). The cache figures
 // come from kvinfer::plan_kv_bytes, the function that sizes real caches (KvCache::bytes() equals
-// it), so the plan is what a run will allocate.
+// it), so the plan is what a run will allocate: a sliding-window layer's ring of rows included.
 #include <cstdio>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,12 @@ uint64_t checked_product(uint64_t a, int64_t b, const char* what) {
 
 std::string bytes_text(uint64_t v) {
   return fmt::format("{} bytes ({})", kvinfer::format_count(static_cast<int64_t>(v)), kvinfer::format_bytes(v));
+}
+
+int64_t first_windowed(const kvinfer::ModelConfig& c) {
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (c.layer_window(l) > 0) return l;
+  return 0;
 }
 
 std::string attention_kind(const kvinfer::ModelConfig& c) {
@@ -91,10 +98,12 @@ int main(int argc, char** argv) {
       rows.push_back({t, kvinfer::kv_bytes_per_token(c, t), seq, checked_product(seq, batch, "-b/--batch")});
     }
 
-    // Sliding-window layers: the cache still keeps every position on them (no ring yet), so the
-    // figures above hold; say so rather than let a user subtract the window.
-    int64_t windowed = 0;
-    for (int64_t l = 0; l < c.num_layers; ++l) windowed += c.layer_window(l) > 0 ? 1 : 0;
+    // Sliding-window layers keep a ring of rows (kv_layer_rows), not every position: a sequence's
+    // bytes are then not tokens × the per-token figure, which is one token's rows on every layer.
+    int64_t windowed = 0, ring_rows = 0;
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      if (c.layer_window(l) > 0) ++windowed, ring_rows = kvinfer::kv_layer_rows(c, l, n);
+    const bool rings = windowed > 0 && ring_rows < n;  // some layers hold fewer than n positions
 
     if (json) {
       nlohmann::json every = nlohmann::json::array();
@@ -113,6 +122,8 @@ int main(int argc, char** argv) {
       if (info.has_weights) j["weight_bytes"] = weights;
       j["windowed_layers"] = windowed;
       j["window"] = windowed > 0 ? nlohmann::json(*c.sliding_window) : nlohmann::json(nullptr);
+      // The positions each windowed layer keeps of `tokens`: its ring, or all of them when fewer.
+      j["ring_rows"] = windowed > 0 ? nlohmann::json(ring_rows) : nlohmann::json(nullptr);
       j["every_kv_dtype"] = every;
       // Names from a stranger's file may hold invalid UTF-8: replaced, not thrown on.
       tool::write_stdout(j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
@@ -125,15 +136,23 @@ int main(int argc, char** argv) {
                            attention_kind(c), c.head_dim));
     out.append(fmt::format("context length  {} tokens\n", kvinfer::format_count(c.max_position_embeddings)));
     out.append(fmt::format("kv dtype        {}\n", kvinfer::dtype_name(dtype)));
-    out.append(fmt::format("per token       {}\n", bytes_text(per_token)));
+    out.append(fmt::format("per token       {}{}\n", bytes_text(per_token),
+                           rings ? ": one token's rows on every layer (a step's write); the rings make a sequence less "
+                                   "than tokens × this"
+                                 : ""));
     out.append(fmt::format("per sequence    {} for {} tokens{}\n", bytes_text(per_sequence), kvinfer::format_count(n),
                            beyond ? " (beyond the model's context length: a run needs --extend-context)" : ""));
     out.append(fmt::format("total           {} for {} sequence{}\n", bytes_text(total), kvinfer::format_count(batch),
                            batch == 1 ? "" : "s"));
-    if (windowed > 0)
-      out.append(fmt::format("windows         {} of {} layers attend to the last {} positions; their cache still "
-                             "holds every position\n",
-                             windowed, c.num_layers, kvinfer::format_count(*c.sliding_window)));
+    if (windowed > 0) {
+      const int64_t full_ring = kvinfer::kv_layer_rows(c, first_windowed(c), std::numeric_limits<int64_t>::max());
+      out.append(fmt::format("windows         {} of {} layers attend to the last {} positions: each keeps {}\n",
+                             windowed, c.num_layers, kvinfer::format_count(*c.sliding_window),
+                             rings ? fmt::format("a ring of {} rows, not {}", kvinfer::format_count(ring_rows),
+                                                 kvinfer::format_count(n))
+                                   : fmt::format("all {} (a ring of {} rows beyond that)", kvinfer::format_count(n),
+                                                 kvinfer::format_count(full_ring))));
+    }
     if (info.has_weights)
       out.append(fmt::format("weights         {} as stored\n", bytes_text(weights)));
     else
@@ -143,11 +162,11 @@ int main(int argc, char** argv) {
     out.append(fmt::format("\nevery cache type, {} tokens × {} sequence{} (int8 and fp8: an f32 scale per row included)\n",
                            kvinfer::format_count(n), kvinfer::format_count(batch), batch == 1 ? "" : "s"));
     out.append(fmt::format("{:<6} {:>24} {:>28} {:>28} {:>7}\n", "dtype", "per token", "per sequence", "total", "vs f16"));
-    const double f16 = static_cast<double>(rows[1].per_token);
+    const double f16 = static_cast<double>(rows[1].per_sequence);
     for (const Row& r : rows)
       out.append(fmt::format("{:<6} {:>24} {:>28} {:>28} {:>6.3f}×\n", kvinfer::dtype_name(r.dtype),
                              bytes_text(r.per_token), bytes_text(r.per_sequence), bytes_text(r.total),
-                             static_cast<double>(r.per_token) / f16));
+                             static_cast<double>(r.per_sequence) / f16));
     tool::write_stdout(out);
     return tool::kExitOk;
   });

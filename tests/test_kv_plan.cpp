@@ -5,6 +5,7 @@
 // The numbers asserted here are the ones quoted in docs/kv-cache.md; keep the two in step.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -92,6 +93,27 @@ TEST(KvPlan, IsLinearInTokens) {
   }
 }
 
+// Gemma 3 270M's shape (18 layers, every 6th global, the other 15 windowed to 512 positions; 1 KV
+// head of 256; f16) at its 32,768-token context: the global layers hold every position, each
+// windowed one a ring of 512 + 512 − 1 rows. docs/kv-cache.md quotes the figure.
+TEST(KvPlan, Gemma3ShapedRingsAt32kTokens) {
+  ModelConfig c = tiny(18, 4, 1, 256);
+  c.max_position_embeddings = 32768;
+  c.sliding_window = 512;
+  c.sliding_layers.assign(18, true);
+  for (size_t l = 5; l < 18; l += 6) c.sliding_layers[l] = false;
+  const uint64_t f16_row = 2 * 1 * 256 * 2;        // one layer's K and V of a position
+  const uint64_t i8_row = 2 * 1 * (256 * 1 + 4);   // int8: the codes and an f32 scale each
+  EXPECT_EQ(plan_kv_bytes(c, 32768, DType::F16), 3 * 32768 * f16_row + 15 * 1023 * f16_row);
+  EXPECT_EQ(plan_kv_bytes(c, 32768, DType::F16), uint64_t{116'376'576});  // 111.0 MiB, not 576 MiB
+  EXPECT_EQ(plan_kv_bytes(c, 32768, DType::I8), 3 * 32768 * i8_row + 15 * 1023 * i8_row);
+  // Below the ring every layer holds every position: linear in tokens up to 1,023.
+  EXPECT_EQ(plan_kv_bytes(c, 700, DType::F16), 18 * 700 * f16_row);
+  EXPECT_EQ(plan_kv_bytes(c, 1023, DType::F16), 18 * 1023 * f16_row);
+  EXPECT_EQ(plan_kv_bytes(c, 1024, DType::F16), 3 * 1024 * f16_row + 15 * 1023 * f16_row);
+  EXPECT_EQ(format_bytes(plan_kv_bytes(c, 32768, DType::F16)), "111.0 MiB");
+}
+
 TEST(KvPlan, MatchesTheFormulaTermByTerm) {
   // Every factor of the formula counts, and nothing else does (query heads, hidden size, vocab).
   const ModelConfig cfg = tiny(3, 6, 2, 16);
@@ -113,12 +135,13 @@ struct RealConfig {
   int64_t layers, heads, kv_heads, head_dim;
   uint64_t per_token_f16;  // bytes; f32 is twice this, bf16 equal to it
   int64_t max_context;     // max_position_embeddings
+  int64_t window = 0;      // sliding_window on every layer (Mistral), 0: none
 };
 
 // per_token_f16 = 2 × layers × kv_heads × head_dim × 2
 constexpr RealConfig kRealConfigs[] = {
     {"llama-2-7b.json", 32, 32, 32, 128, 524'288, 4096},                 // 512 KiB, MHA
-    {"mistral-7b-v0.1.json", 32, 32, 8, 128, 131'072, 32768},            // 128 KiB
+    {"mistral-7b-v0.1.json", 32, 32, 8, 128, 131'072, 32768, 4096},      // 128 KiB, window 4096
     {"llama-3-8b.json", 32, 32, 8, 128, 131'072, 8192},                  // 128 KiB
     {"llama-3.1-8b-instruct.json", 32, 32, 8, 128, 131'072, 131072},     // 128 KiB
     {"qwen2.5-0.5b-instruct.json", 24, 14, 2, 64, 12'288, 32768},        // 12 KiB
@@ -145,8 +168,10 @@ TEST(KvPlan, RealConfigsPerTokenBytes) {
     EXPECT_EQ(kv_bytes_per_token(cfg, DType::BF16), r.per_token_f16);
     EXPECT_EQ(kv_bytes_per_token(cfg, DType::F32), 2 * r.per_token_f16);
 
+    // A windowed layer holds a ring of window + min(window, 512) − 1 rows once n is beyond it.
+    const int64_t ring = r.window > 0 ? r.window + std::min<int64_t>(r.window, 512) - 1 : INT64_MAX;
     for (int64_t n : {4096, 32768, 131072}) {
-      EXPECT_EQ(plan_kv_bytes(cfg, n, DType::F16), static_cast<uint64_t>(n) * r.per_token_f16)
+      EXPECT_EQ(plan_kv_bytes(cfg, n, DType::F16), static_cast<uint64_t>(std::min(n, ring)) * r.per_token_f16)
           << "tokens=" << n;
     }
   }
@@ -159,6 +184,14 @@ TEST(KvPlan, Llama2MhaVsMistralGqaAt4096) {
   EXPECT_EQ(plan_kv_bytes(mistral, 4096, DType::F16), 512 * MiB);
   // Same layers and head_dim; 32 vs 8 KV heads.
   EXPECT_EQ(plan_kv_bytes(llama2, 4096, DType::F16), 4 * plan_kv_bytes(mistral, 4096, DType::F16));
+}
+
+// docs/kv-cache.md's Mistral row: a ring of 4,607 rows per layer from 4,607 tokens on.
+TEST(KvPlan, MistralRingsAt32kTokens) {
+  const ModelConfig mistral = kvinfer::load_config(config_path("mistral-7b-v0.1.json"));
+  EXPECT_EQ(plan_kv_bytes(mistral, 32768, DType::F16), uint64_t{603'848'704});  // 32 × 4,607 × 4 KiB
+  EXPECT_EQ(format_bytes(plan_kv_bytes(mistral, 32768, DType::F16)), "575.9 MiB");
+  EXPECT_EQ(plan_kv_bytes(mistral, 131072, DType::F16), plan_kv_bytes(mistral, 32768, DType::F16));
 }
 
 TEST(KvPlan, Llama3At128kTokens) {
@@ -359,8 +392,13 @@ TEST(KvPlan, Phi3CachesAreExactlyThePlan) {
       const KvCache kv(*model, 40, dt);
       EXPECT_EQ(kv.bytes(), plan_kv_bytes(c, 40, dt));
     }
-    EXPECT_EQ(plan_kv_bytes(c, 40, DType::F32),
-              static_cast<uint64_t>(2 * c.num_layers * c.num_kv_heads * c.head_dim * 4 * 40));
+    // Every layer holds the 40 positions, or a windowed one its ring when that is fewer.
+    uint64_t rows = 0;
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      const int64_t w = c.layer_window(l);
+      rows += static_cast<uint64_t>(w > 0 ? std::min<int64_t>(40, w + std::min<int64_t>(w, 512) - 1) : 40);
+    }
+    EXPECT_EQ(plan_kv_bytes(c, 40, DType::F32), static_cast<uint64_t>(2 * c.num_kv_heads * c.head_dim * 4) * rows);
   }
   ModelConfig phi4 = tiny(32, 24, 8, 128);
   phi4.arch = kvinfer::Architecture::Phi3;

@@ -2,6 +2,7 @@
 // of docs/kv-cache.md), on fixture model directories (weights = the safetensors tensor bytes), on
 // GGUF model fixtures, --json against the table, and one-line errors.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -76,15 +77,17 @@ uint64_t safetensors_data_bytes(const fs::path& file) {
   return sum;
 }
 
-// docs/kv-cache.md, "Real models": f16 bytes per token and max context of each published config.
+// docs/kv-cache.md, "Real models": f16 bytes per token and max context of each published config;
+// a sequence is tokens × that but for Mistral, whose window of 4,096 keeps a ring of 4,607 rows.
 TEST(KvPlanCli, PublishedConfigsGiveTheDocumentedFigures) {
   const struct {
     const char* name;
     uint64_t per_token;
     int64_t context;
-  } rows[] = {{"llama-2-7b", 524'288, 4096},          {"mistral-7b-v0.1", 131'072, 32768},
-              {"llama-3-8b", 131'072, 8192},          {"llama-3.1-8b-instruct", 131'072, 131072},
-              {"qwen2.5-0.5b-instruct", 12'288, 32768}, {"smollm2-135m-instruct", 23'040, 8192}};
+    int64_t rows;  // positions each layer holds at the context length
+  } rows[] = {{"llama-2-7b", 524'288, 4096, 4096},          {"mistral-7b-v0.1", 131'072, 32768, 4607},
+              {"llama-3-8b", 131'072, 8192, 8192},          {"llama-3.1-8b-instruct", 131'072, 131072, 131072},
+              {"qwen2.5-0.5b-instruct", 12'288, 32768, 32768}, {"smollm2-135m-instruct", 23'040, 8192, 8192}};
   for (const auto& row : rows) {
     SCOPED_TRACE(row.name);
     const json j = plan({"-m", config(row.name)});
@@ -93,7 +96,7 @@ TEST(KvPlanCli, PublishedConfigsGiveTheDocumentedFigures) {
     EXPECT_EQ(j["bytes_per_token"].get<uint64_t>(), row.per_token);
     EXPECT_EQ(j["context_length"].get<int64_t>(), row.context);
     EXPECT_EQ(j["tokens"].get<int64_t>(), row.context);  // -n defaults to the context length
-    EXPECT_EQ(j["bytes_per_sequence"].get<uint64_t>(), row.per_token * static_cast<uint64_t>(row.context));
+    EXPECT_EQ(j["bytes_per_sequence"].get<uint64_t>(), row.per_token * static_cast<uint64_t>(row.rows));
     EXPECT_EQ(j["bytes_total"], j["bytes_per_sequence"]);  // -b defaults to 1
     EXPECT_TRUE(j["weight_bytes"].is_null());
     // The library's plan, the one KvCache sizes itself with.
@@ -194,8 +197,9 @@ TEST(KvPlanCli, Qwen3MoePlansAreTheLoadedModelsCacheBytes) {
   }
 }
 
-// Windowed layers are named, and planned (as allocated) with every position: gemma3_tiny's
-// sliding layers, mistral_window's every layer, none for llama_gqa4.
+// Windowed layers are named with the rows each keeps: gemma3_tiny's sliding layers and
+// mistral_window's every layer keep a ring (window + min(window, 512) − 1 rows) beyond it, every
+// position below it; none for llama_gqa4. The per-sequence bytes are the plan's, rings included.
 TEST(KvPlanCli, SlidingWindowLayersAreNamed) {
   for (const char* name : {"gemma3_tiny", "mistral_window", "llama_gqa4"}) {
     SCOPED_TRACE(name);
@@ -203,21 +207,68 @@ TEST(KvPlanCli, SlidingWindowLayersAreNamed) {
     const kvinfer::ModelConfig cfg = kvinfer::load_config(dir / "config.json");
     int64_t windowed = 0;
     for (int64_t l = 0; l < cfg.num_layers; ++l) windowed += cfg.layer_window(l) > 0 ? 1 : 0;
-    const json j = plan({"-m", dir.string(), "-n", "100"});
-    EXPECT_EQ(j["windowed_layers"].get<int64_t>(), windowed);
-    EXPECT_EQ(j["bytes_per_sequence"].get<uint64_t>(), kvinfer::plan_kv_bytes(cfg, 100, kvinfer::DType::F16));
-    const Output table = run({"-m", dir.string(), "-n", "100"});
-    if (windowed == 0) {
-      EXPECT_TRUE(j["window"].is_null());
-      EXPECT_EQ(table.out.find("windows"), std::string::npos) << table.out;
-      continue;
+    for (int64_t n : {5, 100}) {
+      const std::vector<std::string> args = {"-m", dir.string(), "-n", std::to_string(n)};
+      const json j = plan(args);
+      EXPECT_EQ(j["windowed_layers"].get<int64_t>(), windowed);
+      EXPECT_EQ(j["bytes_per_sequence"].get<uint64_t>(), kvinfer::plan_kv_bytes(cfg, n, kvinfer::DType::F16));
+      const Output table = run(args);
+      if (windowed == 0) {
+        EXPECT_TRUE(j["window"].is_null());
+        EXPECT_TRUE(j["ring_rows"].is_null());
+        EXPECT_EQ(table.out.find("windows"), std::string::npos) << table.out;
+        EXPECT_EQ(table.out.find("rings"), std::string::npos) << table.out;
+        continue;
+      }
+      const int64_t w = *cfg.sliding_window, ring = w + std::min<int64_t>(w, 512) - 1;
+      EXPECT_EQ(j["window"].get<int64_t>(), w);
+      EXPECT_EQ(j["ring_rows"].get<int64_t>(), std::min(n, ring));
+      // Computed here: the windowed layers' rows, every position on the others.
+      const uint64_t row = 2 * static_cast<uint64_t>(cfg.num_kv_heads * cfg.head_dim) * 2;  // f16 K and V
+      EXPECT_EQ(j["bytes_per_sequence"].get<uint64_t>(),
+                row * static_cast<uint64_t>(windowed * std::min(n, ring) + (cfg.num_layers - windowed) * n));
+      const std::string line = fmt::format("windows         {} of {} layers attend to the last {} positions: each keeps ",
+                                           windowed, cfg.num_layers, w);
+      EXPECT_NE(table.out.find(n > ring ? fmt::format("{}a ring of {} rows, not {}\n", line, ring, n)
+                                        : fmt::format("{}all {} (a ring of {} rows beyond that)\n", line, n, ring)),
+                std::string::npos)
+          << table.out;
+      // Not linear: the per-token line says so when a ring holds fewer rows than tokens.
+      EXPECT_EQ(table.out.find("the rings make a sequence less than tokens × this") != std::string::npos, n > ring)
+          << table.out;
     }
-    EXPECT_EQ(j["window"].get<int64_t>(), *cfg.sliding_window);
-    EXPECT_NE(table.out.find(fmt::format("windows         {} of {} layers attend to the last {} positions", windowed,
-                                         cfg.num_layers, *cfg.sliding_window)),
-              std::string::npos)
-        << table.out;
   }
+}
+
+// Gemma 3 270M's shape from a bare config.json (18 layers, 15 windowed to 512 positions, 1 KV
+// head of 256): at its 32,768 tokens, 3 layers of every position and 15 rings of 1,023 rows.
+TEST(KvPlanCli, Gemma3ShapeCountsItsRings) {
+  json c = json::parse(std::ifstream(kData / "models" / "gemma3_tiny" / "config.json"));
+  c["num_hidden_layers"] = 18;
+  c["num_key_value_heads"] = 1;
+  c["head_dim"] = 256;
+  c["query_pre_attn_scalar"] = 256;
+  c["sliding_window"] = 512;
+  c["max_position_embeddings"] = 32768;
+  c["layer_types"] = json::array();
+  for (int l = 0; l < 18; ++l) c["layer_types"].push_back((l + 1) % 6 == 0 ? "full_attention" : "sliding_attention");
+  const fs::path file = fs::temp_directory_path() / fmt::format("kvinfer-kv-plan-gemma3-{}.json", ::getpid());
+  std::ofstream(file) << c.dump();
+  const json j = plan({"-m", file.string()});
+  const Output table = run({"-m", file.string()});
+  fs::remove(file);
+  const uint64_t row = 2 * 1 * 256 * 2;  // f16 K and V of one layer and position
+  EXPECT_EQ(j["tokens"].get<int64_t>(), 32768);
+  EXPECT_EQ(j["bytes_per_token"].get<uint64_t>(), 18 * row);
+  EXPECT_EQ(j["bytes_per_sequence"].get<uint64_t>(), 3 * 32768 * row + 15 * 1023 * row);  // 116,376,576
+  EXPECT_EQ(j["windowed_layers"].get<int64_t>(), 15);
+  EXPECT_EQ(j["ring_rows"].get<int64_t>(), 1023);
+  EXPECT_NE(table.out.find("per sequence    116,376,576 bytes (111.0 MiB) for 32,768 tokens"), std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find("windows         15 of 18 layers attend to the last 512 positions: each keeps a ring of "
+                           "1,023 rows, not 32,768"),
+            std::string::npos)
+      << table.out;
 }
 
 TEST(KvPlanCli, TableShowsTheJsonFigures) {
