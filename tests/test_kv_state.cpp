@@ -108,10 +108,15 @@ void check_fork(const std::shared_ptr<const Model>& model, const std::vector<int
   EXPECT_TRUE(same_bits(a.logits, greedy.logits));
 }
 
-// Cut back to prompt + 2 after kSteps, then continue from another token: a fresh run of that
-// prefix (the prompt prefilled, the 2 ids decoded) continued the same way.
+// Cut back to prompt + 2 after kSteps (a sliding-window ring: as far back as it allows, kSteps
+// less min(window, 512)), then continue from another token: a fresh run of that prefix (the
+// prompt prefilled, the kept ids decoded) continued the same way.
 void check_truncate(const std::shared_ptr<const Model>& model, const std::vector<int32_t>& prompt) {
-  const int keep = 2;
+  int keep = 2;
+  const ModelConfig& c = model->config();
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (c.layer_window(l) > 0 && kv_layer_rows(c, l, kCapacity) < kCapacity)
+      keep = std::max(keep, kSteps - static_cast<int>(kv_ring_piece(c.layer_window(l))));
   const Trace greedy = fresh_run(model, prompt, kSteps, {}, kCapacity);
   const int32_t other = (greedy.fed[keep] + 3) % static_cast<int32_t>(model->config().vocab_size);
   const Trace expected = fresh_run(model, prompt, kSteps, {{keep, other}}, kCapacity);
@@ -213,7 +218,7 @@ class KvStateRing : public ::testing::TestWithParam<const char*> {
 
 // The file holds each windowed layer's ring (its positions from held_from on) and every position
 // of the other layers; the restored cache rewinds exactly as far as the saved one, and continues
-// bit for bit, at the saved capacity, a larger one and the fewest positions that hold it.
+// bit for bit, at the saved capacity, a larger one and the fewest positions the rest of the run needs.
 TEST_P(KvStateRing, SaveRestoreAfterTheRingWrapped) {
   KvCache kv = split_cache();
   const int64_t n = kv.size();
@@ -230,7 +235,7 @@ TEST_P(KvStateRing, SaveRestoreAfterTheRingWrapped) {
                                      rows * 2 * static_cast<uint64_t>(c.num_kv_heads) * row_bytes);
 
   for (std::optional<int64_t> capacity : {std::optional<int64_t>{}, std::optional<int64_t>{kRingCapacity + 16},
-                                          std::optional<int64_t>{n}}) {
+                                          std::optional<int64_t>{n + kRingSteps - kRingSplit}}) {
     KvCache restored = load_kv_state(*model, file, capacity);
     const std::string what = fmt::format("capacity {}", restored.capacity());
     EXPECT_EQ(restored.size(), n) << what;
@@ -326,6 +331,28 @@ TEST_P(KvStateRing, WindowFieldsAreChecked) {
   h.window = g.window + 1;  // the same sizes, another model's window
   EXPECT_THAT(error(h), HasSubstr("'windowed_layers'"));
   EXPECT_NO_THROW(load_kv_state(*model, good));
+}
+
+// A prefill cancelled after its chunks wrote further than the rings can rewind (7 positions, a
+// piece being min(window, 512) <= 6 here): the cache is as it was, its positions computed again
+// from their ids, and continues bit for bit.
+TEST_P(KvStateRing, CancelledPrefillRestoresTheRings) {
+  KvCache kv = split_cache();
+  const int64_t n = kv.size(), e = kv.earliest_rewind();
+  const std::vector<int32_t> before(kv.tokens().begin(), kv.tokens().end());
+  Session s(model, {.prefill_chunk_tokens = 1});
+  const std::vector<int32_t> more(full.fed.begin() + kRingSplit, full.fed.begin() + kRingSplit + 8);
+  int asked = 0;
+  try {
+    s.prefill(kv, more, Logits::Last, [&] { return ++asked >= 7; });
+    ADD_FAILURE() << "not cancelled";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.kind(), ErrorKind::Cancelled) << err.what();
+  }
+  EXPECT_EQ(kv.size(), n);
+  EXPECT_EQ(kv.earliest_rewind(), e);
+  EXPECT_TRUE(std::ranges::equal(kv.tokens(), before));
+  expect_continues(kv, kRingSplit, "after a cancelled prefill");
 }
 
 INSTANTIATE_TEST_SUITE_P(Windowed, KvStateRing, ::testing::Values("mistral_window", "qwen2_window", "gemma3_tiny"));
