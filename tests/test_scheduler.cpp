@@ -263,6 +263,37 @@ TEST(Scheduler, SharedPrefixesAreCopiedWithTheSameTokens) {
   EXPECT_LE(small.stats().prefix_cache_bytes, one_prompt);
 }
 
+// A sliding-window model (mistral_window: window 6, rings of 11 rows): a kept prompt of 43
+// positions holds only its last 11, so it gives a new prompt at least 37 positions (its
+// earliest rewind) or none; the longest usable entry is taken, the rest computed, and every
+// request's tokens are those of a run without the prefix cache.
+TEST(Scheduler, SharedPrefixesOfWindowedModelsAreTakenWhereTheRingsHoldThem) {
+  const auto model = load("mistral_window");
+  const auto vocab = static_cast<int32_t>(model->config().vocab_size);
+  std::mt19937_64 rng(11);
+  const std::vector<int32_t> system = random_prompt(rng, *model, 40, 40);
+  // Request i: the first cut[i] ids of `system`, then 3 ids that leave it at once.
+  const int64_t cut[] = {40, 20, 40, 38, 36};
+  std::vector<SchedulerRequest> requests;
+  for (size_t i = 0; i < std::size(cut); ++i) {
+    SchedulerRequest r{{system.begin(), system.begin() + cut[i]}, {.max_new_tokens = 5, .ignore_eos = true}};
+    const int32_t off = cut[i] < 40 ? system[static_cast<size_t>(cut[i])] : static_cast<int32_t>(i);
+    for (int32_t t = 1; t <= 3; ++t) r.prompt.push_back((off + t * static_cast<int32_t>(i + 1)) % vocab);
+    requests.push_back(std::move(r));
+  }
+  Scheduler plain(model, {.step_tokens = 16, .max_sequences = 1});
+  Scheduler shared(model, {.step_tokens = 16, .max_sequences = 1, .prefix_cache_bytes = 1 << 20});
+  const auto want = run_all(plain, requests);
+  const auto got = run_all(shared, requests);
+  // 1: 20 shared with request 0's entry, which holds no window before 37; 2: request 0's 40;
+  // 3: 38 of request 0's (or 2's); 4: 36 is too few for theirs, request 1's entry gives its 20.
+  const int64_t reused[] = {0, 0, 40, 38, 20};
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(got[i].result.tokens, want[i].result.tokens) << "request " << i;
+    EXPECT_EQ(got[i].prefix_tokens, reused[i]) << "request " << i;
+  }
+}
+
 TEST(Scheduler, ServesRequestsSubmittedFromOtherThreads) {
   const auto model = load("llama_gqa4");
   Scheduler sched(model, {.step_tokens = 32, .max_sequences = 8});
