@@ -248,7 +248,15 @@ TEST_P(KvStateRing, SaveRestoreAfterTheRingWrapped) {
   const int64_t e = restored.earliest_rewind();
   EXPECT_THAT(test::error_of([&] { restored.truncate(e - 1); }), HasSubstr(fmt::format("truncate({})", e - 1)));
   restored.truncate(e);
+  // Saved there, its rings hold less than their rows (positions before e + window − 1 − rows were
+  // overwritten by the ones cut off): the restored cache knows it, and continues.
+  const fs::path cut = dir.path() / "cut.kvs";
+  save_kv_state(restored, *model, cut);
+  KvCache again = load_kv_state(*model, cut);
+  EXPECT_EQ(again.earliest_rewind(), e);
+  EXPECT_THAT(test::error_of([&] { again.truncate(e - 1); }), HasSubstr(fmt::format("truncate({})", e - 1)));
   expect_continues(restored, static_cast<int>(e - static_cast<int64_t>(prompt.size())), "rewound");
+  expect_continues(again, static_cast<int>(e - static_cast<int64_t>(prompt.size())), "rewound, saved and restored");
 }
 
 // A version 1 file held every position of every layer: it still loads, each windowed layer

@@ -55,6 +55,9 @@ class Session {
   // Either call throws, leaving the cache as it was, when its logits hold a NaN or Inf (they are
   // always scanned); with LoadOptions::check_finite the residual stream is checked after every
   // block too, and the error names the first layer and block where a NaN or Inf appeared.
+  // "As it was" holds bit for bit on a sliding-window model too: a call that wrote further than
+  // its cache's rings can rewind (more than min(window, 512) positions) has the cache's positions
+  // computed again from their token ids (KvCache::tokens()) before it throws.
 
   // ---- many sequences in one pass (continuous batching: kvinfer/scheduler.h) ----
   //
