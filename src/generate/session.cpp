@@ -212,14 +212,15 @@ std::span<const float> Session::run(std::span<const BatchItem> items, bool copy)
     batch.push_back({it.kv, it.ids, it.kv->size(), rows, it.logits});
     rows += static_cast<int64_t>(it.ids.size());
   }
-  // Undone on any failure: every cache back to its start (s.batch is reused by restore's passes).
-  std::vector<std::pair<KvCache*, int64_t>> starts;  // (items) each cache and its size before the call
-  for (const BatchSegment& g : batch) starts.emplace_back(g.kv, g.start);
   try {
     return run_checked(copy);
   } catch (...) {
-    if (!restoring_)
+    // Undone: every cache back to its start. Taken from the batch first: restore's passes reuse it.
+    if (!restoring_) {
+      std::vector<std::pair<KvCache*, int64_t>> starts;  // (items) each cache and its size before the call
+      for (const BatchSegment& g : batch) starts.emplace_back(g.kv, g.start);
       for (const auto& [kv, start] : starts) restore(*kv, start);
+    }
     throw;
   }
 }
