@@ -236,6 +236,35 @@ TEST(FiniteLogits, ADecodeWithNonFiniteLogitsIsUndone) {
   EXPECT_EQ(kv.size(), 4);
 }
 
+// A sliding-window model (mistral_window: window 6, rings of 11 rows) whose cache has wrapped: a
+// call of 10 positions with non-finite logits wrote further back than the rings can rewind
+// (6), so the undo computes the cache again from its ids; it continues as a run without the call.
+TEST(FiniteLogits, ALongCallOnAWrappedRingIsUndone) {
+  ScopedEnv env("KVINFER_CHECK_FINITE", std::nullopt);
+  TempDir tmp;
+  const fs::path dir = poisoned(tmp, "mistral_window", "model.embed_tokens.weight", 42 * 64 + 7, kInf);
+  auto model = load(dir, false);
+  std::vector<int32_t> prompt;
+  for (int32_t i = 0; i < 20; ++i) prompt.push_back(3 + 5 * i % 37);
+  KvCache kv(*model, 48);
+  Session s(model);
+  s.prefill(kv, prompt);
+  const int64_t earliest = kv.earliest_rewind();
+  ASSERT_GT(earliest, 0);
+  const std::vector<int32_t> call = {9, 11, 13, 15, 17, 19, 21, 23, 25, 42};
+  EXPECT_THAT(error_of([&] { s.prefill(kv, call); }),
+              AllOf(HasSubstr("non-finite logits"), HasSubstr("the KV cache holds 20 positions as before")));
+  EXPECT_EQ(kv.size(), 20);
+  EXPECT_EQ(kv.earliest_rewind(), earliest);
+  const auto got = s.decode(kv, 9);
+  const std::vector<float> after_error(got.begin(), got.end());
+  KvCache fresh_kv(*model, 48);
+  Session fresh(model);
+  fresh.prefill(fresh_kv, prompt);
+  const auto want = fresh.decode(fresh_kv, 9);
+  EXPECT_EQ(after_error, std::vector<float>(want.begin(), want.end()));
+}
+
 // ---- the same on the CUDA device ----
 
 TEST(CheckFinite, CudaNamesTheLayerAndChecksTheLogits) {
