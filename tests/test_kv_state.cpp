@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "core/hash.h"
+#include "core/kv_cache_access.h"
 #include "core/kv_state_format.h"
 #include "kv_state_util.h"
 #include "kvinfer/kvinfer.h"
@@ -361,6 +362,17 @@ TEST_P(KvStateRing, CancelledPrefillRestoresTheRings) {
   EXPECT_EQ(kv.earliest_rewind(), e);
   EXPECT_TRUE(std::ranges::equal(kv.tokens(), before));
   expect_continues(kv, kRingSplit, "after a cancelled prefill");
+}
+
+// A cache whose rings were written past its last position (a pass that failed before its commit,
+// as will_write marks it) no longer holds the window its next position needs: not saved.
+TEST_P(KvStateRing, SaveRefusesRingsThatLostTheWindow) {
+  KvCache kv = split_cache();
+  KvCacheAccess::will_write(kv, kv.size() + kRingSteps);
+  ASSERT_GT(kv.earliest_rewind(), kv.size());
+  EXPECT_THAT(test::error_of([&] { save_kv_state(kv, *model, dir.path() / "lost.kvs"); }),
+              AllOf(HasSubstr("save_kv_state"), HasSubstr(fmt::format("window before position {}", kv.size()))));
+  EXPECT_TRUE(fs::is_empty(dir.path()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Windowed, KvStateRing, ::testing::Values("mistral_window", "qwen2_window", "gemma3_tiny"));

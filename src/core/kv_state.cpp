@@ -134,8 +134,8 @@ void save_kv_state(const KvCache& kv, const Model& model, const std::filesystem:
   const int64_t n = kv.size();
   if (kv.earliest_rewind() > n)
     throw Error(ErrorKind::InvalidArgument,
-                fmt::format("save_kv_state: the KV cache's sliding-window rings no longer hold the window before its "
-                            "last position {} (a forward pass failed after writing past it); clear it", n));
+                fmt::format("save_kv_state: the KV cache's sliding-window rings no longer hold the window before "
+                            "position {}, its next (a forward pass failed after writing past it); clear it", n));
   // A windowed layer holds [held_from, n): what its ring has not overwritten, no more than its rows.
   const Windows w = windows_of(c);
   int64_t held_from = 0;
