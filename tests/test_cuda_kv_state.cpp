@@ -148,6 +148,45 @@ TEST_P(CudaKvState, StatesMoveBetweenDevices) {
   }
 }
 
+// A sliding-window model on the device (mistral_window: window 6, rings of 11 rows) after more
+// positions than a ring holds: restored on the device its rings rewind as far as before and it
+// continues bit for bit; restored on the CPU and saved again, the file is the same bytes.
+TEST_P(CudaKvState, RingsSaveRestoreAndMoveBetweenDevices) {
+  SKIP_WITHOUT_DEVICE();
+  const std::optional<DType> dtype = GetParam();
+  const fs::path dir_model = test::model_dir("mistral_window");
+  const auto gpu = Model::load(dir_model, {.device = Device::CUDA});
+  const auto cpu = Model::load(dir_model, {.device = Device::CPU});
+  const std::vector<int32_t> prompt = test::Reference("mistral_window").prompt_ids;
+  constexpr int steps = 20, split = 14;
+  constexpr int64_t capacity = 48;
+  const Trace full = fresh_run(gpu, prompt, steps, {}, capacity, dtype);
+  Session s(gpu);
+  KvCache kv(*gpu, capacity, dtype);
+  Trace a;
+  auto last = prefill(s, kv, prompt, a);
+  run_steps(s, kv, last, 0, split, {}, a);
+  ASSERT_GT(kv.earliest_rewind(), 0) << "the rings did not wrap";
+
+  test::TempDir dir;
+  const fs::path saved = dir.path() / "ring.kvs", again = dir.path() / "again.kvs";
+  save_kv_state(kv, *gpu, saved);
+  KvCache r = load_kv_state(*gpu, saved);
+  EXPECT_EQ(r.device(), Device::CUDA);
+  EXPECT_EQ(r.earliest_rewind(), kv.earliest_rewind());
+  Session s2(gpu);
+  Trace b = a;
+  auto l = last;
+  run_steps(s2, r, l, split, steps, {}, b);
+  EXPECT_EQ(b.fed, full.fed);
+  EXPECT_TRUE(same_bits(b.logits, full.logits));
+
+  KvCache moved = load_kv_state(*cpu, saved);
+  EXPECT_EQ(moved.earliest_rewind(), kv.earliest_rewind());
+  save_kv_state(moved, *cpu, again);
+  EXPECT_EQ(bytes_of(saved), bytes_of(again));
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKvState,
                          ::testing::Values(std::nullopt, std::optional<DType>(DType::I8),
                                            std::optional<DType>(DType::FP8)),
