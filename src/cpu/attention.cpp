@@ -217,9 +217,13 @@ void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t 
   AlignedVector<float> s(static_cast<size_t>(heads * count));  // (heads, count) scores, then probabilities
   std::vector<const float*> p(static_cast<size_t>(heads));     // head h's probabilities
   std::vector<float*> o(static_cast<size_t>(heads));           // head h's output row
+  // A wrapped window's second run starts `wrap` positions in: head h's probabilities from there.
+  const int64_t wrap = wraps ? ring - first % ring : 0;
+  std::vector<const float*> p_wrap(wraps ? static_cast<size_t>(heads) : 0);
   for (int64_t h = 0; h < heads; ++h) {
     p[static_cast<size_t>(h)] = s.data() + h * count;
     o[static_cast<size_t>(h)] = out + h * hd;
+    if (wraps) p_wrap[static_cast<size_t>(h)] = s.data() + h * count + wrap;
   }
   const int64_t chunks = (count + kChunk - 1) / kChunk, blocks = (hd + kDecodeColumns - 1) / kDecodeColumns;
   const int64_t units = chunks * kvh;  // score units, KV head by KV head: u = g · chunks + chunk
@@ -244,12 +248,7 @@ void attention_decode(const KvCache& kv, int64_t layer, const float* q, int64_t 
   // KV head g's query heads' sums over every position, columns [d0, d1).
   auto value_rows = [&](int64_t g, int64_t d0, int64_t d1, ChainedPrefetcher* pf) {
     runs(0, count, [&](int64_t a1, int64_t b1, int64_t r0) {
-      const float* const* pg = p.data() + g * group;  // the probabilities, from position a1 on
-      std::vector<const float*> later;
-      if (a1 > 0) {
-        for (int64_t i = 0; i < group; ++i) later.push_back(pg[i] + a1);
-        pg = later.data();
-      }
+      const float* const* pg = (a1 > 0 ? p_wrap.data() : p.data()) + g * group;  // from position a1 on
       avx512::decode_values(dtype, pg, o.data() + g * group, group, row_at(kv_v(kv, layer, g), r0), b1 - a1, hd, d0,
                             d1, pf, a1 > 0);
     });
