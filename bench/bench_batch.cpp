@@ -4,15 +4,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
+#include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/output_file.h"
 #include "kvinfer/kvinfer.h"
 #include "svg_plot.h"
 #include "tool.h"
@@ -104,6 +106,16 @@ int main(int argc, char** argv) {
                                 : device == "cpu" ? kvinfer::Device::CPU
                                                   : throw tool::UsageError("--device: " + device + " is not cpu or cuda");
     const int t = tool::checked_threads(threads, "-t/--threads");
+    // Begun before the run: a path that cannot be written fails first.
+    std::optional<kvinfer::OutputFile> json_out, svg_out;
+    for (auto [out, path, flag] : {std::tuple{&json_out, &json_path, "--json"}, std::tuple{&svg_out, &svg_path, "--svg"}}) {
+      if (path->empty()) continue;
+      try {
+        out->emplace(*path);
+      } catch (const kvinfer::Error& e) {
+        throw kvinfer::Error(e.kind(), fmt::format("{}: {}", flag, e.what()));
+      }
+    }
     auto model = kvinfer::Model::load(model_path, {.device = dev, .threads = t});
     kvinfer::Session session(model);
     std::mt19937_64 rng(1);
@@ -138,10 +150,17 @@ int main(int argc, char** argv) {
       ceiling.points.emplace_back(static_cast<double>(batches[i]), p);
     }
     tool::write_stdout(out);
-    if (!json_path.empty()) std::ofstream(json_path) << j.dump(1) << "\n";
-    if (!svg_path.empty())
-      std::ofstream(svg_path) << bench::plot("Batched decode: " + model_path, "sequences decoded together",
-                                             "tokens/s", {series, ceiling});
+    if (json_out) {
+      const std::string text = j.dump(1) + "\n";
+      json_out->write(text.data(), text.size());
+      json_out->commit();
+    }
+    if (svg_out) {
+      const std::string text =
+          bench::plot("Batched decode: " + model_path, "sequences decoded together", "tokens/s", {series, ceiling});
+      svg_out->write(text.data(), text.size());
+      svg_out->commit();
+    }
     return tool::kExitOk;
   });
 }

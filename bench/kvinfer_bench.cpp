@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <cerrno>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -20,6 +19,7 @@
 #include "bench_report.h"
 #include "bench_run.h"
 #include "core/input_file.h"
+#include "core/output_file.h"
 #include "cuda/device_memory.h"
 #include "kvinfer/kvinfer.h"
 #include "models/synthetic.h"
@@ -191,7 +191,8 @@ std::vector<int32_t> make_prompt(const Args& a, const kvinfer::Model& model, ben
   return prompt;
 }
 
-// --json, --csv and --svg: files opened up front (a bad path fails before the run), or stdout.
+// --json, --csv and --svg: files checked and begun up front (a bad path fails before the run) and
+// written whole at the end (kvinfer::OutputFile: regular files or new paths only), or stdout ("-").
 class Outputs {
  public:
   explicit Outputs(const Args& a) : a_(a) {
@@ -208,28 +209,33 @@ class Outputs {
       std::fputs(bench::format_table(r).c_str(), table_out);
       std::fflush(table_out);
     }
-    if (!a_.json.empty()) put(json_, a_.json, "--json", bench::format_json(r));
-    if (!a_.csv.empty()) put(csv_, a_.csv, "--csv", bench::format_csv(r));
-    if (!a_.svg.empty()) put(svg_, a_.svg, "--svg", bench::format_svg(r));
+    if (!a_.json.empty()) put(json_, bench::format_json(r), "--json");
+    if (!a_.csv.empty()) put(csv_, bench::format_csv(r), "--csv");
+    if (!a_.svg.empty()) put(svg_, bench::format_svg(r), "--svg");
   }
 
  private:
-  // Opened for writing, truncated: a file, or a device or FIFO the user named.
-  static void open(std::unique_ptr<std::FILE, int (*)(std::FILE*)>& f, const std::string& path, const char* flag) {
-    if (path.empty() || path == "-") return;
-    f.reset(std::fopen(path.c_str(), "wb"));
-    if (!f) throw Error(ErrorKind::BadFile, fmt::format("{} \"{}\": cannot write: {}", flag, path, kvinfer::errno_text(errno)));
+  // Errors name the option: "--json: /dev/full: is a character device; ...".
+  template <typename F>
+  static void naming(const char* flag, F&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      throw Error(e.kind(), fmt::format("{}: {}", flag, e.what()));
+    }
   }
-  static void put(std::unique_ptr<std::FILE, int (*)(std::FILE*)>& f, const std::string& path, const char* flag,
-                  const std::string& text) {
+  static void open(std::optional<kvinfer::OutputFile>& f, const std::string& path, const char* flag) {
+    if (!path.empty() && path != "-") naming(flag, [&] { f.emplace(path); });
+  }
+  static void put(std::optional<kvinfer::OutputFile>& f, const std::string& text, const char* flag) {
     if (!f) return tool::write_stdout(text);
-    if (std::fwrite(text.data(), 1, text.size(), f.get()) != text.size() || std::fflush(f.get()) != 0 ||
-        std::fclose(f.release()) != 0)
-      throw Error(ErrorKind::BadFile, fmt::format("{} \"{}\": cannot write: {}", flag, path, kvinfer::errno_text(errno)));
+    naming(flag, [&] {
+      f->write(text.data(), text.size());
+      f->commit();
+    });
   }
   const Args& a_;
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> json_{nullptr, std::fclose}, csv_{nullptr, std::fclose},
-      svg_{nullptr, std::fclose};
+  std::optional<kvinfer::OutputFile> json_, csv_, svg_;
 };
 
 // The CUDA device's copy bandwidth: 1 GiB copies, as the GPU benchmarks (64 MiB on the CUDA

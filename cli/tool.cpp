@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/input_file.h"
+#include "core/output_file.h"
 #include "kvinfer/kv_plan.h"
 #include "tokenizer/utf8.h"
 
@@ -118,6 +119,7 @@ int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body) 
   }
   try {
     check_standard_descriptors();
+    kvinfer::remove_temporaries_on_signal();  // an interrupted --save-logits or --json leaves no temporary
     const int status = body();
     finish_stdout();
     return status;

@@ -2,7 +2,6 @@
 // (as llama.cpp's llama-perplexity), and with --save-logits / --kl-base the KL divergence of this
 // run's next-token distributions from a saved run's (llama.cpp's --kl-divergence).
 // docs/perplexity.md says what is computed; perplexity_eval.h computes it.
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +17,7 @@
 
 #include "cli_common.h"
 #include "core/input_file.h"
+#include "core/output_file.h"
 #include "perplexity_eval.h"
 
 namespace {
@@ -26,16 +26,6 @@ constexpr int64_t kDefaultWindow = 512;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// --save-logits replaces a regular file (or makes one); a device, FIFO or directory is refused
-// before anything runs (the temporary file would otherwise be renamed over it).
-void check_save_target(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    throw kvinfer::Error(kvinfer::ErrorKind::BadFile,
-                         fmt::format("{}: is {}; --save-logits writes a regular file", path,
-                                     kvinfer::file_type_text(static_cast<unsigned>(st.st_mode))));
 }
 
 std::string fixed(double v, int digits) { return fmt::format("{:.{}f}", v, digits); }
@@ -78,7 +68,13 @@ int main(int argc, char** argv) {
     if (model_opt.ctx > 0 && model_opt.ctx < ppl::kMinWindow)
       throw tool::UsageError(fmt::format("-c/--ctx: {} tokens is too short a window: at least {} (0 = the default)",
                                          model_opt.ctx, ppl::kMinWindow));
-    if (!save_path.empty()) check_save_target(save_path);
+    if (!save_path.empty()) {
+      try {
+        kvinfer::output_path(save_path);
+      } catch (const kvinfer::Error& e) {
+        throw kvinfer::Error(e.kind(), fmt::format("--save-logits: {}", e.what()));
+      }
+    }
     // The inputs before the model: a missing text or a bad base should not cost a load.
     const std::string text = tool::read_prompt_file(text_file);
     std::optional<ppl::Reader> base;
@@ -195,6 +191,7 @@ int main(int argc, char** argv) {
       if (base)
         j["kl_base"] = {{"file", base_path},
                         {"kv_dtype", base->header().kv_dtype},
+                        {"checksums_checked", base->version() >= 2},
                         {"positions", kl->positions},
                         {"base_mean_nll", pb->mean_nll},
                         {"base_ppl", pb->ppl},
@@ -231,8 +228,9 @@ int main(int argc, char** argv) {
       out.append(fmt::format("saved       {}: {} positions, {}\n", tool::printable(save_path), format_count(run.scored),
                              kvinfer::format_bytes(saved_bytes)));
     if (base) {
-      out.append(fmt::format("base        {} (KV cache {})\n", tool::printable(base_path),
-                             tool::printable(base->header().kv_dtype)));
+      out.append(fmt::format("base        {} (KV cache {}{})\n", tool::printable(base_path),
+                             tool::printable(base->header().kv_dtype),
+                             base->version() == 1 ? "; a version 1 file: no checksums were checked" : ""));
       out.append(fmt::format("PPL         base {} ± {}, this run {} ± {} (ratio {:.6f})\n", fixed(pb->ppl, 4),
                              fixed(pb->ppl_stderr, 4), fixed(p.ppl, 4), fixed(p.ppl_stderr, 4), p.ppl / pb->ppl));
       out.append(fmt::format("KL          mean {:.6g} ± {:.3g}, median {:.6g}, 99th percentile {:.6g}, max {:.6g} "

@@ -132,22 +132,12 @@ void quantize_position(const LogProbs& lp, int32_t correct, SavedPosition& out) 
   }
 }
 
-Writer::Writer(const std::filesystem::path& path, const Header& header) : path_(path), header_(header) {
-  std::string pattern = path.string() + ".tmp-XXXXXX";
-  fd_ = ::mkstemp(pattern.data());
-  if (fd_ < 0)
-    throw Error(ErrorKind::BadFile, fmt::format("{}: cannot create a temporary file beside it: {}", path.string(),
-                                                kvinfer::errno_text(errno)));
-  temp_ = pattern;
-  // mkstemp makes the file 0600; a saved file is as readable as any other the user makes.
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
-  if (::fchmod(fd_, 0666 & ~mask) != 0) {
-    const int err = errno;
-    ::close(std::exchange(fd_, -1));
-    ::unlink(temp_.c_str());
-    throw Error(ErrorKind::BadFile, fmt::format("{}: {}", temp_.string(), kvinfer::errno_text(err)));
-  }
+uint64_t record_checksum(const unsigned char* record, size_t bytes, int64_t index) {
+  const uint64_t seed = kvinfer::hash64(&index, sizeof index);
+  return kvinfer::hash64(record, bytes, seed);
+}
+
+Writer::Writer(const std::filesystem::path& path, const Header& header) : out_(path), header_(header) {
   unsigned char h[kHeaderBytes] = {};
   std::memcpy(h, kMagic, sizeof kMagic);
   store<uint16_t>(h + 6, kVersion);
@@ -156,15 +146,11 @@ Writer::Writer(const std::filesystem::path& path, const Header& header) : path_(
   store<int64_t>(h + 24, header.scored);
   store<uint64_t>(h + 32, header.hash);
   std::memcpy(h + 40, header.kv_dtype.data(), std::min<size_t>(header.kv_dtype.size(), 15));
+  store<uint64_t>(h + 56, kvinfer::hash64(h, 56));
   put(h, sizeof h);
 }
 
-Writer::~Writer() {
-  if (fd_ >= 0) {
-    ::close(fd_);
-    ::unlink(temp_.c_str());
-  }
-}
+Writer::~Writer() = default;
 
 void Writer::put(const void* p, size_t n) {
   const auto* b = static_cast<const unsigned char*>(p);
@@ -173,48 +159,32 @@ void Writer::put(const void* p, size_t n) {
 }
 
 void Writer::flush() {
-  const unsigned char* q = buffer_.data();
-  size_t left = buffer_.size();
-  while (left > 0) {
-    const ssize_t w = ::write(fd_, q, std::min<size_t>(left, size_t{1} << 30));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0)
-      throw Error(ErrorKind::BadFile, fmt::format("{}: cannot write: {}", path_.string(), kvinfer::errno_text(errno)));
-    q += w;
-    left -= static_cast<size_t>(w);
-  }
+  out_.write(buffer_.data(), buffer_.size());
   buffer_.clear();
 }
 
 void Writer::write(const SavedPosition& p) {
   if (written_ == header_.scored || static_cast<int64_t>(p.q.size()) != header_.vocab)
-    throw Error(ErrorKind::InvalidArgument, fmt::format("{}: a position beyond the header's", path_.string()));
-  unsigned char r[16];
-  store<float>(r, p.max_logprob);
-  store<float>(r + 4, p.scale);
-  store<float>(r + 8, p.correct_logprob);
-  store<int32_t>(r + 12, p.argmax);
-  put(r, sizeof r);
-  put(p.q.data(), p.q.size() * sizeof(uint16_t));
+    throw Error(ErrorKind::InvalidArgument, fmt::format("{}: a position beyond the header's", out_.target().string()));
+  std::vector<unsigned char>& r = record_;
+  r.resize(record_bytes(header_.vocab));
+  store<float>(r.data(), p.max_logprob);
+  store<float>(r.data() + 4, p.scale);
+  store<float>(r.data() + 8, p.correct_logprob);
+  store<int32_t>(r.data() + 12, p.argmax);
+  std::memcpy(r.data() + 16, p.q.data(), p.q.size() * sizeof(uint16_t));
+  const size_t body = r.size() - 8;
+  store<uint64_t>(r.data() + body, record_checksum(r.data(), body, written_));
+  put(r.data(), r.size());
   ++written_;
 }
 
 uint64_t Writer::finish() {
   if (written_ != header_.scored)
-    throw Error(ErrorKind::InvalidArgument, fmt::format("{}: {} positions written, the header says {}", path_.string(),
-                                                        count(written_), count(header_.scored)));
+    throw Error(ErrorKind::InvalidArgument, fmt::format("{}: {} positions written, the header says {}",
+                                                        out_.target().string(), count(written_), count(header_.scored)));
   flush();
-  if (::fsync(fd_) != 0 || ::close(std::exchange(fd_, -1)) != 0) {
-    const int err = errno;
-    ::unlink(temp_.c_str());
-    throw Error(ErrorKind::BadFile, fmt::format("{}: cannot write: {}", path_.string(), kvinfer::errno_text(err)));
-  }
-  if (::rename(temp_.c_str(), path_.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(temp_.c_str());
-    throw Error(ErrorKind::BadFile, fmt::format("{}: cannot rename {} over it: {}", path_.string(), temp_.string(),
-                                                kvinfer::errno_text(err)));
-  }
+  out_.commit();
   return kHeaderBytes + static_cast<uint64_t>(written_) * record_bytes(header_.vocab);
 }
 
@@ -228,14 +198,23 @@ Reader::Reader(const std::filesystem::path& path) : path_(path) {
                                                 kvinfer::file_type_text(static_cast<unsigned>(st.st_mode))));
   size_ = static_cast<uint64_t>(st.st_size);
   unsigned char h[kHeaderBytes];
-  if (size_ < kHeaderBytes || !read_fully(fd_, 0, h, sizeof h, path_))
+  if (size_ < kHeaderBytesV1 || !read_fully(fd_, 0, h, kHeaderBytesV1, path_))
     bad("header", fmt::format("the file has {} bytes, fewer than the {}-byte header: it is truncated or not a "
                               "kvinfer-perplexity --save-logits file",
-                              count(static_cast<int64_t>(size_)), kHeaderBytes));
+                              count(static_cast<int64_t>(size_)), kHeaderBytesV1));
   if (std::memcmp(h, kMagic, sizeof kMagic) != 0)
     bad("magic", "not \"KVPPL1\": not a kvinfer-perplexity --save-logits file");
-  if (const auto v = load<uint16_t>(h + 6); v != kVersion)
-    bad("version", fmt::format("{}, this kvinfer-perplexity reads version {}", v, kVersion));
+  version_ = load<uint16_t>(h + 6);
+  if (version_ != 1 && version_ != kVersion)
+    bad("version", fmt::format("{}, this kvinfer-perplexity reads versions 1 and {}", version_, kVersion));
+  header_bytes_ = version_ == 1 ? kHeaderBytesV1 : kHeaderBytes;
+  if (version_ >= 2) {
+    if (size_ < kHeaderBytes || !read_fully(fd_, 0, h, sizeof h, path_))
+      bad("header", fmt::format("the file has {} bytes, fewer than the {}-byte header: it is truncated",
+                                count(static_cast<int64_t>(size_)), kHeaderBytes));
+    if (load<uint64_t>(h + 56) != kvinfer::hash64(h, 56))
+      bad("header checksum", "does not match the header: the file is damaged");
+  }
   header_.vocab = load<int64_t>(h + 8);
   header_.window = load<int64_t>(h + 16);
   header_.scored = load<int64_t>(h + 24);
@@ -252,17 +231,17 @@ Reader::Reader(const std::filesystem::path& path) : path_(path) {
   if (len == 16) bad("kv_dtype", "not NUL-terminated");
   header_.kv_dtype.assign(name, len);
   uint64_t records = 0, expected = 0;
-  if (__builtin_mul_overflow(static_cast<uint64_t>(header_.scored), record_bytes(header_.vocab), &records) ||
-      __builtin_add_overflow(records, kHeaderBytes, &expected))
+  if (__builtin_mul_overflow(static_cast<uint64_t>(header_.scored), record_bytes(header_.vocab, version_), &records) ||
+      __builtin_add_overflow(records, header_bytes_, &expected))
     bad("scored", fmt::format("{} positions of {} log-probs do not fit in 64 bits of bytes", count(header_.scored),
                               count(header_.vocab)));
   if (expected != size_)
     bad("size", fmt::format("the header promises {} bytes ({} positions of {} bytes after the {}-byte header), the file "
                             "has {}: {}",
                             count(static_cast<int64_t>(expected)), count(header_.scored),
-                            record_bytes(header_.vocab), kHeaderBytes, count(static_cast<int64_t>(size_)),
+                            record_bytes(header_.vocab, version_), header_bytes_, count(static_cast<int64_t>(size_)),
                             size_ < expected ? "it is truncated" : "it has trailing bytes"));
-  buffer_.resize(record_bytes(header_.vocab));
+  buffer_.resize(record_bytes(header_.vocab, version_));
 }
 
 Reader::~Reader() {
@@ -292,11 +271,16 @@ void Reader::check(const Header& run) const {
 void Reader::next(SavedPosition& out) {
   const std::string field = fmt::format("position {}", read_);
   if (read_ == header_.scored) bad(field, "beyond the positions the file holds");
-  const uint64_t offset = kHeaderBytes + static_cast<uint64_t>(read_) * buffer_.size();
+  const uint64_t offset = header_bytes_ + static_cast<uint64_t>(read_) * buffer_.size();
   if (!read_fully(fd_, offset, buffer_.data(), buffer_.size(), path_))
     bad(field, "the file ended before it: it shrank while it was read");
-  ++read_;
   const unsigned char* r = buffer_.data();
+  if (version_ >= 2) {
+    const size_t body = buffer_.size() - 8;
+    if (load<uint64_t>(r + body) != record_checksum(r, body, read_))
+      bad(field, "its checksum does not match its bytes: the file is damaged");
+  }
+  ++read_;
   out.max_logprob = load<float>(r);
   out.scale = load<float>(r + 4);
   out.correct_logprob = load<float>(r + 8);

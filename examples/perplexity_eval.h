@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/output_file.h"
+
 namespace ppl {
 
 // ---- windows -------------------------------------------------------------------------------
@@ -67,23 +69,32 @@ double nearest_rank(std::span<const double> sorted, double p);
 
 // ---- the saved-logits file -----------------------------------------------------------------
 //
-// Little-endian. A 56-byte header:
+// Little-endian. A 64-byte header:
 //   0  char[6]   magic "KVPPL1"
-//   6  uint16    version (1)
+//   6  uint16    version (2; version 1 files, without the checksums, are still read)
 //   8  int64     vocab: log-probs per position
 //  16  int64     window: tokens per window (-c)
 //  24  int64     scored: positions saved (windows × scored_per_window(window))
 //  32  uint64    windows_hash
 //  40  char[16]  the KV cache dtype of the run that wrote it, NUL-padded (shown, not checked)
-// then per scored position, in order, a record of 16 + 2 × vocab bytes:
+//  56  uint64    hash64 of bytes 0 .. 56
+// then per scored position, in order, a record of 16 + 2 × vocab + 8 bytes:
 //   f32 max, the largest log-probability; f32 scale = 24/65535; f32 the exact log-probability of
 //   the correct next token; int32 argmax; uint16 q[vocab]: log p_j ≈ max - 65535·scale + q_j·scale,
-//   so q spans [max - 24, max] and a log-prob below max - 24 is stored as 0 (clamped).
+//   so q spans [max - 24, max] and a log-prob below max - 24 is stored as 0 (clamped); uint64
+//   hash64 of the record's other bytes seeded with its position (record_checksum), so that a
+//   damaged, truncated-and-padded or reordered file is refused at the position it goes wrong.
+// Version 1: a 56-byte header without its hash, records without theirs.
 inline constexpr char kMagic[6] = {'K', 'V', 'P', 'P', 'L', '1'};
-inline constexpr uint16_t kVersion = 1;
-inline constexpr uint64_t kHeaderBytes = 56;
+inline constexpr uint16_t kVersion = 2;
+inline constexpr uint64_t kHeaderBytes = 64;
+inline constexpr uint64_t kHeaderBytesV1 = 56;
 inline constexpr double kRange = 24.0;  // nats below the largest log-probability that are kept
-constexpr uint64_t record_bytes(int64_t vocab) { return 16 + 2 * static_cast<uint64_t>(vocab); }
+constexpr uint64_t record_bytes(int64_t vocab, uint16_t version = kVersion) {
+  return 16 + 2 * static_cast<uint64_t>(vocab) + (version >= 2 ? 8 : 0);
+}
+// The checksum of position `index`'s record (its bytes but the checksum).
+uint64_t record_checksum(const unsigned char* record, size_t bytes, int64_t index);
 
 struct Header {
   int64_t vocab = 0, window = 0, scored = 0;
@@ -104,9 +115,10 @@ struct SavedPosition {
 // What --save-logits stores for one position.
 void quantize_position(const LogProbs& lp, int32_t correct, SavedPosition& out);
 
-// Writes the file at `path` through a temporary file beside it, renamed over it by finish() (a
-// run that fails leaves an existing file as it was). Every write is checked: a full disk is an
-// error naming the file (kvinfer::Error, BadFile).
+// Writes the file at `path` through kvinfer::OutputFile: a temporary file beside it, renamed over
+// it by finish() (a run that fails or is interrupted leaves an existing file as it was, and no
+// temporary). A path that is a device, FIFO or directory is refused before anything is written.
+// Every write is checked: a full disk is an error naming the file (kvinfer::Error, BadFile).
 class Writer {
  public:
   Writer(const std::filesystem::path& path, const Header& header);
@@ -120,11 +132,10 @@ class Writer {
  private:
   void put(const void* p, size_t n);  // buffered
   void flush();
-  std::filesystem::path path_, temp_;
-  int fd_ = -1;
+  kvinfer::OutputFile out_;
   Header header_;
   int64_t written_ = 0;
-  std::vector<unsigned char> buffer_;
+  std::vector<unsigned char> buffer_, record_;
 };
 
 // Reads a saved file. The constructor reads and checks the header against itself (magic, version,
@@ -138,6 +149,7 @@ class Reader {
   Reader(const Reader&) = delete;
   Reader& operator=(const Reader&) = delete;
   const Header& header() const { return header_; }
+  uint16_t version() const { return version_; }  // 1: no checksums to check
   // The header against this run: vocab, window, scored and hash, in that order.
   void check(const Header& run) const;
   // The next record, its fields checked (finite, argmax in the vocabulary).
@@ -148,6 +160,8 @@ class Reader {
   std::filesystem::path path_;
   int fd_ = -1;
   Header header_;
+  uint16_t version_ = kVersion;
+  uint64_t header_bytes_ = kHeaderBytes;
   uint64_t size_ = 0;
   int64_t read_ = 0;
   std::vector<unsigned char> buffer_;

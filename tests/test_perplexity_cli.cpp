@@ -4,6 +4,10 @@
 // the saved file, and its errors (docs/perplexity.md).
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/hash.h"
 #include "kvinfer/kvinfer.h"
 #include "perplexity_eval.h"
 #include "reference.h"
@@ -219,10 +224,14 @@ SavedFile read_saved(const std::string& file) {
   std::memcpy(&f.vocab, bytes.data() + 8, 8);
   std::memcpy(&f.window, bytes.data() + 16, 8);
   std::memcpy(&f.scored, bytes.data() + 24, 8);
-  const size_t record = 16 + 2 * static_cast<size_t>(f.vocab);
-  EXPECT_EQ(bytes.size(), 56 + static_cast<size_t>(f.scored) * record);
-  for (int64_t k = 0; k < f.scored && 56 + (static_cast<size_t>(k) + 1) * record <= bytes.size(); ++k) {
-    const char* p = bytes.data() + 56 + static_cast<size_t>(k) * record;
+  uint16_t version = 0;
+  std::memcpy(&version, bytes.data() + 6, 2);
+  EXPECT_EQ(version, 2);
+  // A 64-byte header (its hash64 at 56) and records of 16 + 2 × vocab bytes and their hash64.
+  const size_t record = 16 + 2 * static_cast<size_t>(f.vocab) + 8;
+  EXPECT_EQ(bytes.size(), 64 + static_cast<size_t>(f.scored) * record);
+  for (int64_t k = 0; k < f.scored && 64 + (static_cast<size_t>(k) + 1) * record <= bytes.size(); ++k) {
+    const char* p = bytes.data() + 64 + static_cast<size_t>(k) * record;
     SavedFile::Record r;
     std::memcpy(&r.max, p, 4);
     std::memcpy(&r.scale, p + 4, 4);
@@ -241,7 +250,7 @@ TEST_F(PerplexityCli, SameConfigurationAgainstItsSavedLogits) {
   const json saved = run_json({"-m", kModel, "-f", text_, "-c", "64", "--kv-dtype", "f32", "--save-logits", base});
   ASSERT_EQ(saved["saved_logits"], base);
   EXPECT_EQ(saved["saved_bytes"].get<uint64_t>(), fs::file_size(base));
-  EXPECT_EQ(fs::file_size(base), 56 + saved["scored"].get<uint64_t>() * (16 + 2 * 384));
+  EXPECT_EQ(fs::file_size(base), 64 + saved["scored"].get<uint64_t>() * (16 + 2 * 384 + 8));
   // No temporary file is left beside it.
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 2);
 
@@ -350,12 +359,20 @@ TEST_F(PerplexityCli, BadInputsAreOneLineNamingTheFileAndField) {
   std::string wrong_magic = bytes;
   wrong_magic[0] = 'X';
   std::string wrong_version = bytes;
-  wrong_version[6] = 2;
-  // A file that is consistent in itself but holds 383 log-probs a position.
+  wrong_version[6] = 3;
+  // A file that is consistent in itself but holds 383 log-probs a position (its checksums left
+  // stale: the header's is made again, so that the vocabulary is what it refuses).
   std::string other_vocab = bytes.substr(0, bytes.size() - 2 * static_cast<size_t>(
-                                                                     (bytes.size() - 56) / (16 + 2 * 384)));
+                                                                     (bytes.size() - 64) / (16 + 2 * 384 + 8)));
   const int64_t vocab383 = 383;
   std::memcpy(other_vocab.data() + 8, &vocab383, 8);
+  const uint64_t header_hash = kvinfer::hash64(other_vocab.data(), 56);
+  std::memcpy(other_vocab.data() + 56, &header_hash, 8);
+  // One bit flipped in a log-prob of position 7's record, and in the header's scored count.
+  const size_t record = 16 + 2 * 384 + 8;
+  std::string flipped = bytes, flipped_header = bytes;
+  flipped[64 + 7 * record + 16 + 100] ^= 0x10;
+  flipped_header[24] ^= 0x01;
   const std::string other_text = write("other.txt", std::string(kText).replace(0, 1, "The"));
   const std::string base_other_c = path("base32.bin"), base_other_text = path("base_other.bin");
   ASSERT_EQ(run({"-m", kModel, "-f", text_, "-c", "32", "--save-logits", base_other_c}).code, 0);
@@ -377,6 +394,10 @@ TEST_F(PerplexityCli, BadInputsAreOneLineNamingTheFileAndField) {
   expect_error(with({"-f", text_, "--kl-base", write("long.bin", bytes + "x")}), 1, {path("long.bin"), "'size'", "trailing"});
   expect_error(with({"-f", text_, "--kl-base", write("header.bin", bytes.substr(0, 20))}), 1, {path("header.bin"), "'header'"});
   expect_error(with({"-f", text_, "--kl-base", write("vocab.bin", other_vocab)}), 1, {path("vocab.bin"), "'vocab'"});
+  expect_error(with({"-f", text_, "--kl-base", write("flipped.bin", flipped)}), 1,
+               {path("flipped.bin"), "'position 7'", "checksum", "damaged"});
+  expect_error(with({"-f", text_, "--kl-base", write("flipped_header.bin", flipped_header)}), 1,
+               {path("flipped_header.bin"), "'header checksum'", "damaged"});
   expect_error(with({"-f", text_, "--kl-base", base_other_c}), 1, {base_other_c, "'window'", "-c/--ctx"});
   expect_error(with({"-f", text_, "--chunks", "2", "--kl-base", base}), 1, {base, "'scored'"});
   expect_error(with({"-f", text_, "--chunks", "3", "--kl-base", base_other_text}), 1, {base_other_text, "'hash'"});
@@ -384,6 +405,12 @@ TEST_F(PerplexityCli, BadInputsAreOneLineNamingTheFileAndField) {
   expect_error(with({"-f", text_, "--kl-base", dir_.string()}), 1, {dir_.string(), "directory"});
   expect_error(with({"-f", text_, "--save-logits", dir_.string()}), 1, {dir_.string(), "directory"});
   expect_error(with({"-f", text_, "--save-logits", path("no/such/dir.bin")}), 1, {path("no/such/dir.bin")});
+  const std::string fifo = path("fifo.bin");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_error(with({"-f", text_, "--save-logits", fifo}), 1, {"--save-logits", fifo, "a FIFO", "regular files"});
+  struct stat st {};
+  ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
   // The files a failed run was to replace are as they were.
   EXPECT_EQ(kvinfer::test::slurp(base), bytes);
 
@@ -397,6 +424,67 @@ TEST_F(PerplexityCli, BadInputsAreOneLineNamingTheFileAndField) {
   expect_error(with({"-f", text_, "--kl-base", ""}), 2, {"--kl-base"});
   expect_error(with({"-f", text_, "--save-logits", ""}), 2, {"--save-logits"});
   expect_error(with({"-f", text_, "-t", "-3"}), 2, {"-t/--threads"});
+}
+
+// 5. A save interrupted by SIGTERM, SIGINT or SIGHUP leaves neither the file nor its temporary; one
+// killed outright (SIGKILL: no handler runs) leaves the temporary, which the next successful save
+// of that file removes. Older files (version 1, no checksums) are still read, and say so.
+TEST_F(PerplexityCli, AnInterruptedSaveLeavesNoTemporaryAndOldFilesStillRead) {
+  std::string big;
+  for (int i = 0; i < 300; ++i) big += kText + " ";
+  const std::string text = path("big.txt"), out = path("saved.bin");
+  std::ofstream(text, std::ios::binary) << big;
+  const auto temporaries = [&] {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(dir_)) n += e.path().filename().string().starts_with("saved.bin.tmp-");
+    return n;
+  };
+  // Starts a save of the big text and returns its pid once its temporary file exists.
+  const auto start_save = [&] {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      // As from a terminal: a test started in the background may inherit ignored SIGINT/SIGHUP,
+      // which the tool rightly leaves ignored.
+      for (const int s : {SIGINT, SIGTERM, SIGHUP}) ::signal(s, SIG_DFL);
+      const int null = ::open("/dev/null", O_WRONLY);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
+      ::execl(KVINFER_PERPLEXITY_BIN, KVINFER_PERPLEXITY_BIN, "--device", "cpu", "-t", "1", "-m", kModel.c_str(), "-f",
+              text.c_str(), "-c", "64", "--save-logits", out.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    for (int i = 0; i < 60000 && temporaries() == 0; ++i) ::usleep(1000);
+    return pid;
+  };
+  for (const int sig : {SIGTERM, SIGINT, SIGHUP, SIGKILL}) {
+    SCOPED_TRACE(sig);
+    const pid_t pid = start_save();
+    ASSERT_GT(pid, 0);
+    ASSERT_EQ(temporaries(), 1) << "the save did not start";
+    ASSERT_EQ(::kill(pid, sig), 0);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "status " << status;
+    EXPECT_FALSE(fs::exists(out));
+    EXPECT_EQ(temporaries(), sig == SIGKILL ? 1 : 0);
+  }
+  ASSERT_EQ(run({"-m", kModel, "-f", text_, "-c", "64", "--save-logits", out}).code, 0);
+  EXPECT_TRUE(fs::exists(out));
+  EXPECT_EQ(temporaries(), 0) << "the temporary of the killed run is still there";
+
+  // The same file in version 1's layout: a 56-byte header, records without their checksums.
+  const std::string v2 = kvinfer::test::slurp(out);
+  const size_t record = 16 + 2 * 384;
+  std::string v1 = v2.substr(0, 56);
+  v1[6] = 1;
+  for (size_t at = 64; at + record + 8 <= v2.size(); at += record + 8) v1 += v2.substr(at, record);
+  std::ofstream(path("v1.bin"), std::ios::binary) << v1;
+  const json j = run_json({"-m", kModel, "-f", text_, "-c", "64", "--kl-base", path("v1.bin")});
+  EXPECT_FALSE(j["kl_base"]["checksums_checked"].get<bool>());
+  EXPECT_LT(j["kl_base"]["kl_max"].get<double>(), 1e-6);
+  EXPECT_TRUE(run_json({"-m", kModel, "-f", text_, "-c", "64", "--kl-base", out})["kl_base"]["checksums_checked"].get<bool>());
+  const Output r = run({"-m", kModel, "-f", text_, "-c", "64", "--kl-base", path("v1.bin")});
+  EXPECT_NE(r.out.find("a version 1 file: no checksums were checked"), std::string::npos) << r.out;
 }
 
 // The math on rows no fixture gives: a distribution spanning more than 24 nats (clamped ids count
@@ -458,7 +546,7 @@ TEST(PerplexityEval, ClampedIdsNearestRanksAndTheFileRoundTrip) {
     for (int i = 0; i < 3; ++i) w.write(saved);
     const uint64_t bytes = w.finish();
     EXPECT_EQ(bytes, fs::file_size(file));
-    EXPECT_EQ(bytes, 56 + 3 * (16 + 2 * kVocab));
+    EXPECT_EQ(bytes, 64 + 3 * (16 + 2 * kVocab + 8));
   }
   ppl::Reader r(file);
   EXPECT_NO_THROW(r.check(h));

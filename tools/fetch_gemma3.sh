@@ -31,6 +31,11 @@ mkdir -p "$MODELS_DIR"
 exec 9>"$MODELS_DIR/.fetch_gemma3.lock"
 flock 9
 target="$MODELS_DIR/$MODEL_FILE"
+# Only a regular file (or a new path) is ever replaced: mv would put the model in place of a
+# device or a dangling link, or inside a directory.
+if [[ ( -e "$target" || -L "$target" ) && ! -f "$target" ]]; then
+  die "$target: exists and is not a regular file; move it away first"
+fi
 if [[ -f "$target" ]]; then
   [[ "$(sha256sum "$target" | cut -d' ' -f1)" == "$MODEL_SHA256" ]] && { say "$target: present, sha256 verified"; exit 0; }
   say "$target has the wrong sha256; fetching it again"

@@ -51,6 +51,11 @@ for stale in "$MODELS_DIR"/.fetch.*/; do
 done
 
 target="$MODELS_DIR/$MODEL_FILE"
+# Only a regular file (or a new path) is ever replaced: mv would put the model in place of a
+# device or a dangling link, or inside a directory.
+if [[ ( -e "$target" || -L "$target" ) && ! -f "$target" ]]; then
+  die "$target: exists and is not a regular file; move it away first"
+fi
 if [[ -f "$target" ]]; then
   if [[ "$(sha256_of "$target")" == "$MODEL_SHA256" ]]; then
     say "$target: present, sha256 verified"

@@ -1,12 +1,9 @@
 // KV state files (kvinfer/kv_state.h); the format is docs/kv-cache.md's "Saving and restoring".
 #include "kvinfer/kv_state.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -21,6 +18,7 @@
 #include "core/kv_cache_access.h"
 #include "core/kv_state_format.h"
 #include "core/mapped_file.h"
+#include "core/output_file.h"
 #include "cuda/device_memory.h"
 #include "kvinfer/error.h"
 #include "models/model_internal.h"
@@ -56,50 +54,6 @@ uint32_t code_of_dtype(DType d) {
     default: throw Error(ErrorKind::Unsupported, fmt::format("a KV cache of dtype {} cannot be saved", dtype_name(d)));
   }
 }
-
-// An fd closed (and its temporary file removed unless kept) on every path out.
-class TempFile {
- public:
-  explicit TempFile(const std::filesystem::path& target) {
-    std::string pattern = target.string() + ".tmp-XXXXXX";
-    fd_ = ::mkstemp(pattern.data());
-    if (fd_ < 0)
-      throw Error(ErrorKind::BadFile,
-                  fmt::format("{}: cannot create a temporary file beside it: {}", target, errno_text(errno)));
-    path_ = pattern;
-  }
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!kept_) ::unlink(path_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-
-  void write_at(uint64_t offset, const void* p, size_t n, const std::filesystem::path& target) {
-    const auto* b = static_cast<const char*>(p);
-    while (n > 0) {
-      const ssize_t w = ::pwrite(fd_, b, std::min<size_t>(n, size_t{1} << 30), static_cast<off_t>(offset));
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) throw Error(ErrorKind::BadFile, fmt::format("{}: cannot write: {}", target, errno_text(errno)));
-      b += w;
-      n -= static_cast<size_t>(w);
-      offset += static_cast<uint64_t>(w);
-    }
-  }
-  // fsync, close, rename over target.
-  void commit(const std::filesystem::path& target) {
-    if (::fsync(fd_) != 0 || ::close(std::exchange(fd_, -1)) != 0)
-      throw Error(ErrorKind::BadFile, fmt::format("{}: cannot write: {}", target, errno_text(errno)));
-    if (::rename(path_.c_str(), target.c_str()) != 0)
-      throw Error(ErrorKind::BadFile, fmt::format("{}: cannot rename {} over it: {}", target, path_, errno_text(errno)));
-    kept_ = true;
-  }
-
- private:
-  int fd_ = -1;
-  std::string path_;
-  bool kept_ = false;
-};
 
 void check_shape(const KvCache& kv, const ModelConfig& c) {
   if (kv.num_layers() != c.num_layers || kv.num_kv_heads() != c.num_kv_heads || kv.head_dim() != c.head_dim)
@@ -155,11 +109,11 @@ void save_kv_state(const KvCache& kv, const Model& model, const std::filesystem:
   h.windowed_layers = w.layers;
   h.window = static_cast<uint32_t>(w.window);
 
-  TempFile out(file);
+  OutputFile out(file);
   uint64_t offset = kHeaderBytes;
   const std::span<const int32_t> ids = kv.tokens();
   uint64_t sum = hash64(ids.data(), ids.size_bytes());
-  out.write_at(offset, ids.data(), ids.size_bytes(), file);
+  out.write_at(offset, ids.data(), ids.size_bytes());
   offset += ids.size_bytes();
   std::vector<std::byte> staging(static_cast<size_t>(n) * row);  // (positions, row) one block in position order
   // One block's positions [from, n), from a ring of `rows` rows of `bytes` each.
@@ -176,7 +130,7 @@ void save_kv_state(const KvCache& kv, const Model& model, const std::filesystem:
     });
     const size_t size = static_cast<size_t>(n - from) * bytes;
     sum = hash64(staging.data(), size, sum);
-    out.write_at(offset, staging.data(), size, file);
+    out.write_at(offset, staging.data(), size);
     offset += size;
   };
   for (int64_t l = 0; l < kv.num_layers(); ++l) {
@@ -190,8 +144,8 @@ void save_kv_state(const KvCache& kv, const Model& model, const std::filesystem:
   }
   h.payload_checksum = sum;
   const kv_state::Bytes head = kv_state::encode(h);
-  out.write_at(0, head.data(), head.size(), file);
-  out.commit(file);
+  out.write_at(0, head.data(), head.size());
+  out.commit();
 }
 
 KvCache load_kv_state(const Model& model, const std::filesystem::path& file, std::optional<int64_t> capacity_tokens) {
