@@ -112,10 +112,62 @@ TEST(MemoryFigure, DetectsMemAvailableOnTheCpu) {
   const auto expected = mem_available();
   if (!expected) GTEST_SKIP() << "no MemAvailable in /proc/meminfo here";
   const MemoryBudget b = memory_budget(Device::CPU);
-  EXPECT_EQ(b.source, "MemAvailable in /proc/meminfo");
+  const auto cgroup = cgroup_memory_left("/proc/self/cgroup", "/sys/fs/cgroup");
+  if (cgroup && cgroup->bytes < *expected / 2) {  // a container's limit is the figure
+    EXPECT_THAT(b.source, HasSubstr("cgroup limit"));
+    return;
+  }
+  EXPECT_THAT(b.source, testing::AnyOf(testing::Eq("MemAvailable in /proc/meminfo"), HasSubstr("cgroup limit")));
   // Memory moves between the two reads: the same figure within a factor of two, in bytes.
   EXPECT_GT(b.bytes, *expected / 2);
   EXPECT_LT(b.bytes, *expected * 2);
+}
+
+// A container's memory limit, read as the kernel states it: cgroup v2 (memory.max, "max" for none)
+// and v1 (memory.limit_in_bytes, a huge number for none), at every level up; the tightest wins, and
+// reclaimable page cache counts as free.
+TEST(MemoryFigure, CgroupLimitsAtEveryLevelTheTightestWins) {
+  const TempDir tmp;
+  const fs::path root = tmp.path() / "sys_fs_cgroup";
+  const auto put = [](const fs::path& file, const std::string& text) {
+    fs::create_directories(file.parent_path());
+    std::ofstream(file) << text;
+  };
+  // v2: /a/b with 1 GiB at b (800 MiB used, 300 MiB of it reclaimable) and 600 MiB at a (100 MiB used).
+  put(tmp.path() / "cgroup_v2", "0::/a/b\n");
+  put(root / "a" / "b" / "memory.max", "1073741824\n");
+  put(root / "a" / "b" / "memory.current", "838860800\n");
+  put(root / "a" / "b" / "memory.stat", "anon 1\ninactive_file 314572800\nactive_file 5\n");
+  put(root / "a" / "memory.max", "629145600\n");
+  put(root / "a" / "memory.current", "104857600\n");
+  put(root / "memory.max", "max\n");  // (the root has none; "max" is no limit)
+  auto left = cgroup_memory_left(tmp.path() / "cgroup_v2", root);
+  ASSERT_TRUE(left.has_value());
+  EXPECT_EQ(left->bytes, uint64_t{500} << 20);  // a: 600 − 100 MiB; b: 1024 − (800 − 300) = 524 MiB
+  EXPECT_THAT(left->limit_file, HasSubstr("a/memory.max"));
+
+  // v1: the memory controller's own hierarchy; 2^63-ish means none.
+  put(tmp.path() / "cgroup_v1", "9:cpu,cpuacct:/x\n4:memory:/svc/job\n0::/\n");
+  put(root / "memory" / "svc" / "job" / "memory.limit_in_bytes", "9223372036854771712\n");
+  put(root / "memory" / "svc" / "job" / "memory.usage_in_bytes", "5\n");
+  put(root / "memory" / "svc" / "memory.limit_in_bytes", "268435456\n");
+  put(root / "memory" / "svc" / "memory.usage_in_bytes", "201326592\n");
+  put(root / "memory" / "svc" / "memory.stat", "cache 1\ntotal_inactive_file 67108864\n");
+  left = cgroup_memory_left(tmp.path() / "cgroup_v1", root);
+  ASSERT_TRUE(left.has_value());
+  EXPECT_EQ(left->bytes, uint64_t{128} << 20);  // 256 − (192 − 64) MiB
+
+  // No limit anywhere, or no cgroup file: no figure.
+  put(tmp.path() / "cgroup_none", "0::/free\n");
+  put(root / "free" / "memory.max", "max\n");
+  put(root / "free" / "memory.current", "123\n");
+  EXPECT_FALSE(cgroup_memory_left(tmp.path() / "cgroup_none", root).has_value());
+  EXPECT_FALSE(cgroup_memory_left(tmp.path() / "no_such_file", root).has_value());
+  // Used beyond the limit (it can be, briefly): nothing is left, not a wrapped huge number.
+  put(tmp.path() / "cgroup_over", "0::/over\n");
+  put(root / "over" / "memory.max", "1000\n");
+  put(root / "over" / "memory.current", "5000\n");
+  EXPECT_EQ(cgroup_memory_left(tmp.path() / "cgroup_over", root)->bytes, 0u);
 }
 
 TEST(MemoryFigure, ExplicitLimitThenEnvironmentReplaceTheDetectedFigure) {

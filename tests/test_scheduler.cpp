@@ -152,6 +152,15 @@ TEST(Scheduler, DecodingNeverWaitsForALongPrompt) {
   EXPECT_EQ(sched.stats().completed, 2);
 }
 
+// The default budget: 90 % of what the model's memory figure leaves (here an explicit limit, far
+// below what the machine has available), so that the process keeps room for everything else.
+TEST(Scheduler, TheDefaultKvBudgetIsNinetyPercentOfWhatIsLeft) {
+  constexpr uint64_t kLimit = uint64_t{64} << 20;
+  const auto model = Model::load(kModels / "llama_gqa4", {.device = Device::CPU, .memory_limit = kLimit, .threads = 1});
+  Scheduler sched(model, {.step_tokens = 64, .max_sequences = 8});
+  EXPECT_EQ(sched.stats().kv_budget_bytes, (kLimit - model->weight_bytes()) / 10 * 9);
+}
+
 TEST(Scheduler, TheKvBudgetQueuesWhatDoesNotFit) {
   const auto model = load("llama_gqa4");
   const uint64_t one = plan_kv_bytes(model->config(), 20 + 10, default_kv_dtype(model->weight_dtype()));

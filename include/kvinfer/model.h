@@ -39,8 +39,8 @@ struct LoadOptions {
   // reads or uploads any weight. Every KvCache made for the model later must fit in what is left
   // of that figure after the weights and the model's other live caches. The figure is
   // memory_limit when nonzero, else $KVINFER_MEMORY_LIMIT (bytes, or "512M", "8G", ...), else
-  // detected when the model loads: MemAvailable in /proc/meminfo for the CPU, the free bytes of
-  // cudaMemGetInfo for CUDA.
+  // detected when the model loads: MemAvailable in /proc/meminfo for the CPU, or less when the
+  // process's cgroup limit leaves less (a container), and the free bytes of cudaMemGetInfo for CUDA.
   uint64_t memory_limit = 0;
   int64_t kv_tokens = 0;  // at most the context length (below)
   std::optional<DType> kv_dtype = std::nullopt;

@@ -38,8 +38,9 @@ struct SchedulerOptions {
   int64_t step_tokens = 256;
   int64_t max_sequences = 32;  // sequences running at once (prefilling or decoding)
   int64_t max_queued = 256;    // requests waiting for a slot; submit() refuses more with ErrorKind::Busy
-  // Bytes of KV cache for the running sequences and the prefix cache together; 0: what the
-  // model's memory figure has left when the scheduler is made (unlimited when it is unknown).
+  // Bytes of KV cache for the running sequences and the prefix cache together; 0: 90 % of what
+  // is left when the scheduler is made, the smaller of the model's memory figure less its
+  // weights and caches and the memory its device has available then (unlimited when unknown).
   uint64_t kv_budget_bytes = 0;
   std::optional<DType> kv_dtype = {};  // default: KvCache's default for the model
   uint64_t prefix_cache_bytes = 0;  // K/V of shared prompt prefixes kept for reuse; 0: none

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <charconv>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -36,21 +37,84 @@ bool read_mem_available(uint64_t& bytes) {
   return false;
 }
 
+// A cgroup file holding one number ("max": no limit).
+std::optional<uint64_t> read_cgroup_number(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::string text;
+  if (!(in >> text) || text == "max") return std::nullopt;
+  uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
+// A counter of a cgroup's memory.stat ("inactive_file 123").
+uint64_t read_cgroup_stat(const std::filesystem::path& file, std::string_view key) {
+  std::ifstream in(file);
+  std::string k;
+  uint64_t v = 0;
+  while (in >> k >> v)
+    if (k == key) return v;
+  return 0;
+}
+
+}  // namespace
+
+std::optional<CgroupMemory> cgroup_memory_left(const std::filesystem::path& proc_self_cgroup,
+                                               const std::filesystem::path& cgroup_root) {
+  std::ifstream in(proc_self_cgroup);
+  std::string line;
+  std::optional<CgroupMemory> best;
+  // Every level from the process's cgroup up to the root: the tightest limit wins.
+  const auto consider = [&](const std::filesystem::path& dir, const char* limit_file, const char* usage_file,
+                            const char* stat_key) {
+    for (std::filesystem::path d = dir;; d = d.parent_path()) {
+      const std::optional<uint64_t> limit = read_cgroup_number(d / limit_file);
+      const std::optional<uint64_t> usage = read_cgroup_number(d / usage_file);
+      // v1 reports "no limit" as a huge number: anything beyond 2^60 bytes is none.
+      if (limit && usage && *limit < (uint64_t{1} << 60)) {
+        // Page cache the cgroup can reclaim counts as free, as MemAvailable counts it.
+        const uint64_t reclaimable = read_cgroup_stat(d / "memory.stat", stat_key);
+        const uint64_t used = *usage > reclaimable ? *usage - reclaimable : 0;
+        const uint64_t left = *limit > used ? *limit - used : 0;
+        if (!best || left < best->bytes) best = CgroupMemory{left, (d / limit_file).string()};
+      }
+      if (d == cgroup_root || !d.has_relative_path() || d == d.parent_path()) break;
+    }
+  };
+  while (std::getline(in, line)) {
+    // "0::/path" (v2) or "4:memory:/path" (v1).
+    const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1);
+    const std::filesystem::path rel = std::filesystem::path(line.substr(b + 1)).relative_path();
+    if (line.compare(0, a, "0") == 0 && controllers.empty())
+      consider(cgroup_root / rel, "memory.max", "memory.current", "inactive_file");
+    else if (("," + controllers + ",").find(",memory,") != std::string::npos)
+      consider(cgroup_root / "memory" / rel, "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file");
+  }
+  return best;
+}
+
+namespace {
+
 MemoryBudget detect_host() {
   MemoryBudget b;
   b.device = Device::CPU;
   if (read_mem_available(b.bytes)) {
     b.source = "MemAvailable in /proc/meminfo";
-    return b;
-  }
-  const long pages = ::sysconf(_SC_AVPHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  if (pages > 0 && page > 0) {
+  } else if (const long pages = ::sysconf(_SC_AVPHYS_PAGES), page = ::sysconf(_SC_PAGESIZE); pages > 0 && page > 0) {
     b.bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
     b.source = "sysconf(_SC_AVPHYS_PAGES)";
-    return b;
+  } else {
+    b.bytes = MemoryBudget::kUnknown;
+    b.source = "unknown: neither /proc/meminfo nor sysconf reports it";
   }
-  b.bytes = MemoryBudget::kUnknown;
-  b.source = "unknown: neither /proc/meminfo nor sysconf reports it";
+  // A container's memory limit: what the process can really use may be far less than the host has.
+  if (const auto cg = cgroup_memory_left("/proc/self/cgroup", "/sys/fs/cgroup"); cg && cg->bytes < b.bytes) {
+    b.bytes = cg->bytes;
+    b.source = fmt::format("the cgroup limit {} less the cgroup's use", cg->limit_file);
+  }
   return b;
 }
 

@@ -7,11 +7,15 @@
 // The available figure, in order of precedence:
 //   1. LoadOptions::memory_limit, when nonzero;
 //   2. $KVINFER_MEMORY_LIMIT (bytes, or with a binary suffix: "512M", "8G", "1T"), on every device;
-//   3. detected: CPU — MemAvailable in /proc/meminfo, else sysconf(_SC_AVPHYS_PAGES) × page size;
-//      CUDA — the free bytes cudaMemGetInfo reports.
+//   3. detected: CPU — MemAvailable in /proc/meminfo, else sysconf(_SC_AVPHYS_PAGES) × page size,
+//      or less when the process's cgroup (v1 or v2, every level up) has a memory limit: the limit
+//      less the cgroup's use (its reclaimable page cache counted free); CUDA — the free bytes
+//      cudaMemGetInfo reports.
 // When nothing can be detected the figure is unknown and nothing is refused.
 #include <cstdint>
+#include <filesystem>
 #include <limits>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -29,6 +33,16 @@ struct MemoryBudget {
   std::string source;  // where the figure came from, for messages
   Device device = Device::CPU;
 };
+
+// The memory left under the tightest cgroup limit of the process (/proc/self/cgroup, read under
+// cgroup_root, e.g. /sys/fs/cgroup): limit − (usage − reclaimable page cache); nullopt without a
+// limit. Arguments for tests.
+struct CgroupMemory {
+  uint64_t bytes = 0;
+  std::string limit_file;  // the limit's file, for messages
+};
+std::optional<CgroupMemory> cgroup_memory_left(const std::filesystem::path& proc_self_cgroup,
+                                               const std::filesystem::path& cgroup_root);
 
 // "123", "64K", "512M", "8G", "1T" (binary multiples; "KiB"/"KB"/"k" spellings too). Throws
 // kvinfer::Error naming `what` and the text for anything else, or on overflow.

@@ -59,6 +59,21 @@ struct Sequence {
 
 }  // namespace
 
+namespace {
+
+// SchedulerOptions::kv_budget_bytes 0: 90 % of what is left now, the rest for everything else the
+// process allocates (activations, logits, requests). What is left is the smaller of the model's
+// figure less its weights and caches, and the memory the device reports available now (other
+// processes may have taken some since the load); unlimited when neither is known.
+uint64_t default_kv_budget(const Model& model) {
+  const auto& account = ModelAccess::memory(model);
+  uint64_t left = account ? account->available() : MemoryBudget::kUnknown;
+  left = std::min(left, memory_budget(model.device()).bytes);
+  return left == MemoryBudget::kUnknown ? left : left / 10 * 9;
+}
+
+}  // namespace
+
 struct Scheduler::State {
   std::shared_ptr<const Model> model;
   SchedulerOptions options;
@@ -88,10 +103,7 @@ struct Scheduler::State {
         kv_dtype(o.kv_dtype.value_or(default_kv_dtype(model->weight_dtype()))),
         budget(o.kv_budget_bytes),
         prefix(*model, o.prefix_cache_bytes, o.prefix_min_tokens) {
-    if (budget == 0) {
-      const auto& account = ModelAccess::memory(*model);
-      budget = account ? account->available() : MemoryBudget::kUnknown;
-    }
+    if (budget == 0) budget = default_kv_budget(*model);
     stats.kv_budget_bytes = budget;
   }
 
