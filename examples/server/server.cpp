@@ -8,7 +8,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -17,12 +19,23 @@
 
 #include "cli_common.h"
 #include "core/memory.h"
+#include "listen.h"
 #include "openai.h"
+#include "worker_pool.h"
 
 namespace {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
+
+// How often a response in progress writes when it has nothing else to write (a space before a
+// whole response's JSON, an SSE comment in a stream): a client that left makes the second write
+// after it fail, so its sequence is cancelled within about two beats.
+constexpr auto kHeartbeat = std::chrono::milliseconds(250);
+// The most HTTP worker threads --http-threads may ask for.
+constexpr int64_t kMaxHttpThreads = 1024;
+// The least --max-body: room for a small request.
+constexpr uint64_t kMinBody = 1024;
 
 // One HTTP request's sequence: the scheduler thread fills it, the HTTP thread drains it.
 struct Job {
@@ -39,13 +52,22 @@ struct Server {
   std::shared_ptr<const kvinfer::Model> model;
   kvinfer::Scheduler scheduler;
   server::ServerConfig config;
-  std::atomic<bool> draining = false;
-  std::atomic<int64_t> active = 0;  // HTTP requests with a sequence in flight
+  std::atomic<bool> draining = false;  // a first signal: refuse new requests, finish those in flight
+  std::atomic<bool> aborting = false;  // a second signal: cut the requests in flight off
+  std::atomic<int64_t> active = 0;     // HTTP requests with a sequence in flight
   std::atomic<int64_t> next_id = 1;
   const Clock::time_point started = Clock::now();
   // (time, generated tokens) after recent steps, for the tokens/s gauge (the last 10 s).
   std::mutex rate_mu;
   std::deque<std::pair<Clock::time_point, int64_t>> rate;
+  // Error responses sent, by HTTP status (400, 404, 413, 429, 500, 503).
+  std::mutex rejected_mu;
+  std::map<int, int64_t> rejected;
+
+  void count_rejected(int status) {
+    std::lock_guard lock(rejected_mu);
+    ++rejected[status];
+  }
 
   double tokens_per_second() {
     std::lock_guard lock(rate_mu);
@@ -60,20 +82,23 @@ void send_json(httplib::Response& res, int status, const json& body) {
   res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace) + "\n", "application/json");
 }
 
-void send_error(httplib::Response& res, const server::ApiError& e) { send_json(res, e.status, server::error_body(e)); }
+void send_error(Server& srv, httplib::Response& res, const server::ApiError& e) {
+  srv.count_rejected(e.status);
+  send_json(res, e.status, server::error_body(e));
+}
 
 // Writes through the sink; false (the client is gone) cancels the sequence.
 bool write(httplib::DataSink& sink, const std::string& text) { return sink.write(text.data(), text.size()); }
 
 void handle_generation(Server& srv, server::Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
-  if (srv.draining) return send_error(res, {503, "server_error", "", "the server is shutting down"});
+  if (srv.draining) return send_error(srv, res, {503, "server_error", "", "the server is shutting down"});
   server::ApiRequest ar;
   try {
     ar = server::parse_request(endpoint, req.body, *srv.model, srv.config);
   } catch (const server::ApiError& e) {
-    return send_error(res, e);
+    return send_error(srv, res, e);
   } catch (const kvinfer::Error& e) {  // a sampling value the sampler refuses, a template error
-    return send_error(res, {400, "invalid_request_error", "", e.what()});
+    return send_error(srv, res, {400, "invalid_request_error", "", e.what()});
   }
   auto job = std::make_shared<Job>();
   kvinfer::RequestId id = 0;
@@ -94,8 +119,8 @@ void handle_generation(Server& srv, server::Endpoint endpoint, const httplib::Re
         });
   } catch (const kvinfer::Error& e) {
     if (e.kind() == kvinfer::ErrorKind::Busy)
-      return send_error(res, {429, "rate_limit_exceeded", "", e.what(), "queue_full"});
-    return send_error(res, {400, "invalid_request_error", "", e.what()});
+      return send_error(srv, res, {429, "rate_limit_exceeded", "", e.what(), "queue_full"});
+    return send_error(srv, res, {400, "invalid_request_error", "", e.what()});
   }
   ++srv.active;
   const bool chat = endpoint == server::Endpoint::ChatCompletions;
@@ -109,32 +134,34 @@ void handle_generation(Server& srv, server::Endpoint endpoint, const httplib::Re
   };
   // Both kinds go out as chunked bodies written from this thread, so that a client that
   // disconnects is noticed (a failed write) and its sequence cancelled: a stream writes its
-  // tokens and an SSE comment each second of silence; a whole response writes a space (JSON
-  // whitespace) each second before the body.
+  // tokens, and both write a heartbeat whenever kHeartbeat passed without a write (a space,
+  // which JSON ignores, before a whole response; an SSE comment in a stream).
   res.set_chunked_content_provider(
       ar.stream ? "text/event-stream" : "application/json",
-      [ar, c, job](size_t, httplib::DataSink& sink) mutable {
+      [&srv, ar, c, job](size_t, httplib::DataSink& sink) mutable {
         bool first = true;
+        auto last_write = Clock::now();
+        const auto send = [&](const std::string& text) {
+          last_write = Clock::now();
+          return write(sink, text);
+        };
         std::unique_lock lock(job->mu);
         for (;;) {
-          const bool woke = job->cv.wait_for(lock, std::chrono::seconds(1), [&] { return job->done || !job->pieces.empty(); });
+          job->cv.wait_for(lock, kHeartbeat, [&] { return job->done || !job->pieces.empty() || srv.aborting; });
           std::deque<std::string> pieces;
           pieces.swap(job->pieces);
           const bool done = job->done;
           lock.unlock();
-          if (!woke) {
-            if (!write(sink, ar.stream ? ": keep-alive\n\n" : " ")) return false;
-          } else if (ar.stream) {
-            for (const std::string& p : pieces) {
-              c.text += p;
-              if (!write(sink, "data: " + server::chunk_body(ar, c, p, first, false).dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"))
-                return false;
-              first = false;
-            }
-          } else {
-            for (const std::string& p : pieces) c.text += p;
+          if (srv.aborting) return false;  // a fast shutdown: the connection is closed, the sequence cancelled
+          for (const std::string& p : pieces) {
+            c.text += p;
+            if (ar.stream &&
+                !send("data: " + server::chunk_body(ar, c, p, first, false).dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"))
+              return false;
+            if (ar.stream) first = false;
           }
           if (done) break;
+          if (Clock::now() - last_write >= kHeartbeat && !send(ar.stream ? ": keep-alive\n\n" : " ")) return false;
           lock.lock();
         }
         const kvinfer::SequenceResult& r = job->result;
@@ -173,7 +200,8 @@ std::string metrics(Server& srv) {
   gauge("generation_tokens_per_second", "tokens generated per second over the last 10 s", srv.tokens_per_second());
   gauge("kv_bytes_in_use", "KV cache bytes reserved by running sequences and the prefix cache",
         static_cast<double>(st.kv_bytes_in_use));
-  gauge("kv_budget_bytes", "the scheduler's KV budget", static_cast<double>(st.kv_budget_bytes));
+  gauge("kv_budget_bytes", "the scheduler's KV budget (--kv-budget; default: docs/server.md)",
+        static_cast<double>(st.kv_budget_bytes));
   gauge("prefix_cache_bytes", "KV bytes of kept prompt prefixes", static_cast<double>(st.prefix_cache_bytes));
   gauge("steps_total", "batched forward passes", static_cast<double>(st.steps), "counter");
   gauge("prompt_tokens_total", "prompt tokens computed (prefix hits excluded)", static_cast<double>(st.prompt_tokens), "counter");
@@ -186,7 +214,57 @@ std::string metrics(Server& srv) {
   gauge("prefix_cache_lookups_total", "prompts looked up in the prefix cache", static_cast<double>(st.prefix_lookups), "counter");
   gauge("prefix_cache_tokens_reused_total", "prompt positions copied from the prefix cache",
         static_cast<double>(st.prefix_tokens_reused), "counter");
+  out += "# HELP kvinfer_http_requests_rejected_total error responses sent, by HTTP status (4xx refused, 5xx failed)\n"
+         "# TYPE kvinfer_http_requests_rejected_total counter\n";
+  std::lock_guard lock(srv.rejected_mu);
+  for (const int status : {400, 404, 413, 429, 500, 503})  // always present, so that a rate() starts at 0
+    out += fmt::format("kvinfer_http_requests_rejected_total{{status=\"{}\"}} {}\n", status,
+                       srv.rejected.contains(status) ? srv.rejected.at(status) : 0);
+  for (const auto& [status, n] : srv.rejected)
+    if (status != 400 && status != 404 && status != 413 && status != 429 && status != 500 && status != 503)
+      out += fmt::format("kvinfer_http_requests_rejected_total{{status=\"{}\"}} {}\n", status, n);
   return out;
+}
+
+// The server's threads, stopped and joined on every way out of main's body (an exception too).
+struct Threads {
+  std::atomic<bool> stop_steps = false;
+  std::thread stepper, listener;
+  Server* srv = nullptr;
+  httplib::Server* http = nullptr;
+
+  void stop() {
+    if (listener.joinable()) {
+      http->stop();
+      listener.join();
+    }
+    stop_steps = true;
+    if (stepper.joinable()) {
+      srv->scheduler.wake();
+      stepper.join();
+    }
+  }
+  ~Threads() { stop(); }
+};
+
+// One scheduler step after another; a step that throws (it fails its sequences itself, so only
+// something like an allocation failure) is reported and the loop goes on: the server never aborts.
+void run_steps(Server& srv, const std::atomic<bool>& stop) {
+  while (!stop) {
+    try {
+      if (!srv.scheduler.step()) {
+        srv.scheduler.wait_for_work(std::chrono::milliseconds(100));
+        continue;
+      }
+      std::lock_guard lock(srv.rate_mu);
+      srv.rate.emplace_back(Clock::now(), srv.scheduler.stats().generated_tokens);
+      while (srv.rate.size() > 2 && srv.rate.back().first - srv.rate.front().first > std::chrono::seconds(10))
+        srv.rate.pop_front();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "kvinfer-server: a step failed: %s\n", tool::printable(e.what()).c_str());
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
 }
 
 }  // namespace
@@ -209,16 +287,22 @@ int main(int argc, char** argv) {
                  "at least --parallel")->check(tool::at_least(1))->capture_default_str();
   app.add_option("--max-queue", so.max_queued, "requests waiting beyond those running; more get 429")
       ->check(tool::at_least(0))->capture_default_str();
-  app.add_option("--kv-budget", kv_budget, "KV cache bytes for all sequences (\"4G\"); 0: the memory left after the weights")
+  app.add_option("--kv-budget", kv_budget,
+                 "KV cache bytes for all sequences (\"4G\"), at least one sequence of -c positions; 0: 90 % of the "
+                 "memory left after the weights (docs/server.md)")
       ->capture_default_str();
   app.add_option("--prefix-cache", prefix_cache, "KV bytes kept for shared prompt prefixes (\"256M\"); 0: off")
       ->capture_default_str();
-  app.add_option("--max-body", max_body, "largest request body; larger get 413")->capture_default_str();
-  app.add_option("--http-threads", http_threads, "HTTP worker threads (default: --parallel + --max-queue, at most 512)")
-      ->check(tool::at_least(1));
+  app.add_option("--max-body", max_body, "largest request body, at least 1K; larger get 413")->capture_default_str();
+  app.add_option("--http-threads", http_threads,
+                 fmt::format("HTTP worker threads, 1 to {} (default: --parallel + --max-queue + 4, at most 512)",
+                             kMaxHttpThreads))
+      ->check(CLI::Range(int64_t{1}, kMaxHttpThreads));
   app.add_option("--default-max-tokens", default_max_tokens, "max_tokens of a completion that names none")
       ->check(tool::at_least(1))->capture_default_str();
-  app.footer(tool::kExitStatusHelp);
+  app.footer(std::string(tool::kExitStatusHelp) +
+             " kvinfer-server: 1 also when it cannot listen (an address in use); it exits 0 after a signal "
+             "(docs/server.md: the first drains, a second stops at once).");
   return tool::run(app, argc, argv, [&] {
     const auto bytes = [](const std::string& text, const char* option) {
       try {
@@ -230,10 +314,33 @@ int main(int argc, char** argv) {
     so.kv_budget_bytes = bytes(kv_budget, "--kv-budget");
     so.prefix_cache_bytes = bytes(prefix_cache, "--prefix-cache");
     const uint64_t body_limit = bytes(max_body, "--max-body");
+    if (body_limit < kMinBody)
+      throw tool::UsageError(fmt::format("--max-body {}: every request would get 413; give at least 1K ({} bytes)",
+                                         max_body, kMinBody));
     if (so.step_tokens < so.max_sequences)
       throw tool::UsageError(fmt::format("--step-tokens {} must be at least --parallel ({})", so.step_tokens, so.max_sequences));
     so.kv_dtype = cli::kv_dtype(mo);
     so.threads = tool::checked_threads(mo.threads, "-t/--threads");
+    server::check_host(host);
+    if (so.kv_budget_bytes > 0) {
+      // The least useful budget holds one sequence of the whole context: a smaller one refuses
+      // requests that -c allows. The model's metadata says, before any weight is read.
+      const kvinfer::ModelInfo info = kvinfer::inspect_model(cli::model_path(mo.model));
+      const int64_t ctx = mo.ctx > 0 ? mo.ctx : info.config.max_position_embeddings;
+      const uint64_t need = info.kv_bytes(ctx, so.kv_dtype);
+      if (so.kv_budget_bytes < need)
+        throw tool::UsageError(fmt::format(
+            "--kv-budget {}: one sequence of {} positions (-c) needs {} of KV cache ({}); give at least {} or a "
+            "smaller -c",
+            kv_budget, kvinfer::format_count(ctx), kvinfer::bytes_text(need),
+            kvinfer::dtype_name(so.kv_dtype.value_or(info.default_kv_dtype())), need));
+    }
+
+    // Listening first: an address in use fails before the model loads. Connections wait in the
+    // socket's backlog until the server serves.
+    httplib::Server http;
+    server::set_listen_options(http);
+    const int bound = server::bind_or_throw(http, host, port);
 
     // SIGTERM and SIGINT are taken by sigwait below: block them in every thread first.
     sigset_t signals;
@@ -250,31 +357,27 @@ int main(int argc, char** argv) {
     srv.config.default_max_tokens = default_max_tokens;
     srv.config.context_length = mo.ctx;
 
-    std::atomic<bool> stop_steps = false;
-    std::thread stepper([&] {
-      while (!stop_steps) {
-        if (!srv.scheduler.step()) {
-          srv.scheduler.wait_for_work(std::chrono::milliseconds(100));
-          continue;
-        }
-        std::lock_guard lock(srv.rate_mu);
-        srv.rate.emplace_back(Clock::now(), srv.scheduler.stats().generated_tokens);
-        while (srv.rate.size() > 2 && srv.rate.back().first - srv.rate.front().first > std::chrono::seconds(10))
-          srv.rate.pop_front();
-      }
-    });
-
-    httplib::Server http;
-    const auto threads = static_cast<size_t>(
-        http_threads > 0 ? http_threads : std::min<int64_t>(512, so.max_sequences + so.max_queued + 4));
-    http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    // Made here, where a refusal is an error line: httplib asks for the queue on its own thread.
+    auto pool = std::make_unique<server::WorkerPool>(static_cast<size_t>(
+        http_threads > 0 ? http_threads : std::min<int64_t>(512, so.max_sequences + so.max_queued + 4)));
+    http.new_task_queue = [&pool] { return pool.release(); };
     http.set_payload_max_length(body_limit);
-    http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    http.set_error_handler([&srv](const httplib::Request&, httplib::Response& res) {
       if (!res.body.empty()) return;
       const std::string message = res.status == 413 ? "the request body is too large (--max-body)"
                                   : res.status == 404 ? "no such endpoint"
                                                       : fmt::format("HTTP {}", res.status);
-      send_error(res, {res.status, "invalid_request_error", "", message});
+      send_error(srv, res, {res.status, "invalid_request_error", "", message});
+    });
+    http.set_exception_handler([&srv](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      std::string what = "unknown error";
+      try {
+        std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      send_error(srv, res, {500, "server_error", "", what});
     });
     http.Post("/v1/completions", [&](const httplib::Request& q, httplib::Response& r) {
       handle_generation(srv, server::Endpoint::Completions, q, r);
@@ -296,30 +399,47 @@ int main(int argc, char** argv) {
       r.set_content(metrics(srv), "text/plain; version=0.0.4");
     });
 
-    const int bound = port == 0 ? http.bind_to_any_port(host) : (http.bind_to_port(host, port) ? port : -1);
-    if (bound < 0) throw kvinfer::Error(kvinfer::ErrorKind::InvalidArgument, fmt::format("--host/--port: cannot listen on {}:{}", host, port));
+    Threads threads;
+    threads.srv = &srv;
+    threads.http = &http;
+    threads.stepper = std::thread([&] { run_steps(srv, threads.stop_steps); });
+    threads.listener = std::thread([&] {
+      try {
+        http.listen_after_bind();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "kvinfer-server: the listener failed: %s\n", tool::printable(e.what()).c_str());
+      }
+    });
     std::fprintf(stderr, "kvinfer-server: %s on http://%s:%d (%lld sequences at once, %lld tokens a step)\n",
                  srv.config.model_id.c_str(), host.c_str(), bound, static_cast<long long>(so.max_sequences),
                  static_cast<long long>(so.step_tokens));
-    std::thread listener([&] { http.listen_after_bind(); });
 
     int sig = 0;
     sigwait(&signals, &sig);
-    // Drain: refuse new work (503), let every request in flight finish, then stop. A second
-    // signal stops at once.
+    // Drain: refuse new work (503), let every request in flight finish, then stop.
     srv.draining = true;
-    std::fprintf(stderr, "kvinfer-server: %s: finishing %lld requests in flight\n", sig == SIGTERM ? "SIGTERM" : "SIGINT",
-                 static_cast<long long>(srv.active.load()));
+    std::fprintf(stderr, "kvinfer-server: %s: finishing %lld requests in flight (a second signal stops at once)\n",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT", static_cast<long long>(srv.active.load()));
     const timespec poll{0, 50'000'000};
     while (srv.active > 0) {
       siginfo_t info;
-      if (sigtimedwait(&signals, &info, &poll) > 0) break;
+      if (sigtimedwait(&signals, &info, &poll) <= 0) continue;
+      // A fast shutdown: every response in progress ends within a heartbeat (its connection
+      // closed, its sequence cancelled), the step in progress finishes, and the process exits
+      // without waiting for idle keep-alive connections.
+      std::fprintf(stderr, "kvinfer-server: %s again: cutting off %lld requests in flight\n",
+                   info.si_signo == SIGTERM ? "SIGTERM" : "SIGINT", static_cast<long long>(srv.active.load()));
+      srv.aborting = true;
+      const auto deadline = Clock::now() + 4 * kHeartbeat;
+      while (srv.active > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      threads.stop_steps = true;
+      srv.scheduler.wake();
+      threads.stepper.join();
+      std::fprintf(stderr, "kvinfer-server: stopped\n");
+      std::fflush(nullptr);
+      std::_Exit(tool::kExitOk);
     }
-    http.stop();
-    listener.join();
-    stop_steps = true;
-    srv.scheduler.wake();
-    stepper.join();
+    threads.stop();
     std::fprintf(stderr, "kvinfer-server: stopped\n");
     return tool::kExitOk;
   });
