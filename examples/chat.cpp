@@ -26,16 +26,21 @@ constexpr int64_t kDefaultContext = 4096;
 }
 
 // One line of stdin without its newline, at most kvinfer::kPromptLimit bytes. false at end of input.
+// A line ends with LF or CRLF (Windows files, pasted text); the CR is not part of it.
 bool read_line(std::string& line) {
   line.clear();
   std::streambuf& in = *std::cin.rdbuf();
+  const auto end = [&] {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    return true;
+  };
   for (int c = in.sbumpc(); c != std::char_traits<char>::eof(); c = in.sbumpc()) {
-    if (c == '\n') return true;
+    if (c == '\n') return end();
     if (line.size() >= kvinfer::kPromptLimit.bytes)
       message_too_long();
     line.push_back(static_cast<char>(c));
   }
-  return !line.empty();
+  return !line.empty() && end();
 }
 
 // One message from stdin; lines ending in a backslash continue it. false at end of input.

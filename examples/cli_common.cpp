@@ -48,7 +48,12 @@ void add_model_options(CLI::App& app, ModelOptions& o, const char* ctx_help) {
   app.add_option("--device", o.device, "where the forward pass runs: auto (a CUDA GPU if present), cpu, cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
-  app.add_option("-c,--ctx", o.ctx, ctx_help)->check(tool::at_least(0))->capture_default_str();
+  app.add_option("-c,--ctx", o.ctx,
+                 std::string(ctx_help) +
+                     "; also the context length that picks dynamic-NTK and LongRoPE frequencies (a LongRoPE model "
+                     "takes its short factors for a -c within its original length, as HF does for such a sequence)")
+      ->check(tool::at_least(0))
+      ->capture_default_str();
   app.add_flag("--extend-context", o.extend_context,
                "allow -c beyond the model's context length: rotary models only; positions past the length it was "
                "trained on usually give worse output");
@@ -325,7 +330,9 @@ std::shared_ptr<const kvinfer::Model> load_model(const ModelOptions& o) {
   // available before any weight is read.
   options.kv_tokens = o.ctx;
   options.kv_dtype = kv_dtype(o);
-  if (o.extend_context) options.context_length = o.ctx;
+  // -c is the model's context length too: the length dynamic NTK and LongRoPE pick their
+  // frequencies by (docs/rope-scaling.md), as llama.cpp's -c does; below the trained length too.
+  options.context_length = o.ctx;
   if (isatty(fileno(stderr))) options.on_progress = draw_progress;
   return kvinfer::Model::load(path, options);
 }
@@ -398,6 +405,8 @@ kvinfer::GenerateOptions generate_options(const SamplingOptions& o) {
   kvinfer::GenerateOptions g;
   g.max_new_tokens = o.max_new_tokens;
   g.ignore_eos = o.ignore_eos;
+  for (const std::string& stop : o.stop)
+    if (stop.empty()) throw tool::UsageError("--stop: an empty string; give the text to stop at");
   g.stop_strings = o.stop;
   kvinfer::SamplingParams& s = g.sampling;
   s.temperature = o.temp;

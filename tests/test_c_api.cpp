@@ -6,6 +6,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -444,6 +447,19 @@ TEST(CApi, GenerateWithoutTokenizerMatchesHfGreedy) {
                 kvinfer_generate(h.session, h.kv, ref.prompt_ids.data(), ref.prompt_ids.size(), &o, nullptr, nullptr, &r));
 }
 
+// kvinfer_config.architecture's comment in the header lists every value it can hold.
+TEST(CApi, TheArchitectureCommentListsEveryArchitecture) {
+  std::ifstream in(std::filesystem::path(KVINFER_TEST_DATA) / ".." / ".." / "include" / "kvinfer" / "kvinfer_c.h");
+  const std::string header((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t field = header.find("const char* architecture;");
+  ASSERT_NE(field, std::string::npos);
+  const std::string comment = header.substr(header.rfind("/*", field), field - header.rfind("/*", field));
+  for (int a = 0; a <= static_cast<int>(Architecture::Qwen3Moe); ++a) {
+    const std::string name(architecture_name(static_cast<Architecture>(a)));
+    EXPECT_NE(comment.find('"' + name + '"'), std::string::npos) << name << " is not in: " << comment;
+  }
+}
+
 TEST(CApi, FailuresReportAStatusAndAMessage) {
   Handles h;
   kvinfer_model* m = reinterpret_cast<kvinfer_model*>(0x1);
@@ -464,6 +480,14 @@ TEST(CApi, FailuresReportAStatusAndAMessage) {
   EXPECT_EQ(logits, nullptr);
   EXPECT_NE(std::string(kvinfer_last_error()).find("outside the vocabulary"), std::string::npos);
   EXPECT_STATUS(KVINFER_ERR_INVALID_ARGUMENT, kvinfer_decode(h.session, h.kv, -1, nullptr));
+  EXPECT_EQ(kvinfer_kv_size(h.kv), 0);
+  // One in a prompt: the message names the prompt and the position, not the sampler inside.
+  const int32_t bad_prompt[] = {1, 2, vocab + 5};
+  EXPECT_STATUS(KVINFER_ERR_INVALID_ARGUMENT, kvinfer_generate(h.session, h.kv, bad_prompt, 3, nullptr, nullptr, nullptr, nullptr));
+  EXPECT_NE(std::string(kvinfer_last_error()).find("prompt token id " + std::to_string(vocab + 5) + " at position 2"),
+            std::string::npos)
+      << kvinfer_last_error();
+  EXPECT_EQ(std::string(kvinfer_last_error()).find("sampler"), std::string::npos) << kvinfer_last_error();
   EXPECT_EQ(kvinfer_kv_size(h.kv), 0);
   // A prompt beyond the cache: an error (CONTEXT_FULL once the library names the kind:
   // test_c_api_state.cpp), the cache unchanged.

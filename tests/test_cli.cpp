@@ -55,6 +55,28 @@ TEST(GenerateCli, ReadmeQuickStartIdsEqualHfGreedy) {
   EXPECT_EQ(ids, ref.greedy_ids) << r.out;
 }
 
+// -c is the context length that picks LongRoPE's factors, as HF does for a sequence that long: a
+// Phi-3 LongRoPE model (original 16, max 64) run with -c 16 takes the short factors, and its first
+// greedy token is the argmax of HF's short call over the prompt; without -c (64), the long one's.
+TEST(GenerateCli, CtxPicksTheLongRopeFactorsAsHfDoes) {
+  const kvinfer::test::Reference ref("phi3_longrope");
+  std::string prompt;
+  for (int32_t id : ref.prompt_ids) prompt += (prompt.empty() ? "" : ",") + std::to_string(id);
+  const auto first_token = [&](const std::vector<float>& logits) {
+    const size_t vocab = logits.size() / ref.prompt_ids.size();
+    const auto last = logits.begin() + static_cast<std::ptrdiff_t>(logits.size() - vocab);
+    return static_cast<int32_t>(std::max_element(last, logits.end()) - last);
+  };
+  const int32_t short_call = first_token(ref.prompt_logits_short), long_call = first_token(ref.prompt_logits);
+  ASSERT_NE(short_call, long_call);  // else the test could not tell the factors apart
+  for (const auto& [ctx, want] : {std::pair{"16", short_call}, std::pair{"0", long_call}, std::pair{"64", long_call}}) {
+    Output r = run(KVINFER_GENERATE_BIN, {"-m", kvinfer::test::model_dir("phi3_longrope").string(), "--ids", prompt, "-n",
+                                          "1", "--temp", "0", "--ignore-eos", "-c", ctx});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(std::stoi(r.out), want) << "-c " << ctx;
+  }
+}
+
 TEST(GenerateCli, GreedyTextEqualsHfThenOneStatsLine) {
   const auto ref = reference();
   for (const auto& p : ref["prompts"]) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -82,6 +83,31 @@ void make_files() {
            s / "unreadable.gguf");
   fs::permissions(s / "unreadable.gguf", fs::perms::none);
   fs::permissions(s, fs::perms::all);  // the unprivileged user of the permission cases looks inside
+
+  // Model files that are nothing: empty, and three bytes of the magic.
+  write(s / "empty.gguf", "");
+  write(s / "three.gguf", "GGU");
+  // A config whose layer count would make per-layer work unbounded.
+  const fs::path deep = model_copy("deep_config_model");
+  nlohmann::json dc = nlohmann::json::parse(kvinfer::test::slurp(deep / "config.json"));
+  dc["num_hidden_layers"] = 2000000000;
+  write(deep / "config.json", dc.dump());
+  // GGUF names with a NUL and a TAB, same lengths so that every offset holds: the LM head's tensor
+  // (the model then ties it, and the renamed tensor is left over), and a key whose type is bad.
+  {
+    const std::string gguf =
+        kvinfer::test::slurp(fs::path(KVINFER_TEST_DATA) / "gguf" / "models" / "chatml_tiny.f32.gguf");
+    std::string t = gguf;
+    const size_t at = t.find("output.weight");
+    t.replace(at, 13, std::string("out\tut\0weight", 13));
+    write(s / "named_tensor.gguf", t);
+    std::string k = gguf;
+    const size_t key = k.find("general.name");
+    k.replace(key, 12, std::string("gen\0ral.n\tme", 12));
+    const uint32_t bad_type = 99;
+    std::memcpy(k.data() + key + 12, &bad_type, 4);
+    write(s / "named_key.gguf", k);
+  }
 
   write(s / "prompt_1mb.txt", [] {
     std::string t;
@@ -213,7 +239,9 @@ std::vector<Case> cases() {
        {"stdout", "no space left on device"}},
       {"kv_plan_stdout_full", "kv-plan", m, "> /dev/full", kError, {"stdout", "no space left on device"}},
       {"bench_json_to_dev_full", "bench", b + " -t 1 --json /dev/full", "> /dev/null",
-       kError, {"--json", "/dev/full", "no space left on device"}},
+       kError, {"--json", "/dev/full", "a character device", "regular files"}},
+      {"bench_svg_to_fifo", "bench", b + " -t 1 --svg " + S("fifo.gguf"), "> /dev/null", kError,
+       {"--svg", "fifo.gguf", "a FIFO"}},
       // 5. Clear, consistent errors; exit statuses as documented.
       {"generate_missing_model", "generate", "-m /no/such/model -p x", "", kError, {"/no/such/model", "no such file or directory"}},
       {"chat_missing_model", "chat", "-m /no/such/model", "", kError, {"/no/such/model", "no such file or directory"}},
@@ -241,6 +269,26 @@ std::vector<Case> cases() {
        {"\\x1b[2J", "\\x07", "\\n"}},
       {"kv_plan_escape_sequences_in_config", "kv-plan", "-m " + S("escape_config"), "", kError, {"\\x1b"}},
       {"generate_ids_and_prompt_conflict", "generate", m + " --ids 1 -p x", "", kUsage, {"--ids"}},
+      // Every tool picks a model file's format by its content, alike.
+      {"kv_plan_empty_gguf", "kv-plan", "-m " + S("empty.gguf"), "", kError,
+       {"empty.gguf", "not a GGUF file", "it is empty", "not a config.json"}},
+      {"generate_empty_gguf", "generate", "-m " + S("empty.gguf") + " -p x", "", kError,
+       {"empty.gguf", "not a GGUF file", "it is empty", "not a config.json"}},
+      {"kv_plan_three_byte_gguf", "kv-plan", "-m " + S("three.gguf"), "", kError, {"three.gguf", "not a GGUF file"}},
+      {"chat_three_byte_gguf", "chat", "-m " + S("three.gguf"), "", kError, {"three.gguf", "not a GGUF file"}},
+      {"kv_plan_two_billion_layers", "kv-plan", "-m " + S("deep_config_model"), "", kError,
+       {"num_hidden_layers", "2000000000", "at most 4096 layers"}},
+      // Names read from a file are escaped, NUL and TAB too; the message goes on past them.
+      {"generate_gguf_tensor_name_with_nul_and_tab", "generate", "-m " + S("named_tensor.gguf") + " -p x", "", kError,
+       {"tensor 'out\\tut\\x00weight' is not part of a llama model"}},
+      {"kv_plan_gguf_key_with_nul_and_tab", "kv-plan", "-m " + S("named_key.gguf"), "", kError,
+       {"key 'gen\\x00ral.n\\tme'", "99"}},
+      // Command-line errors are found before the model loads (no such model here: it is never read).
+      {"generate_empty_stop", "generate", "-m /no/such/model -p x --stop ''", "", kUsage, {"--stop", "empty"}},
+      {"chat_empty_stop", "chat", "-m /no/such/model --stop ''", "", kUsage, {"--stop", "empty"}},
+      // Beams' memory is checked before any of it is taken, with the plan.
+      {"generate_beams_beyond_memory", "generate", m + " -p hello -n 4 --num-beams 2000000000", "", kError,
+       {"beam search with 2000000000 beams needs", "more KV caches of", "logits", "is left after the weights"}},
       // 6. What is accepted is really accepted.
       {"generate_empty_model_path", "generate", "-m '' -p x", "", kUsage, {"--model", "empty"}},
       {"chat_empty_model_path", "chat", "-m ''", "", kUsage, {"--model", "empty"}},
@@ -275,6 +323,32 @@ TEST(HostileCliEnv, ModelVariableNamingNothingIsNoSuchFile) {
   EXPECT_EQ(r.code, kError);
   EXPECT_EQ(r.err, "kvinfer-generate: $KVINFER_MODEL: \"/no/such/model\": no such file or directory; pass -m PATH or "
                    "unset it\n");
+}
+
+// kvinfer-chat reads CRLF lines (a Windows file, pasted text): the CR is not part of a command.
+TEST(HostileCliChat, CrlfLinesAreLines) {
+  const Result r = run_shell("printf 'hello\\r\\n/stats\\r\\n/quit\\r\\n' | " + q(KVINFER_CHAT_BIN) + " --device cpu -m " +
+                                 q(tiny()) + " --temp 0 -n 2",
+                             "crlf");
+  EXPECT_EQ(r.code, kOk) << r.err;
+  EXPECT_EQ(r.err.find("unknown command"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[2 messages; cache"), std::string::npos) << r.err;
+}
+
+// A destination that is not a regular file is never replaced by a save (it used to be renamed over).
+TEST(HostileCliFiles, ASaveNeverReplacesAFifoOrADevice) {
+  make_files();
+  const fs::path fifo = scratch() / "fifo.gguf";
+  struct stat st {};
+  ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+  ASSERT_TRUE(S_ISFIFO(st.st_mode));
+  const std::string b = "-m " + q(kvinfer::test::model_dir("llama_gqa4").string()) + " -p 2 -n 2 --mode on --no-bandwidth-probe";
+#ifdef KVINFER_BENCH_BIN
+  const Result r = run_shell(q(KVINFER_BENCH_BIN) + " " + b + " -t 1 --json " + q(fifo.string()) + " > /dev/null", "json_fifo");
+  EXPECT_EQ(r.code, kError) << r.err;
+#endif
+  ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
 }
 
 // A reader that goes away: killed by SIGPIPE, as cat or grep would be, not an error message.

@@ -36,6 +36,14 @@ std::string load_error(const fs::path& dir, ErrorKind kind = ErrorKind::BadFile,
   return error_of(kind, [&] { Model::load(dir, options); });
 }
 
+// An Error's what() is a C string: a NUL inside the message (a key from a config.json's
+// "\u0000", a name from any file) shows as \x00 and the rest of the message is kept.
+TEST(ErrorText, ANulInTheMessageIsShownNotTheEnd) {
+  const Error e(ErrorKind::BadFile, std::string("f: key 'a\0b' is bad\0", 20));
+  EXPECT_STREQ(e.what(), "f: key 'a\\x00b' is bad\\x00");
+  EXPECT_EQ(e.kind(), ErrorKind::BadFile);
+}
+
 TEST(LoadErrors, PristineCopyLoads) {  // the corruptions below are all that break the copies
   TempDir tmp;
   EXPECT_NO_THROW(Model::load(copy_fixture(kFixture, tmp), {.device = Device::CPU}));

@@ -633,6 +633,17 @@ TEST(GgufModelErrors, TensorTheModelDoesNotUse) {
   EXPECT_THAT(load_error(g.write(tmp)), AllOf(HasSubstr("'blk.0.attn_q.bias'"), HasSubstr("not part of a llama")));
 }
 
+// A name read from the file is escaped in the message itself (what the C API and a library user
+// see, not only the tools' printable line): a NUL does not end it, a TAB or ESC is not raw.
+TEST(GgufModelErrors, NamesWithControlBytesAreEscapedInTheMessage) {
+  test::TempDir tmp;
+  TinyGguf g;
+  g.tensor(std::string("blk.0.\tq\0x\x1b[2J", 14), {8});
+  const std::string e = load_error(g.write(tmp));
+  EXPECT_THAT(e, HasSubstr("tensor 'blk.0.\\tq\\x00x\\x1b[2J' is not part of a llama model"));
+  for (const char c : e) EXPECT_GE(static_cast<unsigned char>(c), 0x20u) << "a raw control byte in: " << e;
+}
+
 TEST(GgufModelErrors, LayerBeyondTheBlockCount) {  // would run with the extra layer ignored
   test::TempDir tmp;
   TinyGguf g;

@@ -33,10 +33,15 @@ using CancelCallback = std::function<bool()>;
 
 class Error : public std::runtime_error {
  public:
-  Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  Error(ErrorKind kind, const std::string& message) : std::runtime_error(visible_nul(message)), kind_(kind) {}
   ErrorKind kind() const noexcept { return kind_; }
 
  private:
+  // what() is a C string: a NUL byte in the message (a name read from a file) would end it there.
+  static std::string visible_nul(std::string s) {
+    for (size_t i = s.find('\0'); i != std::string::npos; i = s.find('\0', i + 4)) s.replace(i, 1, "\\x00");
+    return s;
+  }
   ErrorKind kind_;
 };
 

@@ -125,7 +125,10 @@ typedef struct kvinfer_sampler kvinfer_sampler;
 /* ---- model configuration (shared by loaded and inspected models) ---- */
 
 typedef struct kvinfer_config {
-  const char* architecture; /* "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "GPT2LMHeadModel" (static) */
+  /* HF's class name, static: "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
+     "Qwen3ForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM", "MixtralForCausalLM",
+     "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "Phi3ForCausalLM", "GPT2LMHeadModel" */
+  const char* architecture;
   int64_t vocab_size;
   int64_t hidden_size;
   int64_t intermediate_size;

@@ -123,11 +123,14 @@ void check_input_file(const std::filesystem::path& path, const InputLimit& limit
   check_regular(path, stat_or_throw(path), limit);
 }
 
-bool starts_with_magic(const std::filesystem::path& path, std::string_view magic, const InputLimit& limit) {
+namespace {
+
+// The first `bytes` bytes of a regular file (fewer when it is shorter).
+std::string read_head(const std::filesystem::path& path, size_t bytes, const InputLimit& limit) {
   check_input_file(path, limit);
   const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) throw Error(ErrorKind::BadFile, fmt::format("{}: {}", path, errno_text(errno)));
-  std::string head(magic.size(), '\0');
+  std::string head(bytes, '\0');
   size_t got = 0;
   while (got < head.size()) {
     const ssize_t n = ::read(fd.get(), head.data() + got, head.size() - got);
@@ -136,7 +139,24 @@ bool starts_with_magic(const std::filesystem::path& path, std::string_view magic
     if (n == 0) break;
     got += static_cast<size_t>(n);
   }
-  return got == head.size() && head == magic;
+  head.resize(got);
+  return head;
+}
+
+}  // namespace
+
+ModelFileKind model_file_kind(const std::filesystem::path& path) {
+  // Enough to see past a BOM and some leading whitespace; a config.json indented further is rare
+  // and still starts with '{'.
+  const std::string head = read_head(path, 4096, kMappedModelLimit);
+  if (head.starts_with("GGUF")) return ModelFileKind::Gguf;
+  std::string_view rest = head;
+  if (rest.starts_with("\xEF\xBB\xBF")) rest.remove_prefix(3);
+  const size_t first = rest.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && rest[first] == '{') return ModelFileKind::ConfigJson;
+  throw Error(ErrorKind::BadFile,
+              fmt::format("{}: not a GGUF file (it does not start with \"GGUF\"{}) and not a config.json (no '{{' first)",
+                          path, head.empty() ? ": it is empty" : ""));
 }
 
 bool input_exists(const std::filesystem::path& path) {

@@ -39,9 +39,6 @@ std::string read_input_fd(int fd, std::string_view name, const InputLimit& limit
 // Checks, without opening it, that `path` is a regular file of at most limit.bytes (files that
 // are mapped rather than read).
 void check_input_file(const std::filesystem::path& path, const InputLimit& limit);
-// Whether the regular file `path` (at most limit.bytes) starts with `magic`; an unreadable file is
-// an error naming it ("permission denied"), not a "no".
-bool starts_with_magic(const std::filesystem::path& path, std::string_view magic, const InputLimit& limit);
 // Whether `path` exists (a dangling symlink does not); other stat errors than "no such file" are
 // thrown, naming the path: an optional file that cannot be looked at is not silently skipped.
 bool input_exists(const std::filesystem::path& path);
@@ -50,5 +47,12 @@ bool input_exists(const std::filesystem::path& path);
 // missing path, a FIFO or a device is an error naming it.
 enum class ModelPathKind { Directory, File };
 ModelPathKind model_path_kind(const std::filesystem::path& path);
+
+// What a model file is, by its content and never its name (every tool decides the same way): a
+// GGUF file starts with "GGUF", a config.json with '{' (after whitespace or a UTF-8 BOM). Anything
+// else, an empty file too, is Error(BadFile) naming the file: "not a GGUF file (it does not start
+// with "GGUF") and not a config.json".
+enum class ModelFileKind { Gguf, ConfigJson };
+ModelFileKind model_file_kind(const std::filesystem::path& path);
 
 }  // namespace kvinfer

@@ -15,6 +15,7 @@
 #include "core/moe.h"
 #include "kvinfer/config.h"
 #include "kvinfer/error.h"
+#include "formats/config_limits.h"
 #include "formats/rope_parameters.h"
 
 namespace kvinfer {
@@ -381,6 +382,8 @@ void parse_llama_family(const Reader& r, ModelConfig& c) {
   c.hidden_size = r.positive_int("hidden_size");
   c.intermediate_size = r.positive_int("intermediate_size");
   c.num_layers = r.positive_int("num_hidden_layers");
+  if (c.num_layers > kMaxLayers)
+    throw r.error("num_hidden_layers", fmt::format("is {}; kvinfer supports at most {} layers", c.num_layers, kMaxLayers));
   c.num_heads = r.positive_int("num_attention_heads");
   c.num_kv_heads = r.positive_int("num_key_value_heads", c.num_heads);
   if (c.num_heads % c.num_kv_heads != 0)
@@ -478,6 +481,8 @@ void parse_gpt2(const Reader& r, ModelConfig& c) {
   c.vocab_size = r.positive_int("vocab_size");
   c.hidden_size = r.positive_int("n_embd");
   c.num_layers = r.positive_int("n_layer");
+  if (c.num_layers > kMaxLayers)
+    throw r.error("n_layer", fmt::format("is {}; kvinfer supports at most {} layers", c.num_layers, kMaxLayers));
   c.num_heads = r.positive_int("n_head");
   c.num_kv_heads = c.num_heads;
   c.intermediate_size = r.positive_int("n_inner", 4 * c.hidden_size);

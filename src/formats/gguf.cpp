@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 #include <fmt/std.h>
 
+#include "core/escape.h"
 #include "core/file_error.h"
 #include "kvinfer/error.h"
 
@@ -250,7 +251,7 @@ GgufTensorInfo read_tensor_info(Cursor& c, uint64_t index, uint64_t alignment) {
   GgufTensorInfo t;
   const std::string name_what = fmt::format("tensor info {}", index);
   t.name = c.read_string(Context{name_what});
-  const std::string what = fmt::format("tensor '{}'", t.name);
+  const std::string what = fmt::format("tensor '{}'", escape_name(t.name));
   const Context ctx{what};
   uint32_t n_dims = c.read<uint32_t>(ctx);
   if (n_dims > kMaxDims) c.fail(ctx, fmt::format("{} dimensions; at most {} are supported", n_dims, kMaxDims));
@@ -326,7 +327,7 @@ GgufFile::GgufFile(const fs::path& path) : map_(path) {
   for (uint64_t i = 0; i < n_kv; ++i) {
     const std::string key_what = fmt::format("metadata key {}", i);
     std::string key = c.read_string(Context{key_what});
-    const std::string what = fmt::format("key '{}'", key);
+    const std::string what = fmt::format("key '{}'", escape_name(key));
     const Context ctx{what};
     const GgufType type = checked_type(c, c.read<uint32_t>(ctx), ctx, "metadata");
     GgufValue value = read_value(c, type, ctx);
@@ -346,7 +347,7 @@ GgufFile::GgufFile(const fs::path& path) : map_(path) {
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensorInfo t = read_tensor_info(c, i, alignment_);
     if (!tensor_index_.emplace(t.name, tensors_.size()).second)
-      throw Error(ErrorKind::BadFile, fmt::format("{}: duplicate tensor name '{}'", path, t.name));
+      throw Error(ErrorKind::BadFile, fmt::format("{}: duplicate tensor name '{}'", path, escape_name(t.name)));
     tensors_.push_back(std::move(t));
   }
 
@@ -358,7 +359,7 @@ GgufFile::GgufFile(const fs::path& path) : map_(path) {
   for (GgufTensorInfo& t : tensors_) {
     if (t.offset > data_size || t.bytes > data_size - t.offset)
       throw Error(ErrorKind::BadFile, fmt::format("{}: tensor '{}': {} bytes at offset {} of the data section (which starts at {}) run "
-                              "past the end of the file ({} bytes)", path, t.name, t.bytes, t.offset, data_offset_,
+                              "past the end of the file ({} bytes)", path, escape_name(t.name), t.bytes, t.offset, data_offset_,
                               file_size));
     t.data = map_.bytes().data() + data_offset_ + t.offset;
   }
@@ -369,8 +370,8 @@ GgufFile::GgufFile(const fs::path& path) : map_(path) {
   for (size_t i = 1; i < by_offset.size(); ++i) {
     const GgufTensorInfo* prev = by_offset[i - 1];
     if (by_offset[i]->offset < prev->offset + prev->bytes)
-      throw Error(ErrorKind::BadFile, fmt::format("{}: tensors '{}' and '{}' overlap in the data section", path, prev->name,
-                              by_offset[i]->name));
+      throw Error(ErrorKind::BadFile, fmt::format("{}: tensors '{}' and '{}' overlap in the data section", path, escape_name(prev->name),
+                              escape_name(by_offset[i]->name)));
   }
 }
 
@@ -396,7 +397,7 @@ int64_t to_int64(uint64_t u, const fs::path& path, std::string_view key) {
 
 const GgufValue& GgufFile::require(std::string_view key) const {
   if (const GgufValue* v = find(key)) return *v;
-  throw Error(ErrorKind::BadFile, fmt::format("{}: missing key '{}'", path(), key));
+  throw Error(ErrorKind::BadFile, fmt::format("{}: missing key '{}'", path(), escape_name(key)));
 }
 
 void GgufFile::wrong_type(std::string_view key, std::string_view wanted, const GgufValue& v) const {
@@ -464,7 +465,7 @@ const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
 
 const GgufTensorInfo& GgufFile::tensor(std::string_view name) const {
   if (const GgufTensorInfo* t = find_tensor(name)) return *t;
-  throw Error(ErrorKind::BadFile, fmt::format("{}: missing tensor '{}'", path(), name));
+  throw Error(ErrorKind::BadFile, fmt::format("{}: missing tensor '{}'", path(), escape_name(name)));
 }
 
 }  // namespace kvinfer

@@ -1,6 +1,8 @@
 // GGUF metadata → ModelConfig, as llama.cpp's llama_model::load_hparams reads "llama" and "qwen2".
+#include "core/escape.h"
 #include "core/file_error.h"
 #include "core/moe.h"
+#include "formats/config_limits.h"
 #include "formats/gguf_config.h"
 
 #include <cmath>
@@ -75,7 +77,7 @@ Architecture parse_architecture(const GgufFile& f, const std::string& arch) {
   if (arch == "phi3") return Architecture::Phi3;
   throw Error(ErrorKind::Unsupported, fmt::format("{}: key 'general.architecture' names unsupported architecture '{}' (supported: llama, "
                           "qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, gpt2, phi3)",
-                          f.path(), arch));
+                          f.path(), escape_name(arch)));
 }
 
 // Experts, as llama.cpp reads them: "llama" with expert_count > 0 is Mixtral (the k weights
@@ -291,6 +293,8 @@ ModelConfig gguf_config(const GgufFile& f) {
   const Hparams h(f, arch);
 
   c.num_layers = h.dim("block_count");
+  if (c.num_layers > kMaxLayers)
+    throw h.error("block_count", fmt::format("is {}; kvinfer supports at most {} layers", c.num_layers, kMaxLayers));
   c.max_position_embeddings = h.dim("context_length");
   c.hidden_size = h.dim("embedding_length");
   c.intermediate_size = h.dim("feed_forward_length");

@@ -7,6 +7,7 @@
 #include <fmt/std.h>
 #include <nlohmann/json.hpp>
 
+#include "core/escape.h"
 #include "kvinfer/error.h"
 
 namespace kvinfer {
@@ -56,7 +57,7 @@ DType TensorView::float_dtype() const {
   if (dtype == "F32") return DType::F32;
   if (dtype == "F16") return DType::F16;
   if (dtype == "BF16") return DType::BF16;
-  throw Error(ErrorKind::Unsupported, fmt::format("{}: tensor '{}' has dtype {}; weights must be F32, F16 or BF16", *file, name, dtype));
+  throw Error(ErrorKind::Unsupported, fmt::format("{}: tensor '{}' has dtype {}; weights must be F32, F16 or BF16", *file, escape_name(name), escape_name(dtype)));
 }
 
 SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : map_(path) {
@@ -86,7 +87,7 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : map_(path)
     const auto& entry = item.value();
     if (name == "__metadata__") continue;
     auto bad = [&](const std::string& why) {
-      return Error(ErrorKind::BadFile, fmt::format("{}: tensor '{}': {}", path, name, why));
+      return Error(ErrorKind::BadFile, fmt::format("{}: tensor '{}': {}", path, escape_name(name), why));
     };
     if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
       throw bad("entry needs dtype, shape and data_offsets");
@@ -136,8 +137,8 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : map_(path)
   for (size_t i = 1; i < by_offset.size(); ++i) {
     const TensorView* prev = by_offset[i - 1];
     if (by_offset[i]->data < prev->data + prev->bytes)
-      throw Error(ErrorKind::BadFile, fmt::format("{}: tensors '{}' and '{}' overlap in the data section", path, prev->name,
-                              by_offset[i]->name));
+      throw Error(ErrorKind::BadFile, fmt::format("{}: tensors '{}' and '{}' overlap in the data section", path, escape_name(prev->name),
+                              escape_name(by_offset[i]->name)));
   }
 }
 

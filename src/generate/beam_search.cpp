@@ -12,9 +12,12 @@
 
 #include <fmt/format.h>
 
+#include "core/memory.h"
 #include "generate/beam_caches.h"
 #include "generate/no_repeat_ngram.h"
+#include "kvinfer/kv_plan.h"
 #include "kvinfer/model.h"
+#include "models/model_internal.h"
 
 namespace kvinfer {
 
@@ -244,6 +247,35 @@ std::string_view early_stopping_name(EarlyStopping e) {
   return "?";
 }
 
+namespace {
+
+// What B beams take beyond the caller's cache, checked against what the model's memory figure has
+// left before anything is allocated: B - 1 caches of `capacity` positions, and two B × vocab rows
+// of f32 logits (the batch's, and the search's copy).
+void check_beam_memory(const Model& model, const KvCache& kv, int32_t num_beams, int64_t capacity) {
+  const auto& account = ModelAccess::memory(model);
+  const uint64_t left = account ? account->available() : MemoryBudget::kUnknown;
+  if (left == MemoryBudget::kUnknown) return;
+  const auto beams = static_cast<uint64_t>(num_beams);
+  const uint64_t per_cache = plan_kv_bytes(model.config(), capacity, kv.dtype());
+  uint64_t caches = 0, logits = 0, total = 0;
+  const bool overflow = __builtin_mul_overflow(per_cache, beams - 1, &caches) ||
+                        __builtin_mul_overflow(beams * 2 * sizeof(float), static_cast<uint64_t>(model.config().vocab_size),
+                                               &logits) ||
+                        __builtin_add_overflow(caches, logits, &total);
+  if (overflow || total > left)
+    throw Error(ErrorKind::OutOfMemory,
+                fmt::format("beam search with {} beams needs {}: {} more KV caches of {} positions ({} each, {}) and "
+                            "two rows of {} logits per beam ({}); {} of {} memory is left after the weights and caches "
+                            "({})",
+                            num_beams, overflow ? "more than 2^64 bytes" : bytes_text(total), num_beams - 1,
+                            format_count(capacity), format_bytes(per_cache), dtype_name(kv.dtype()),
+                            format_count(model.config().vocab_size), format_bytes(logits), bytes_text(left),
+                            device_name(model.device()), account->budget().source));
+}
+
+}  // namespace
+
 BeamSearchResult beam_search(Session& session, KvCache& kv, std::span<const int32_t> prompt,
                              const BeamSearchOptions& options) {
   const Model& model = session.model();
@@ -256,6 +288,8 @@ BeamSearchResult beam_search(Session& session, KvCache& kv, std::span<const int3
                 fmt::format("beam search: a prompt of {} tokens and max_new_tokens {} need {} free positions in the KV "
                             "cache; it has {} of {}",
                             prompt.size(), options.max_new_tokens, needed, kv.remaining(), kv.capacity()));
+
+  check_beam_memory(model, kv, options.num_beams, kv.size() + options.max_new_tokens - 1);
 
   BeamSearchResult r;
   r.stats.prompt_tokens = static_cast<int64_t>(prompt.size());

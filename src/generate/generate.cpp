@@ -34,6 +34,12 @@ GenerateResult run(Session& session, KvCache& kv, std::span<const int32_t> promp
   GenerateResult r;
   r.stats.prompt_tokens = static_cast<int64_t>(prompt.size());
   r.stats.kv_bytes = kv.bytes();
+  const int64_t vocab = session.model().config().vocab_size;
+  for (size_t i = 0; i < prompt.size(); ++i)
+    if (prompt[i] < 0 || prompt[i] >= vocab)
+      throw Error(ErrorKind::InvalidArgument, fmt::format("prompt token id {} at position {} is outside the vocabulary "
+                                                          "(size {})",
+                                                          prompt[i], i, vocab));
   sampler.accept(prompt);
   if (options.max_new_tokens == 0) {
     r.stats.kv_tokens = kv.size();

@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 #include <fmt/std.h>
 
+#include "core/escape.h"
 #include "formats/gguf.h"
 #include "formats/gguf_config.h"
 #include "kvinfer/error.h"
@@ -165,9 +166,10 @@ void check_all_used(const GgufFile& f, const GgufSource& source, const ModelConf
     if (source.used(t.name)) continue;
     // kGgufGpt2Names.layer is the same "blk.{}.".
     if (const auto l = layer_tensor(t.name, kGgufNames.layer); l && l->layer >= c.num_layers)
-      throw Error(ErrorKind::BadFile, fmt::format("{}: tensor '{}' is for layer {}, but key '{}.block_count' is {}", f.path(), t.name,
-                              l->layer, arch, c.num_layers));
-    throw Error(ErrorKind::Unsupported, fmt::format("{}: tensor '{}' is not part of a {} model as kvinfer reads it", f.path(), t.name, arch));
+      throw Error(ErrorKind::BadFile, fmt::format("{}: tensor '{}' is for layer {}, but key '{}.block_count' is {}", f.path(), escape_name(t.name),
+                              l->layer, escape_name(arch), c.num_layers));
+    throw Error(ErrorKind::Unsupported, fmt::format("{}: tensor '{}' is not part of a {} model as kvinfer reads it", f.path(),
+                                                    escape_name(t.name), escape_name(arch)));
   }
 }
 

@@ -48,8 +48,6 @@ uint64_t step_bytes(const ModelWeights& w, int64_t experts_used) {
   return block_bytes(w, experts_used) + w.embed.row_bytes() + (w.pos_embed.data ? w.pos_embed.row_bytes() : 0);
 }
 
-// A GGUF file is known by its first four bytes, whatever its name.
-bool is_gguf_file(const std::filesystem::path& path) { return starts_with_magic(path, "GGUF", kMappedModelLimit); }
 }  // namespace
 
 uint64_t model_weight_bytes(const ModelWeights& w, bool tied) {
@@ -63,8 +61,8 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path, cons
   // The load's own parallel work (copies, transposes, packing) runs on the model's threads.
   const cpu::ThreadScope threads(options.threads > 0 ? options.threads : default_cpu_threads());
   if (model_path_kind(path) == ModelPathKind::Directory) return load_hf(path, options);
-  if (is_gguf_file(path)) return load_gguf(path, options);
-  throw Error(ErrorKind::BadFile, fmt::format("{}: not a GGUF file (it does not start with \"GGUF\") and not a model directory", path));
+  if (model_file_kind(path) == ModelFileKind::Gguf) return load_gguf(path, options);
+  throw Error(ErrorKind::BadFile, fmt::format("{}: a config.json holds no weights: give the model's directory or a GGUF file", path));
 }
 
 Model::Model(std::unique_ptr<Internal> internal) : internal_(std::move(internal)) {}

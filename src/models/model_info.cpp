@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <fmt/std.h>
 
+#include "core/escape.h"
 #include "core/input_file.h"
 #include "formats/gguf.h"
 #include "formats/gguf_config.h"
@@ -54,7 +55,7 @@ DType gguf_dtype(const GgufFile& f, const GgufTensorInfo& t) {
     case GgmlType::Q6_K: return DType::Q6_K;
     default:
       throw Error(ErrorKind::Unsupported, fmt::format("{}: tensor '{}' has type {}, which kvinfer does not support",
-                                                      f.path(), t.name, ggml_type_info(t.type).name));
+                                                      f.path(), escape_name(t.name), ggml_type_info(t.type).name));
   }
 }
 
@@ -169,7 +170,7 @@ ModelInfo inspect_model(const std::filesystem::path& path) {
   if (model_path_kind(path) == ModelPathKind::Directory) {
     info.format = ModelFormat::HfDirectory;
     inspect_hf_directory(info);
-  } else if (starts_with_magic(path, "GGUF", kMappedModelLimit)) {
+  } else if (model_file_kind(path) == ModelFileKind::Gguf) {
     info.format = ModelFormat::Gguf;
     inspect_gguf(info);
   } else {
