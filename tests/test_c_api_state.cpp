@@ -3,10 +3,12 @@
 // error kinds the library throws, and SamplingParams' greedy defaults. These tests link and pass
 // once those implementations are in the tree (test_c_api.cpp covers the rest).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -276,6 +278,20 @@ TEST(CApiState, SaveAndLoadContinueBitForBit) {
   EXPECT_EQ(loaded, nullptr);
   EXPECT_STATUS(KVINFER_ERR_BAD_FILE, kvinfer_kv_load(h.model, "/nonexistent/state.kv", 0, &loaded));
   std::filesystem::remove(file);
+
+  // A save never replaces what is not a regular file (a rename used to put the state in place of
+  // a FIFO, or of /dev/full as root): BAD_FILE naming it, the FIFO still a FIFO, no temporary.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("kvinfer_c_fifo_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path fifo = dir / "state.kv";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_STATUS(KVINFER_ERR_BAD_FILE, kvinfer_kv_save(h.kv, h.model, fifo.c_str()));
+  EXPECT_NE(std::string(kvinfer_last_error()).find("a FIFO"), std::string::npos) << kvinfer_last_error();
+  struct stat st {};
+  ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()), 1);
+  std::filesystem::remove_all(dir);
 }
 
 struct Log {

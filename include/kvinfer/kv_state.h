@@ -16,7 +16,9 @@ namespace kvinfer {
 // Writes kv's filled positions (kv.size() of them; on a sliding-window layer those its ring still
 // holds, so a restored cache has the same earliest_rewind()), their token ids and model's
 // identity to `file` (replaced atomically: written beside it, then renamed; a CUDA cache is
-// copied to the host). Throws kvinfer::Error (BadFile) when the file cannot be written,
+// copied to the host). Only a regular file or a new path is replaced: a device, FIFO, socket,
+// directory or dangling link is refused before anything is written (docs/reliability.md, "Files
+// kvinfer writes"). Throws kvinfer::Error (BadFile) when the file cannot be written,
 // InvalidArgument when kv was not made for this model's shape or its rings lost the window
 // before its next position (a forward pass that failed after writing past it).
 void save_kv_state(const KvCache& kv, const Model& model, const std::filesystem::path& file);

@@ -261,7 +261,8 @@ KVINFER_C_API kvinfer_status kvinfer_kv_truncate(kvinfer_kv* kv, int64_t n);
 KVINFER_C_API kvinfer_status kvinfer_kv_copy(const kvinfer_kv* kv, int64_t capacity, kvinfer_kv** out);
 /* The token ids of the filled positions (KvCache::tokens). */
 KVINFER_C_API kvinfer_status kvinfer_kv_tokens(const kvinfer_kv* kv, int32_t* ids, size_t capacity, size_t* n_out);
-/* Saves kv's filled positions to path (kvinfer::save_kv_state). */
+/* Saves kv's filled positions to path (kvinfer::save_kv_state): a regular file or a new path;
+   anything else (a device, FIFO, directory) is KVINFER_ERR_BAD_FILE, left untouched. */
 KVINFER_C_API kvinfer_status kvinfer_kv_save(const kvinfer_kv* kv, const kvinfer_model* model, const char* path);
 /* A new cache holding what path saved (kvinfer::load_kv_state). capacity 0: the saved one. */
 KVINFER_C_API kvinfer_status kvinfer_kv_load(const kvinfer_model* model, const char* path, int64_t capacity,
