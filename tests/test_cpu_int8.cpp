@@ -17,6 +17,7 @@
 #include "cpu/aligned.h"
 #include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
+#include "cpu/int8_blocks.h"
 #include "cpu/int8_prepared.h"
 #include "cpu/linear_avx2.h"
 #include "cpu/linear_int8.h"
@@ -33,7 +34,10 @@ using test::StoredMatrix;
 // The documented arithmetic, spelled out: codes of weight row c and input row t, 4 exact integer
 // partial sums (partial m: values 4m..4m + 3 and 16 + 4m..16 + 4m + 3), scaled, then the fixed
 // tree (and the Q4 offset term: Q4_1's m_w, Q4_0's −8 · d_w).
+float int8_block_reference(DType t, const cpu::Int8Block* xb, const int8_t* xq, const std::byte* row, int64_t in);
+
 float int8_reference(DType t, const cpu::Int8Block* xb, const int8_t* xq, const std::byte* row, int64_t in) {
+  if (cpu::int8_block_type(t)) return int8_block_reference(t, xb, xq, row, in);
   const size_t block_bytes = dtype_block(t).bytes;
   const bool q4 = t != DType::Q8_0;
   float acc[4] = {}, off = 0.0f;
@@ -67,6 +71,63 @@ float int8_reference(DType t, const cpu::Int8Block* xb, const int8_t* xq, const 
   if (t == DType::Q4_1) return tree + off;
   if (t == DType::Q4_0) return tree - 8.0f * off;
   return tree;
+}
+
+// Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: blocks read by int8_blocks.h (checked against the dequantiser
+// below), 8 exact partials by position, fused multiply-adds, the fixed trees, the offset's sign.
+float int8_block_reference(DType t, const cpu::Int8Block* xb, const int8_t* xq, const std::byte* row, int64_t in) {
+  float acc[8] = {}, off[8] = {};
+  const int bias = t == DType::Q6_K ? 32 : 0;
+  for (int64_t b = 0; b < in / 32; ++b) {
+    cpu::Int8WeightBlock w;
+    cpu::int8_weight_block(t, row, b, w);
+    const float p[2] = {w.s_lo * xb[b].d, w.s_hi * xb[b].d};
+    for (int l = 0; l < 8; ++l) {
+      int32_t partial = 0;
+      for (int j = 4 * l; j < 4 * l + 4; ++j) partial += (w.u[j] - bias) * xq[32 * b + j];
+      acc[l] = std::fma(p[l / 4], static_cast<float>(partial), acc[l]);
+    }
+    off[b % 8] = std::fma(w.f, xb[b].ds, off[b % 8]);
+  }
+  const auto tree = [](const float* v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])); };
+  switch (t) {
+    case DType::Q5_0: return tree(acc) - 16.0f * tree(off);
+    case DType::Q5_1: return tree(acc) + tree(off);
+    case DType::Q6_K: return tree(acc);
+    default: return tree(acc) - tree(off);
+  }
+}
+
+// int8_blocks.h reads every block as the dequantiser does: value j is s · (u_j − bias), plus the
+// offset (Q5_0's −16 d is in the bias-free codes' s · (u − 16); Q5_1's + m; the K-quants' − dmin ·
+// min), bit for bit, on random bytes (every scale and min, Q6_K's −128 included).
+TEST(Int8Activations, BlockTypesReadAsTheDequantiserReads) {
+  for (const DType t : {DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    const int64_t in = 1024;
+    const auto bytes = test::random_blocks(t, 3, in, 91);
+    std::vector<float> values(static_cast<size_t>(3 * in));
+    cpu::to_f32(t, bytes.data(), values.data(), 3 * in);
+    const size_t row_bytes = dtype_row_bytes(t, in);
+    for (int64_t r = 0; r < 3; ++r)
+      for (int64_t b = 0; b < in / 32; ++b) {
+        cpu::Int8WeightBlock w;
+        cpu::int8_weight_block(t, bytes.data() + r * row_bytes, b, w);
+        for (int j = 0; j < 32; ++j) {
+          const float s = j < 16 ? w.s_lo : w.s_hi;
+          float v = 0;
+          switch (t) {
+            case DType::Q5_0: v = static_cast<float>(w.u[j] - 16) * s; break;
+            case DType::Q5_1: v = static_cast<float>(w.u[j]) * s + w.f; break;
+            case DType::Q6_K: v = s * static_cast<float>(w.u[j] - 32); break;
+            default: v = s * static_cast<float>(w.u[j]) - w.f; break;
+          }
+          const float want = values[static_cast<size_t>(r * in + 32 * b + j)];
+          ASSERT_EQ(core::f32_to_bits(v), core::f32_to_bits(want))
+              << dtype_name(t) << " row " << r << " block " << b << " value " << j << ": " << v << " vs " << want;
+          ASSERT_LT(w.u[j], t == DType::Q4_K ? 16 : t == DType::Q6_K ? 64 : 32);
+        }
+      }
+  }
 }
 
 class Int8LinearTest : public ::testing::TestWithParam<DType> {};
@@ -192,7 +253,7 @@ TEST_P(Int8LinearTest, PreparedTilesAreTheDocumentedArithmetic) {
                      int64_t);
   };
   std::vector<Kernel> kernels;
-  if (cpu::cpu_has_avx512_vnni())
+  if (cpu::cpu_has_avx512_vnni() && !cpu::int8_block_type(t))
     kernels.push_back({"AVX-512 VNNI", cpu::avx512::int8_prepare, cpu::avx512::int8_prepared_products});
   if (cpu::cpu_has_avx2_fma_f16c())
     kernels.push_back({"AVX2", cpu::avx2::int8_prepare, cpu::avx2::int8_prepared_products});
@@ -244,7 +305,8 @@ TEST_P(Int8LinearTest, RowKernelsAreTheDocumentedArithmetic) {
   using RowKernel = void (*)(DType, const cpu::Int8Block*, const int8_t*, const std::byte*, int64_t, int64_t, float*,
                              cpu::Prefetcher&);
   std::vector<std::pair<const char*, RowKernel>> kernels = {{"dispatched", cpu::int8_rows_product}};
-  if (cpu::cpu_has_avx512_vnni()) kernels.emplace_back("AVX-512 VNNI", cpu::avx512::int8_rows_product);
+  if (cpu::cpu_has_avx512_vnni() && !cpu::int8_block_type(t))
+    kernels.emplace_back("AVX-512 VNNI", cpu::avx512::int8_rows_product);
   if (cpu::cpu_has_avx2_fma_f16c()) kernels.emplace_back("AVX2", cpu::avx2::int8_rows_product);
   const int64_t in = 1024;
   auto x = randn(static_cast<size_t>(2 * in), 81, 2.0f);
@@ -279,7 +341,9 @@ TEST_P(Int8LinearTest, RowKernelsAreTheDocumentedArithmetic) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, Int8LinearTest, ::testing::Values(DType::Q8_0, DType::Q4_0, DType::Q4_1),
+INSTANTIATE_TEST_SUITE_P(Dtypes, Int8LinearTest,
+                         ::testing::Values(DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K,
+                                           DType::Q5_K, DType::Q6_K),
                          [](const auto& p) { return std::string(dtype_name(p.param)); });
 
 }  // namespace

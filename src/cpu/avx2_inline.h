@@ -37,6 +37,15 @@ inline __m256i signed_dot4(__m256i w, __m256i q) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(q, w)), _mm256_set1_epi16(1));
 }
 
+// Byte j (0..31) = 0x10 where bit j of bits is set, else 0 (Q5_0/Q5_1's fifth bit).
+inline __m256i bit4_from_bits32(uint32_t bits) {
+  __m256i t = _mm256_set1_epi32(static_cast<int>(bits));
+  t = _mm256_shuffle_epi8(t, _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+  t = _mm256_or_si256(t, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));  // all bits but bit j % 8
+  t = _mm256_cmpeq_epi8(t, _mm256_set1_epi8(-1));
+  return _mm256_and_si256(t, _mm256_set1_epi8(0x10));
+}
+
 // The largest of 8 lanes (none NaN): exact, in any order.
 inline float lanes_max(__m256 v) {
   const __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -41,15 +41,6 @@ inline void codes_to_f32(__m256i q, __m256 v[4]) {
     v[i] = _mm256_cvtepi32_ps(Signed ? _mm256_cvtepi8_epi32(parts[i]) : _mm256_cvtepu8_epi32(parts[i]));
 }
 
-// Byte j (0..31) = 0x10 where bit j of bits is set, else 0 (Q5_0/Q5_1's fifth bit).
-inline __m256i bit4_from_bits32(uint32_t bits) {
-  __m256i t = _mm256_set1_epi32(static_cast<int>(bits));
-  t = _mm256_shuffle_epi8(t, _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
-  t = _mm256_or_si256(t, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));  // all bits but bit j % 8
-  t = _mm256_cmpeq_epi8(t, _mm256_set1_epi8(-1));
-  return _mm256_and_si256(t, _mm256_set1_epi8(0x10));
-}
-
 // The vpshufb control that puts byte First + i of each 16-byte half into 32-bit lane i, zeros
 // in the lane's other bytes.
 template <int First>

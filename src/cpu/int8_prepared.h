@@ -35,10 +35,22 @@ static_assert(sizeof(Q8Prepared) == 1024);
 // The most weight rows one prepared block holds.
 inline constexpr int64_t kInt8PreparedRows = 16;
 
-// The bytes of the records of 16 rows of `in` values (a multiple of 32) of type t (Q8_0, Q4_0 or
-// Q4_1): 32 · in for Q8_0, 26 · in for Q4.
+// One 32-value block of 16 Q5_0, Q5_1, Q4_K, Q5_K or Q6_K rows (int8_blocks.h) for the AVX2 tiles:
+// each row's unsigned codes, its scales (s_lo in lanes 0..3, s_hi in 4..7) and offset factor.
+struct Int8BlockPrepared {
+  alignas(32) uint8_t u[16][32];
+  alignas(32) float s[16][8];
+  float f[16];
+};
+static_assert(sizeof(Int8BlockPrepared) == 1088);
+
+// The bytes of the records of 16 rows of `in` values (a multiple of 32) of type t: 32 · in for
+// Q8_0, 26 · in for Q4_0/Q4_1, 34 · in for the others.
 constexpr size_t int8_prepared_bytes(DType t, int64_t in) {
-  return static_cast<size_t>(in / 32) * (t == DType::Q8_0 ? sizeof(Q8Prepared) : sizeof(Q4Prepared));
+  const size_t record = t == DType::Q8_0   ? sizeof(Q8Prepared)
+                        : t == DType::Q4_0 || t == DType::Q4_1 ? sizeof(Q4Prepared)
+                                                               : sizeof(Int8BlockPrepared);
+  return static_cast<size_t>(in / 32) * record;
 }
 
 }  // namespace kvinfer::cpu

@@ -22,6 +22,7 @@
 #include "cpu/linear_avx2.h"
 #include "cpu/linear_avx512.h"
 #include "cpu/linear_int8.h"
+#include "cpu/int8_blocks.h"
 #include "cpu/int8_prepared.h"
 #include "cpu/linear_int8_avx512.h"
 #include "cpu/packed_rows.h"
@@ -40,7 +41,8 @@ constexpr double kParallelMinMacs = 1 << 15;
 constexpr int64_t kRowBlock = 16;
 static_assert(kRowBlock == kInt8PreparedRows && kRowBlock == kPackedRows &&
               int8_prepared_bytes(DType::Q8_0, 1024) <= kRowBlock * 1024 * sizeof(float) &&
-              int8_prepared_bytes(DType::Q4_1, 1024) <= kRowBlock * 1024 * sizeof(float));  // the 8-bit tiles' scratch
+              int8_prepared_bytes(DType::Q4_1, 1024) <= kRowBlock * 1024 * sizeof(float) &&
+              int8_prepared_bytes(DType::Q6_K, 1024) <= kRowBlock * 1024 * sizeof(float));  // the 8-bit tiles' scratch
 // Input rows a call multiplies together: at most 512 KiB of them (but 48 rows at least), in L2
 // with one block of weight rows; longer inputs go in slices of about equal size (linears).
 constexpr int64_t kSliceBytes = 512 << 10;
@@ -158,9 +160,10 @@ enum class Int8Tiles {
   Avx2,    // AVX2 tiles (linear_avx2.h)
 };
 
-Int8Tiles int8_tiles(int64_t n) {
+Int8Tiles int8_tiles(int64_t n, DType t) {
   if (n < 2) return Int8Tiles::None;
-  if (cpu_has_avx512_vnni()) return Int8Tiles::Avx512;
+  // The block types (int8_blocks.h) have AVX2 tiles only, the same bits on every machine.
+  if (cpu_has_avx512_vnni() && !int8_block_type(t)) return Int8Tiles::Avx512;
   if (cpu_has_avx2_fma_f16c()) return Int8Tiles::Avx2;
   return Int8Tiles::None;
 }
@@ -199,7 +202,7 @@ void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_r
   Prefetcher pf = ahead_of(w, n, o0, rows, row_bytes, packed);
   switch (path) {
     case Path::Int8:
-      if (const Int8Tiles tiles = int8_tiles(n); tiles != Int8Tiles::None) {
+      if (const Int8Tiles tiles = int8_tiles(n, w.dtype); tiles != Int8Tiles::None) {
         auto* prepared = reinterpret_cast<std::byte*>(widened);  // (int8_prepared_bytes(dtype, in))
         if (tiles == Int8Tiles::Avx512) {
           if (packed)
@@ -350,7 +353,7 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
     widens = widens || (path == Path::Widened && w.dtype != DType::BF16);
     widens_bf16 = widens_bf16 || (path == Path::Widened && w.dtype == DType::BF16);
     if (path == Path::Widened && w.dtype != DType::F32) widen_rows = kRowBlock;
-    if (path == Path::Int8 && int8_tiles(n) != Int8Tiles::None) widen_rows = kRowBlock;  // ≥ 32 · in bytes
+    if (path == Path::Int8 && int8_tiles(n, w.dtype) != Int8Tiles::None) widen_rows = kRowBlock;  // ≥ 32 · in bytes
     split = split || w.dtype == DType::BF16;
   }
   // Small products stay on one thread: waking (and spinning) a team costs more than they do.

@@ -10,6 +10,7 @@
 
 #include "core/quant.h"
 #include "cpu/cpu_features.h"
+#include "cpu/int8_blocks.h"
 #include "cpu/linear_avx2.h"
 #include "cpu/linear_int8_avx512.h"
 
@@ -63,10 +64,37 @@ float row_product(const Int8Block* blocks, const int8_t* q, const std::byte* w, 
   return tree - 8.0f * off;
 }
 
+// Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (linear_int8.h): the blocks as int8_blocks.h reads them, 8
+// position partials, fused multiply-adds, the fixed trees.
+template <DType T>
+float block_type_product(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t n) {
+  float acc[8] = {}, off[8] = {};
+  Int8WeightBlock wb;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    int8_weight_block<T>(w, b, wb);
+    const float p_lo = wb.s_lo * blocks[b].d, p_hi = wb.s_hi * blocks[b].d;
+    for (int l = 0; l < 8; ++l) {
+      int32_t partial = 0;
+      for (int j = 4 * l; j < 4 * l + 4; ++j) partial += (wb.u[j] - int8_code_bias<T>()) * q[32 * b + j];
+      acc[l] = std::fma(l < 4 ? p_lo : p_hi, static_cast<float>(partial), acc[l]);
+    }
+    if constexpr (T != DType::Q6_K) off[b % 8] = std::fma(wb.f, blocks[b].ds, off[b % 8]);
+  }
+  const auto tree = [](const float* v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])); };
+  if constexpr (T == DType::Q6_K) return tree(acc);
+  return tree(acc) + int8_offset_sign<T>() * tree(off);
+}
+
 template <DType T>
 void rows_portable(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows, int64_t n, float* y) {
   const size_t row_bytes = dtype_row_bytes(T, n);
-  for (int64_t c = 0; c < rows; ++c) y[c] = row_product<T>(blocks, q, w + static_cast<size_t>(c) * row_bytes, n);
+  for (int64_t c = 0; c < rows; ++c) {
+    const std::byte* row = w + static_cast<size_t>(c) * row_bytes;
+    if constexpr (int8_block_type(T))
+      y[c] = block_type_product<T>(blocks, q, row, n);
+    else
+      y[c] = row_product<T>(blocks, q, row, n);
+  }
 }
 
 }  // namespace
@@ -101,12 +129,19 @@ void quantize_int8(const float* x, int64_t n, Int8Block* blocks, int8_t* q) {
 
 void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows, int64_t n,
                        float* y, Prefetcher& pf) {
-  if (cpu_has_avx512_vnni()) return avx512::int8_rows_product(t, blocks, q, w, rows, n, y, pf);
+  // The block types have AVX2 kernels only: AVX-512 machines run those too, so that every machine
+  // gives the same bits.
+  if (cpu_has_avx512_vnni() && !int8_block_type(t)) return avx512::int8_rows_product(t, blocks, q, w, rows, n, y, pf);
   if (cpu_has_avx2_fma_f16c()) return avx2::int8_rows_product(t, blocks, q, w, rows, n, y, pf);
   switch (t) {
     case DType::Q8_0: return rows_portable<DType::Q8_0>(blocks, q, w, rows, n, y);
     case DType::Q4_0: return rows_portable<DType::Q4_0>(blocks, q, w, rows, n, y);
-    default: return rows_portable<DType::Q4_1>(blocks, q, w, rows, n, y);
+    case DType::Q4_1: return rows_portable<DType::Q4_1>(blocks, q, w, rows, n, y);
+    case DType::Q5_0: return rows_portable<DType::Q5_0>(blocks, q, w, rows, n, y);
+    case DType::Q5_1: return rows_portable<DType::Q5_1>(blocks, q, w, rows, n, y);
+    case DType::Q4_K: return rows_portable<DType::Q4_K>(blocks, q, w, rows, n, y);
+    case DType::Q5_K: return rows_portable<DType::Q5_K>(blocks, q, w, rows, n, y);
+    default: return rows_portable<DType::Q6_K>(blocks, q, w, rows, n, y);
   }
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// Products with 8-bit activations (llama.cpp's approach), an option for Q8_0, Q4_0 and Q4_1
-// weights (LoadOptions::int8_activations): each 32-value block of an input row is quantised to
+// Products with 8-bit activations (llama.cpp's approach) for every ggml weight type kvinfer reads
+// (LoadOptions::int8_activations): each 32-value block of an input row is quantised to
 // int8 with one f32 scale, and a weight block times an input block is an exact integer dot
 // product times the two scales. Fewer instructions per weight byte than widening to f32, at the
 // price of the activations' rounding (about 0.4 % of a block's largest value): results are close
@@ -38,12 +38,25 @@ struct Int8Block {
 //   Q4_0: y[c] = ((acc_0 + acc_2) + (acc_1 + acc_3)) − 8 · off
 // (Q4_0's value is d_w · (w − 8): its offset, −8 · d_w per block, is taken out of the sum and
 // applied once, which is exact since 8 is a power of two).
+//
+// Q5_0, Q5_1, Q4_K, Q5_K and Q6_K: block b of a weight row is read as int8_blocks.h says, codes
+// c_j = u_j − bias (Q6_K's bias 32, else 0), scales s_lo (values 0..15) and s_hi (16..31), offset
+// factor f. For input block b, 8 exact integer partials J_l = Σ_{j = 4l}^{4l+3} c_j · q_j, then
+//   p_lo = s_lo · d_x, p_hi = s_hi · d_x (f32);
+//   acc_l = fma(l < 4 ? p_lo : p_hi, J_l, acc_l);   off_{b mod 8} = fma(f, ds_x, off_{b mod 8})
+// over the blocks in order, and with tree(v) = ((v_0 + v_4) + (v_1 + v_5)) + ((v_2 + v_6) + (v_3 + v_7)):
+//   y[c] = tree(acc) + sign · tree(off),  sign: Q5_0 −16, Q5_1 +1, Q4_K and Q5_K −1 (Q6_K has none).
+// |J_l| ≤ 4 · 63 · 127: every J_l is exact in f32. These products take the AVX2 kernels on every
+// x86 machine with AVX2 (AVX-512 ones too), so that every machine gives the same bits.
 
 // Quantises n values (a multiple of 32) of x: blocks (n / 32) and codes q (n).
 void quantize_int8(const float* x, int64_t n, Int8Block* blocks, int8_t* q);
 
-// True for the weight types the int8 products take.
-constexpr bool int8_product_supported(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1; }
+// True for the weight types the int8 products take: every ggml type.
+constexpr bool int8_product_supported(DType t) {
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 ||
+         t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+}
 
 // y[c] = Σ_b (weight block b of row c) · (input block b), for `rows` consecutive weight rows of n
 // values of type t (int8_product_supported), stored one after another at w. pf (prefetch.h)

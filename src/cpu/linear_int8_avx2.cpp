@@ -183,7 +183,8 @@ void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const 
   switch (t) {
     case DType::Q8_0: return rows_of<DType::Q8_0>(blocks, q, w, rows, n, y, pf);
     case DType::Q4_0: return rows_of<DType::Q4_0>(blocks, q, w, rows, n, y, pf);
-    default: return rows_of<DType::Q4_1>(blocks, q, w, rows, n, y, pf);
+    case DType::Q4_1: return rows_of<DType::Q4_1>(blocks, q, w, rows, n, y, pf);
+    default: return int8_block_rows_product(t, blocks, q, w, rows, n, y, pf);
   }
 }
 

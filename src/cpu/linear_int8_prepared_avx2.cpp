@@ -131,7 +131,8 @@ void int8_prepare(DType t, const std::byte* w, int64_t rows, int64_t in, std::by
   switch (t) {
     case DType::Q8_0: return prepare<DType::Q8_0>(w, rows, in, reinterpret_cast<Q8Prepared*>(prep));
     case DType::Q4_0: return prepare<DType::Q4_0>(w, rows, in, reinterpret_cast<Q4Prepared*>(prep));
-    default: return prepare<DType::Q4_1>(w, rows, in, reinterpret_cast<Q4Prepared*>(prep));
+    case DType::Q4_1: return prepare<DType::Q4_1>(w, rows, in, reinterpret_cast<Q4Prepared*>(prep));
+    default: return int8_block_prepare(t, w, rows, in, prep);
   }
 }
 
@@ -142,7 +143,9 @@ void int8_prepared_products(DType t, const std::byte* prep, int64_t rows, int64_
       return products<DType::Q8_0>(reinterpret_cast<const Q8Prepared*>(prep), rows, in, blocks, q, n, y, ldy);
     case DType::Q4_0:
       return products<DType::Q4_0>(reinterpret_cast<const Q4Prepared*>(prep), rows, in, blocks, q, n, y, ldy);
-    default: return products<DType::Q4_1>(reinterpret_cast<const Q4Prepared*>(prep), rows, in, blocks, q, n, y, ldy);
+    case DType::Q4_1:
+      return products<DType::Q4_1>(reinterpret_cast<const Q4Prepared*>(prep), rows, in, blocks, q, n, y, ldy);
+    default: return int8_block_prepared_products(t, prep, rows, in, blocks, q, n, y, ldy);
   }
 }
 
