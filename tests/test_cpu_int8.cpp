@@ -73,35 +73,52 @@ float int8_reference(DType t, const cpu::Int8Block* xb, const int8_t* xq, const 
   return tree;
 }
 
-// Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: blocks read by int8_blocks.h (checked against the dequantiser
-// below), 8 exact partials by position, fused multiply-adds, the fixed trees, the offset's sign.
+// Q5_0, Q5_1: blocks read by int8_blocks.h (checked against the dequantiser below), 8 exact
+// partials by position, fused multiply-adds, the fixed trees, the offset's sign.
+float tree8(const float* v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])); }
+
 float int8_block_reference(DType t, const cpu::Int8Block* xb, const int8_t* xq, const std::byte* row, int64_t in) {
   float acc[8] = {}, off[8] = {};
-  const int bias = t == DType::Q6_K ? 32 : 0;
   for (int64_t b = 0; b < in / 32; ++b) {
     cpu::Int8WeightBlock w;
     cpu::int8_weight_block(t, row, b, w);
-    const float p[2] = {w.s_lo * xb[b].d, w.s_hi * xb[b].d};
+    const float p = w.s * xb[b].d;
     for (int l = 0; l < 8; ++l) {
       int32_t partial = 0;
-      for (int j = 4 * l; j < 4 * l + 4; ++j) partial += (w.u[j] - bias) * xq[32 * b + j];
-      acc[l] = std::fma(p[l / 4], static_cast<float>(partial), acc[l]);
+      for (int j = 4 * l; j < 4 * l + 4; ++j) partial += w.u[j] * xq[32 * b + j];
+      acc[l] = std::fma(p, static_cast<float>(partial), acc[l]);
     }
     off[b % 8] = std::fma(w.f, xb[b].ds, off[b % 8]);
   }
-  const auto tree = [](const float* v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])); };
-  switch (t) {
-    case DType::Q5_0: return tree(acc) - 16.0f * tree(off);
-    case DType::Q5_1: return tree(acc) + tree(off);
-    case DType::Q6_K: return tree(acc);
-    default: return tree(acc) - tree(off);
-  }
+  return t == DType::Q5_0 ? tree8(acc) - 16.0f * tree8(off) : tree8(acc) + tree8(off);
 }
 
-// int8_blocks.h reads every block as the dequantiser does: value j is s · (u_j − bias), plus the
-// offset (Q5_0's −16 d is in the bias-free codes' s · (u − 16); Q5_1's + m; the K-quants' − dmin ·
-// min), bit for bit, on random bytes (every scale and min, Q6_K's −128 included).
-TEST(Int8Activations, BlockTypesReadAsTheDequantiserReads) {
+// Q4_K, Q5_K, Q6_K with super-block inputs: integer sums over a super-block (Q6_K: each half),
+// lane l taking chunk k's multiplier m_{k, l/4}, then fused multiply-adds; the offsets from the
+// 16-value sums.
+float int8_super_reference(DType t, const cpu::Int8Super* xs, const int8_t* xq, const std::byte* row, int64_t in) {
+  float acc[8] = {}, moff[8] = {};
+  const int per_flush = t == DType::Q6_K ? 4 : 8;
+  for (int64_t s = 0; s < in / 256; ++s) {
+    cpu::KSuper k;
+    cpu::k_super(t, row, s, k);
+    for (int k0 = 0; k0 < 8; k0 += per_flush) {
+      int32_t lanes[8] = {};
+      for (int c = k0; c < k0 + per_flush; ++c)
+        for (int j = 0; j < 32; ++j) lanes[j / 4] += k.m[c][j / 16] * (k.u[32 * c + j] * xq[256 * s + 32 * c + j]);
+      for (int l = 0; l < 8; ++l) acc[l] = std::fma(k.d * xs[s].d, static_cast<float>(lanes[l]), acc[l]);
+    }
+    for (int l = 0; l < 8; ++l)
+      moff[l] = std::fma(k.dmin * xs[s].d,
+                         static_cast<float>(k.n[2 * l] * xs[s].sums[2 * l] + k.n[2 * l + 1] * xs[s].sums[2 * l + 1]),
+                         moff[l]);
+  }
+  return t == DType::Q6_K ? tree8(acc) - 32.0f * tree8(moff) : tree8(acc) - tree8(moff);
+}
+
+// int8_blocks.h reads every block (Q5) and super-block (K-quants) as the dequantiser does, bit for
+// bit, on random bytes (every scale and min, Q6_K's −128 included).
+TEST(Int8Activations, BlocksAndSuperBlocksReadAsTheDequantiserReads) {
   for (const DType t : {DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const int64_t in = 1024;
     const auto bytes = test::random_blocks(t, 3, in, 91);
@@ -109,24 +126,67 @@ TEST(Int8Activations, BlockTypesReadAsTheDequantiserReads) {
     cpu::to_f32(t, bytes.data(), values.data(), 3 * in);
     const size_t row_bytes = dtype_row_bytes(t, in);
     for (int64_t r = 0; r < 3; ++r)
-      for (int64_t b = 0; b < in / 32; ++b) {
-        cpu::Int8WeightBlock w;
-        cpu::int8_weight_block(t, bytes.data() + r * row_bytes, b, w);
-        for (int j = 0; j < 32; ++j) {
-          const float s = j < 16 ? w.s_lo : w.s_hi;
-          float v = 0;
-          switch (t) {
-            case DType::Q5_0: v = static_cast<float>(w.u[j] - 16) * s; break;
-            case DType::Q5_1: v = static_cast<float>(w.u[j]) * s + w.f; break;
-            case DType::Q6_K: v = s * static_cast<float>(w.u[j] - 32); break;
-            default: v = s * static_cast<float>(w.u[j]) - w.f; break;
-          }
-          const float want = values[static_cast<size_t>(r * in + 32 * b + j)];
-          ASSERT_EQ(core::f32_to_bits(v), core::f32_to_bits(want))
-              << dtype_name(t) << " row " << r << " block " << b << " value " << j << ": " << v << " vs " << want;
-          ASSERT_LT(w.u[j], t == DType::Q4_K ? 16 : t == DType::Q6_K ? 64 : 32);
+      for (int64_t i = 0; i < in; ++i) {
+        const std::byte* row = bytes.data() + r * row_bytes;
+        float v = 0;
+        int code = 0;
+        if (t == DType::Q5_0 || t == DType::Q5_1) {
+          cpu::Int8WeightBlock w;
+          cpu::int8_weight_block(t, row, i / 32, w);
+          code = w.u[i % 32];
+          v = t == DType::Q5_0 ? static_cast<float>(code - 16) * w.s : static_cast<float>(code) * w.s + w.f;
+        } else {
+          cpu::KSuper k;
+          cpu::k_super(t, row, i / 256, k);
+          const int64_t j = i % 256;
+          code = k.u[j];
+          const float scale = k.d * static_cast<float>(k.m[j / 32][(j % 32) / 16]);
+          v = t == DType::Q6_K ? scale * static_cast<float>(code - 32)
+                               : scale * static_cast<float>(code) - k.dmin * static_cast<float>(k.n[j / 16]);
+          if (t != DType::Q6_K) ASSERT_EQ(k.n[2 * (j / 32)], k.n[2 * (j / 32) + 1]);
         }
+        const float want = values[static_cast<size_t>(r * in + i)];
+        ASSERT_EQ(core::f32_to_bits(v), core::f32_to_bits(want))
+            << dtype_name(t) << " row " << r << " value " << i << ": " << v << " vs " << want;
+        ASSERT_LT(code, t == DType::Q4_K ? 16 : t == DType::Q6_K ? 64 : 32);
       }
+  }
+}
+
+// Super-block quantisation: one scale for 256 values, codes as the 32-value blocks', the 16-value
+// sums; a non-finite value poisons its super-block only.
+TEST(Int8Activations, SuperBlockQuantisationIsTheDocumentedArithmetic) {
+  const int64_t n = 768;
+  auto x = randn(static_cast<size_t>(n), 95, 3.0f);
+  x[300] = std::numeric_limits<float>::infinity();  // super-block 1
+  for (const bool simd : {false, true}) {
+    if (simd && !cpu::cpu_has_avx2_fma_f16c()) continue;
+    std::vector<cpu::Int8Super> s(3);
+    std::vector<int8_t> q(static_cast<size_t>(n));
+    if (simd)
+      cpu::avx2::quantize_int8_super(x.data(), n, s.data(), q.data());
+    else
+      cpu::quantize_int8_super(x.data(), n, s.data(), q.data());
+    for (int64_t b = 0; b < 3; ++b) {
+      if (b == 1) {
+        EXPECT_TRUE(std::isnan(s[1].d));
+        for (int j = 0; j < 256; ++j) ASSERT_EQ(q[static_cast<size_t>(256 + j)], 0);
+        continue;
+      }
+      float amax = 0;
+      for (int j = 0; j < 256; ++j) amax = std::max(amax, std::fabs(x[static_cast<size_t>(256 * b + j)]));
+      const float d = amax / 127.0f, id = 1.0f / d;
+      EXPECT_EQ(core::f32_to_bits(s[static_cast<size_t>(b)].d), core::f32_to_bits(d));
+      for (int i = 0; i < 16; ++i) {
+        int sum = 0;
+        for (int j = 16 * i; j < 16 * i + 16; ++j) {
+          const float want = std::clamp(std::nearbyint(x[static_cast<size_t>(256 * b + j)] * id), -127.0f, 127.0f);
+          ASSERT_EQ(static_cast<float>(q[static_cast<size_t>(256 * b + j)]), want) << simd << " " << b << " " << j;
+          sum += q[static_cast<size_t>(256 * b + j)];
+        }
+        EXPECT_EQ(s[static_cast<size_t>(b)].sums[i], sum);
+      }
+    }
   }
 }
 
@@ -342,8 +402,121 @@ TEST_P(Int8LinearTest, RowKernelsAreTheDocumentedArithmetic) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, Int8LinearTest,
-                         ::testing::Values(DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K,
-                                           DType::Q5_K, DType::Q6_K),
+                         ::testing::Values(DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1),
+                         [](const auto& p) { return std::string(dtype_name(p.param)); });
+
+// ---- the K-quants, with super-block inputs ----
+
+class Int8SuperTest : public ::testing::TestWithParam<DType> {};
+
+// linear with int8 activations is the documented arithmetic bit for bit (AVX2 or portable), close
+// to the exact product, batch-invariant and independent of the thread count; a decode of a row
+// equals that row of a prefill.
+TEST_P(Int8SuperTest, IsTheDocumentedArithmeticCloseToExactAndBatchInvariant) {
+  const DType t = GetParam();
+  const int64_t n = 7, in = 1024, out = 37;
+  StoredMatrix w(t, out, in, 161);
+  auto bias = randn(static_cast<size_t>(out), 162);
+  Linear layer{w.m, Vector{bias.data(), out}};
+  auto x = randn(static_cast<size_t>(n * in), 163);
+  std::vector<float> y(static_cast<size_t>(n * out), std::nanf(""));
+  cpu::linear(layer, x.data(), n, y.data(), /*int8_activations=*/true);
+
+  std::vector<cpu::Int8Super> xs(static_cast<size_t>(n * in / 256));
+  std::vector<int8_t> xq(static_cast<size_t>(n * in));
+  cpu::quantize_int8_super(x.data(), n * in, xs.data(), xq.data());
+  const size_t row_bytes = dtype_row_bytes(t, in);
+  std::vector<double> exact(y.size());
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < out; ++c) {
+      const float want = int8_super_reference(t, xs.data() + r * in / 256, xq.data() + r * in,
+                                              w.bytes.data() + static_cast<size_t>(c) * row_bytes, in) +
+                         bias[static_cast<size_t>(c)];
+      ASSERT_EQ(core::f32_to_bits(y[static_cast<size_t>(r * out + c)]), core::f32_to_bits(want)) << r << " " << c;
+      double e = bias[static_cast<size_t>(c)];
+      for (int64_t i = 0; i < in; ++i)
+        e += static_cast<double>(x[static_cast<size_t>(r * in + i)]) * w.values[static_cast<size_t>(c * in + i)];
+      exact[static_cast<size_t>(r * out + c)] = e;
+    }
+  EXPECT_LT(rel_error(y, exact), 1e-2);  // activations rounded to 8 bits a super-block
+
+  std::vector<float> single(static_cast<size_t>(out));
+  for (int64_t r = 0; r < n; ++r) {
+    cpu::linear(layer, x.data() + r * in, 1, single.data(), true);
+    EXPECT_EQ(0, std::memcmp(single.data(), y.data() + r * out, single.size() * sizeof(float))) << "row " << r;
+  }
+#if defined(_OPENMP)
+  const int threads = omp_get_max_threads();
+  const int64_t big = 203;  // above the threading threshold
+  StoredMatrix wb(t, big, in, 164);
+  Linear lb{wb.m, {}};
+  std::vector<float> yb[2];
+  for (int run = 0; run < 2; ++run) {
+    omp_set_num_threads(run == 0 ? 1 : 3);
+    yb[run].assign(static_cast<size_t>(n * big), std::nanf(""));
+    cpu::linear(lb, x.data(), n, yb[run].data(), true);
+  }
+  omp_set_num_threads(threads);
+  EXPECT_EQ(0, std::memcmp(yb[0].data(), yb[1].data(), yb[0].size() * sizeof(float)));
+#endif
+}
+
+// Decode's row kernels (AVX2, and whichever int8_super_rows_product dispatches to) and prefill's
+// prepared tiles, every row count and input-row count that matters, an input super-block holding a
+// NaN: the documented arithmetic bit for bit, nothing written past the rows.
+TEST_P(Int8SuperTest, RowKernelsAndTilesAreTheDocumentedArithmetic) {
+  const DType t = GetParam();
+  const int64_t in = 1024, n = 9, ldy = 19;
+  auto x = randn(static_cast<size_t>(n * in), 181, 2.0f);
+  x[static_cast<size_t>(5 * in + 600)] = std::nanf("");  // input row 5, super-block 2
+  std::vector<cpu::Int8Super> xs(static_cast<size_t>(n * in / 256));
+  std::vector<int8_t> xq(static_cast<size_t>(n * in));
+  cpu::quantize_int8_super(x.data(), n * in, xs.data(), xq.data());
+  const size_t row_bytes = dtype_row_bytes(t, in);
+  const auto check = [&](const std::string& at, int64_t r, const std::byte* w, int64_t c, float got) {
+    const float want = int8_super_reference(t, xs.data() + r * in / 256, xq.data() + r * in,
+                                            w + static_cast<size_t>(c) * row_bytes, in);
+    ASSERT_EQ(std::isnan(want), r == 5) << at;
+    if (std::isnan(want))
+      ASSERT_TRUE(std::isnan(got)) << at;
+    else
+      ASSERT_EQ(core::f32_to_bits(got), core::f32_to_bits(want)) << at << ": " << got << " vs " << want;
+  };
+  using RowKernel = void (*)(DType, const cpu::Int8Super*, const int8_t*, const std::byte*, int64_t, int64_t, float*,
+                             cpu::Prefetcher&);
+  std::vector<std::pair<const char*, RowKernel>> kernels = {{"dispatched", cpu::int8_super_rows_product}};
+  if (cpu::cpu_has_avx2_fma_f16c()) kernels.emplace_back("AVX2", cpu::avx2::int8_super_rows_product);
+  for (int64_t rows : {1, 2, 3, 5, 16, 21}) {
+    const auto w = test::random_blocks(t, rows, in, 182 + static_cast<uint32_t>(rows));
+    for (const auto& [name, kernel] : kernels)
+      for (int64_t r = 0; r < n; ++r) {
+        std::vector<float> y(static_cast<size_t>(rows) + 1, -1.0f);
+        cpu::Prefetcher none;
+        kernel(t, xs.data() + r * in / 256, xq.data() + r * in, w.data(), rows, in, y.data(), none);
+        const std::string at = std::string(name) + ", " + std::to_string(rows) + " rows, input " + std::to_string(r);
+        ASSERT_EQ(y.back(), -1.0f) << at << ": wrote past the last row";
+        for (int64_t c = 0; c < rows; ++c) check(at + ", row " + std::to_string(c), r, w.data(), c, y[static_cast<size_t>(c)]);
+      }
+    if (!cpu::cpu_has_avx2_fma_f16c() || rows > 16) continue;
+    cpu::AlignedVector<std::byte> prepared(cpu::int8_prepared_bytes(t, in));
+    cpu::avx2::int8_super_prepare(t, w.data(), rows, in, prepared.data());
+    for (int64_t count : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, n}) {
+      std::vector<float> y(static_cast<size_t>(count * ldy), -1.0f);
+      cpu::avx2::int8_super_prepared_products(t, prepared.data(), rows, in, xs.data(), xq.data(), count, y.data(), ldy);
+      for (int64_t r = 0; r < count; ++r)
+        for (int64_t c = 0; c < ldy; ++c) {
+          const std::string at = "tiles, " + std::to_string(rows) + " rows, " + std::to_string(count) +
+                                 " input rows: row " + std::to_string(r) + ", column " + std::to_string(c);
+          if (c >= rows)
+            ASSERT_EQ(y[static_cast<size_t>(r * ldy + c)], -1.0f) << at << " was written";
+          else
+            check(at, r, w.data(), c, y[static_cast<size_t>(r * ldy + c)]);
+        }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, Int8SuperTest, ::testing::Values(DType::Q4_K, DType::Q5_K, DType::Q6_K),
                          [](const auto& p) { return std::string(dtype_name(p.param)); });
 
 }  // namespace

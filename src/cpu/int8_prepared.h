@@ -35,18 +35,32 @@ static_assert(sizeof(Q8Prepared) == 1024);
 // The most weight rows one prepared block holds.
 inline constexpr int64_t kInt8PreparedRows = 16;
 
-// One 32-value block of 16 Q5_0, Q5_1, Q4_K, Q5_K or Q6_K rows (int8_blocks.h) for the AVX2 tiles:
-// each row's unsigned codes, its scales (s_lo in lanes 0..3, s_hi in 4..7) and offset factor.
+// One 32-value block of 16 Q5_0 or Q5_1 rows (int8_blocks.h) for the AVX2 tiles: each row's
+// unsigned codes, scale and offset factor.
 struct Int8BlockPrepared {
   alignas(32) uint8_t u[16][32];
-  alignas(32) float s[16][8];
+  float s[16];
   float f[16];
 };
-static_assert(sizeof(Int8BlockPrepared) == 1088);
+static_assert(sizeof(Int8BlockPrepared) == 640);
 
-// The bytes of the records of 16 rows of `in` values (a multiple of 32) of type t: 32 · in for
-// Q8_0, 26 · in for Q4_0/Q4_1, 34 · in for the others.
+// One 256-value super-block of 16 Q4_K, Q5_K or Q6_K rows (int8_blocks.h's KSuper) for the AVX2
+// tiles: codes, each chunk's multipliers laid out as vpmaddwd takes them (lanes 0..7 m_{k,0},
+// 8..15 m_{k,1}), the offset multipliers, d and dmin.
+struct Int8SuperPrepared {
+  alignas(32) uint8_t u[16][256];
+  alignas(32) int16_t m[16][8][16];
+  alignas(32) int16_t n[16][16];
+  float d[16], dmin[16];
+};
+static_assert(sizeof(Int8SuperPrepared) == 8832);
+
+// The bytes of the records of 16 rows of `in` values (a multiple of 32, of 256 for the K-quants)
+// of type t: 32 · in for Q8_0, 26 · in for Q4_0/Q4_1, 20 · in for Q5_0/Q5_1, 34.5 · in for the
+// K-quants.
 constexpr size_t int8_prepared_bytes(DType t, int64_t in) {
+  if (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K)
+    return static_cast<size_t>(in / 256) * sizeof(Int8SuperPrepared);
   const size_t record = t == DType::Q8_0   ? sizeof(Q8Prepared)
                         : t == DType::Q4_0 || t == DType::Q4_1 ? sizeof(Q4Prepared)
                                                                : sizeof(Int8BlockPrepared);

@@ -162,16 +162,19 @@ enum class Int8Tiles {
 
 Int8Tiles int8_tiles(int64_t n, DType t) {
   if (n < 2) return Int8Tiles::None;
-  // The block types (int8_blocks.h) have AVX2 tiles only, the same bits on every machine.
-  if (cpu_has_avx512_vnni() && !int8_block_type(t)) return Int8Tiles::Avx512;
+  // Q5_0/Q5_1 and the K-quants have AVX2 tiles only, the same bits on every machine.
+  if (cpu_has_avx512_vnni() && !int8_block_type(t) && !int8_super_type(t)) return Int8Tiles::Avx512;
   if (cpu_has_avx2_fma_f16c()) return Int8Tiles::Avx2;
   return Int8Tiles::None;
 }
 
-// The quantised input rows of an 8-bit product.
+// The quantised input rows of an 8-bit product: per 32-value block, and (for the K-quants) per
+// 256-value super-block.
 struct Int8Input {
   const Int8Block* blocks;  // (n, in / 32)
   const int8_t* q;          // (n, in)
+  const Int8Super* supers;  // (n, in / 256)
+  const int8_t* qk;         // (n, in)
 };
 
 // A product's input rows, as each path takes them.
@@ -202,6 +205,18 @@ void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_r
   Prefetcher pf = ahead_of(w, n, o0, rows, row_bytes, packed);
   switch (path) {
     case Path::Int8:
+      if (int8_super_type(w.dtype)) {  // the K-quants: super-block inputs, AVX2 tiles or one row at a time
+        if (int8_tiles(n, w.dtype) == Int8Tiles::Avx2) {
+          auto* prepared = reinterpret_cast<std::byte*>(widened);  // (int8_prepared_bytes(dtype, in))
+          avx2::int8_super_prepare(w.dtype, src, rows, in, prepared);
+          avx2::int8_super_prepared_products(w.dtype, prepared, rows, in, x8.supers, x8.qk, n, y + o0, out);
+          break;
+        }
+        for (int64_t t = 0; t < n; ++t)
+          int8_super_rows_product(w.dtype, x8.supers + t * (in / 256), x8.qk + t * in, src, rows, in,
+                                  y + t * out + o0, pf);
+        break;
+      }
       if (const Int8Tiles tiles = int8_tiles(n, w.dtype); tiles != Int8Tiles::None) {
         auto* prepared = reinterpret_cast<std::byte*>(widened);  // (int8_prepared_bytes(dtype, in))
         if (tiles == Int8Tiles::Avx512) {
@@ -333,7 +348,7 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
   // The products' row blocks numbered one after another: block g of the call is block
   // g - first[p] of product p.
   std::vector<int64_t> first(products.size() + 1, 0);  // (products + 1) first block of each product
-  bool quantise = false, split = false, widens = false, widens_bf16 = false;
+  bool quantise = false, quantise_k = false, split = false, widens = false, widens_bf16 = false;
   int64_t widen_rows = 0;  // rows of the f32 staging buffer a thread needs (0: none)
   double macs = 0;
   for (size_t p = 0; p < products.size(); ++p) {
@@ -349,7 +364,8 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
     first[p + 1] = first[p] + (w.rows + kRowBlock - 1) / kRowBlock;
     macs += static_cast<double>(n) * static_cast<double>(in) * static_cast<double>(w.rows);
     const Path path = path_of(w.dtype, n, simd, int8_activations);
-    quantise = quantise || path == Path::Int8;
+    quantise = quantise || (path == Path::Int8 && !int8_super_type(w.dtype));
+    quantise_k = quantise_k || (path == Path::Int8 && int8_super_type(w.dtype));
     widens = widens || (path == Path::Widened && w.dtype != DType::BF16);
     widens_bf16 = widens_bf16 || (path == Path::Widened && w.dtype == DType::BF16);
     if (path == Path::Widened && w.dtype != DType::F32) widen_rows = kRowBlock;
@@ -359,13 +375,19 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
   // Small products stay on one thread: waking (and spinning) a team costs more than they do.
   [[maybe_unused]] const bool parallel = macs >= kParallelMinMacs;  // read by the OpenMP pragmas only
 
-  // With 8-bit activations, every input row quantised once for all the products.
-  const int64_t nb = quantise ? in / 32 : 0;
-  std::vector<Int8Block> xb(static_cast<size_t>(n * nb));             // (n, in / 32) scales
-  std::vector<int8_t> xq(quantise ? static_cast<size_t>(n * in) : 0);  // (n, in) codes
-  if (quantise) {
+  // With 8-bit activations, every input row quantised once for all the products, in the formats
+  // they take.
+  const int64_t nb = quantise ? in / 32 : 0, ns = quantise_k ? in / 256 : 0;
+  std::vector<Int8Block> xb(static_cast<size_t>(n * nb));               // (n, in / 32) scales
+  std::vector<int8_t> xq(quantise ? static_cast<size_t>(n * in) : 0);    // (n, in) codes
+  std::vector<Int8Super> xsup(static_cast<size_t>(n * ns));            // (n, in / 256) scales and sums
+  std::vector<int8_t> xqk(quantise_k ? static_cast<size_t>(n * in) : 0);  // (n, in) codes
+  if (quantise || quantise_k) {
 #pragma omp parallel for schedule(static) if (parallel && n > 1)
-    for (int64_t t = 0; t < n; ++t) quantize_int8(x + t * in, in, xb.data() + t * nb, xq.data() + t * in);
+    for (int64_t t = 0; t < n; ++t) {
+      if (quantise) quantize_int8(x + t * in, in, xb.data() + t * nb, xq.data() + t * in);
+      if (quantise_k) quantize_int8_super(x + t * in, in, xsup.data() + t * ns, xqk.data() + t * in);
+    }
   }
   // For bf16 products, every input row in the pair order; on AVX-512 machines, prefill's f32
   // tiles take the rows (or those split ones) interleaved in pairs (linear_avx512.h).
@@ -376,7 +398,7 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
   float* x_il = reused(Buffer::Interleaved, interleave ? il_size : 0);          // (⌈n/2⌉, in/8, 2, 8)
   float* split_il = reused(Buffer::SplitInterleaved, interleave_split ? il_size : 0);  // (⌈n/2⌉, in/8, 2, 8)
   const Inputs inputs{x, xs, interleave ? x_il : nullptr, interleave_split ? split_il : nullptr,
-                      {xb.data(), xq.data()}};
+                      {xb.data(), xq.data(), xsup.data(), xqk.data()}};
 
   // A decode's one row is split here, before the team starts: inside, the team would wait for it.
   const bool rearrange = n > 1 && (split || interleave || interleave_split);

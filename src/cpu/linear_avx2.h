@@ -54,13 +54,22 @@ void int8_prepare(DType t, const std::byte* w, int64_t rows, int64_t in, std::by
 void int8_prepared_products(DType t, const std::byte* prep, int64_t rows, int64_t in, const Int8Block* blocks,
                             const int8_t* q, int64_t n, float* y, int64_t ldy);
 
-// The same three for Q5_0, Q5_1, Q4_K, Q5_K and Q6_K (linear_int8_blocks_avx2.cpp; prep holds
-// Int8BlockPrepared records): the one-row kernels and the tiles of every x86 machine with AVX2.
+// The same three for Q5_0 and Q5_1 (linear_int8_blocks_avx2.cpp; prep holds Int8BlockPrepared
+// records): the one-row kernels and the tiles of every x86 machine with AVX2.
 void int8_block_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows,
                              int64_t n, float* y, Prefetcher& pf);
 void int8_block_prepare(DType t, const std::byte* w, int64_t rows, int64_t in, std::byte* prep);
 void int8_block_prepared_products(DType t, const std::byte* prep, int64_t rows, int64_t in, const Int8Block* blocks,
                                   const int8_t* q, int64_t n, float* y, int64_t ldy);
+
+// The K-quants' (Q4_K, Q5_K, Q6_K) with super-block inputs (linear_int8k_avx2.cpp; prep holds
+// Int8SuperPrepared records), and quantize_int8_super, bit for bit.
+void int8_super_rows_product(DType t, const Int8Super* supers, const int8_t* q, const std::byte* w, int64_t rows,
+                             int64_t n, float* y, Prefetcher& pf);
+void int8_super_prepare(DType t, const std::byte* w, int64_t rows, int64_t in, std::byte* prep);
+void int8_super_prepared_products(DType t, const std::byte* prep, int64_t rows, int64_t in, const Int8Super* supers,
+                                  const int8_t* q, int64_t n, float* y, int64_t ldy);
+void quantize_int8_super(const float* x, int64_t n, Int8Super* supers, int8_t* q);
 
 // quantize_int8 of linear_int8.h, bit for bit.
 void quantize_int8(const float* x, int64_t n, Int8Block* blocks, int8_t* q);

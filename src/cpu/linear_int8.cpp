@@ -64,25 +64,84 @@ float row_product(const Int8Block* blocks, const int8_t* q, const std::byte* w, 
   return tree - 8.0f * off;
 }
 
-// Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (linear_int8.h): the blocks as int8_blocks.h reads them, 8
-// position partials, fused multiply-adds, the fixed trees.
+float tree8(const float* v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])); }
+
+// Q5_0, Q5_1 (linear_int8.h): the blocks as int8_blocks.h reads them, 8 position partials, fused
+// multiply-adds, the fixed trees.
 template <DType T>
 float block_type_product(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t n) {
   float acc[8] = {}, off[8] = {};
   Int8WeightBlock wb;
   for (int64_t b = 0; b < n / 32; ++b) {
     int8_weight_block<T>(w, b, wb);
-    const float p_lo = wb.s_lo * blocks[b].d, p_hi = wb.s_hi * blocks[b].d;
+    const float p = wb.s * blocks[b].d;
     for (int l = 0; l < 8; ++l) {
       int32_t partial = 0;
-      for (int j = 4 * l; j < 4 * l + 4; ++j) partial += (wb.u[j] - int8_code_bias<T>()) * q[32 * b + j];
-      acc[l] = std::fma(l < 4 ? p_lo : p_hi, static_cast<float>(partial), acc[l]);
+      for (int j = 4 * l; j < 4 * l + 4; ++j) partial += wb.u[j] * q[32 * b + j];
+      acc[l] = std::fma(p, static_cast<float>(partial), acc[l]);
     }
-    if constexpr (T != DType::Q6_K) off[b % 8] = std::fma(wb.f, blocks[b].ds, off[b % 8]);
+    off[b % 8] = std::fma(wb.f, blocks[b].ds, off[b % 8]);
   }
-  const auto tree = [](const float* v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])); };
-  if constexpr (T == DType::Q6_K) return tree(acc);
-  return tree(acc) + int8_offset_sign<T>() * tree(off);
+  return T == DType::Q5_0 ? tree8(acc) - 16.0f * tree8(off) : tree8(acc) + tree8(off);
+}
+
+// Q4_K, Q5_K, Q6_K (linear_int8.h): super-blocks as int8_blocks.h reads them, integers within
+// one (Q6_K: within each half), then fused multiply-adds.
+template <DType T>
+float super_product(const Int8Super* supers, const int8_t* q, const std::byte* w, int64_t n) {
+  constexpr int kChunks = T == DType::Q6_K ? 4 : 8;  // 32-value chunks summed in integers
+  float acc[8] = {}, moff[8] = {};
+  KSuper ks;
+  for (int64_t s = 0; s < n / 256; ++s) {
+    k_super<T>(w, s, ks);
+    const float p = ks.d * supers[s].d, pm = ks.dmin * supers[s].d;
+    const int8_t* qs = q + 256 * s;
+    for (int k0 = 0; k0 < 8; k0 += kChunks) {
+      int32_t lanes[8] = {};
+      for (int k = k0; k < k0 + kChunks; ++k)
+        for (int l = 0; l < 8; ++l) {
+          int32_t dot = 0;
+          for (int j = 4 * l; j < 4 * l + 4; ++j) dot += ks.u[32 * k + j] * qs[32 * k + j];
+          lanes[l] += ks.m[k][l / 4] * dot;
+        }
+      for (int l = 0; l < 8; ++l) acc[l] = std::fma(p, static_cast<float>(lanes[l]), acc[l]);
+    }
+    for (int l = 0; l < 8; ++l) {
+      const int32_t m = ks.n[2 * l] * supers[s].sums[2 * l] + ks.n[2 * l + 1] * supers[s].sums[2 * l + 1];
+      moff[l] = std::fma(pm, static_cast<float>(m), moff[l]);
+    }
+  }
+  return T == DType::Q6_K ? tree8(acc) - 32.0f * tree8(moff) : tree8(acc) - tree8(moff);
+}
+
+// Quantises 256 values at a time: Int8Block's arithmetic with one scale for the 256.
+void quantize_super_portable(const float* x, int64_t n, Int8Super* supers, int8_t* q) {
+  for (int64_t s = 0; s < n / 256; ++s) {
+    const float* xs = x + 256 * s;
+    int8_t* qs = q + 256 * s;
+    float amax = 0.0f;
+    bool finite = true;
+    for (int j = 0; j < 256; ++j) {
+      finite = finite && std::isfinite(xs[j]);
+      amax = std::max(amax, std::fabs(xs[j]));
+    }
+    Int8Super& out = supers[s];
+    if (!finite) {
+      out.d = std::numeric_limits<float>::quiet_NaN();
+      std::memset(qs, 0, 256);
+      std::memset(out.sums, 0, sizeof out.sums);
+      continue;
+    }
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 256; ++j) qs[j] = static_cast<int8_t>(std::clamp(std::nearbyint(xs[j] * id), -127.0f, 127.0f));
+    out.d = d;
+    for (int i = 0; i < 16; ++i) {
+      int sum = 0;
+      for (int j = 16 * i; j < 16 * i + 16; ++j) sum += qs[j];
+      out.sums[i] = static_cast<int16_t>(sum);
+    }
+  }
 }
 
 template <DType T>
@@ -95,6 +154,13 @@ void rows_portable(const Int8Block* blocks, const int8_t* q, const std::byte* w,
     else
       y[c] = row_product<T>(blocks, q, row, n);
   }
+}
+
+template <DType T>
+void super_rows_portable(const Int8Super* supers, const int8_t* q, const std::byte* w, int64_t rows, int64_t n,
+                         float* y) {
+  const size_t row_bytes = dtype_row_bytes(T, n);
+  for (int64_t c = 0; c < rows; ++c) y[c] = super_product<T>(supers, q, w + static_cast<size_t>(c) * row_bytes, n);
 }
 
 }  // namespace
@@ -129,19 +195,31 @@ void quantize_int8(const float* x, int64_t n, Int8Block* blocks, int8_t* q) {
 
 void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows, int64_t n,
                        float* y, Prefetcher& pf) {
-  // The block types have AVX2 kernels only: AVX-512 machines run those too, so that every machine
-  // gives the same bits.
+  // Q5_0/Q5_1 have AVX2 kernels only: AVX-512 machines run those too, so that every machine gives
+  // the same bits.
   if (cpu_has_avx512_vnni() && !int8_block_type(t)) return avx512::int8_rows_product(t, blocks, q, w, rows, n, y, pf);
   if (cpu_has_avx2_fma_f16c()) return avx2::int8_rows_product(t, blocks, q, w, rows, n, y, pf);
   switch (t) {
     case DType::Q8_0: return rows_portable<DType::Q8_0>(blocks, q, w, rows, n, y);
     case DType::Q4_0: return rows_portable<DType::Q4_0>(blocks, q, w, rows, n, y);
     case DType::Q4_1: return rows_portable<DType::Q4_1>(blocks, q, w, rows, n, y);
-    case DType::Q5_0: return rows_portable<DType::Q5_0>(blocks, q, w, rows, n, y);
     case DType::Q5_1: return rows_portable<DType::Q5_1>(blocks, q, w, rows, n, y);
-    case DType::Q4_K: return rows_portable<DType::Q4_K>(blocks, q, w, rows, n, y);
-    case DType::Q5_K: return rows_portable<DType::Q5_K>(blocks, q, w, rows, n, y);
-    default: return rows_portable<DType::Q6_K>(blocks, q, w, rows, n, y);
+    default: return rows_portable<DType::Q5_0>(blocks, q, w, rows, n, y);
+  }
+}
+
+void quantize_int8_super(const float* x, int64_t n, Int8Super* supers, int8_t* q) {
+  if (cpu_has_avx2_fma_f16c()) return avx2::quantize_int8_super(x, n, supers, q);
+  quantize_super_portable(x, n, supers, q);
+}
+
+void int8_super_rows_product(DType t, const Int8Super* supers, const int8_t* q, const std::byte* w, int64_t rows,
+                             int64_t n, float* y, Prefetcher& pf) {
+  if (cpu_has_avx2_fma_f16c()) return avx2::int8_super_rows_product(t, supers, q, w, rows, n, y, pf);
+  switch (t) {
+    case DType::Q4_K: return super_rows_portable<DType::Q4_K>(supers, q, w, rows, n, y);
+    case DType::Q5_K: return super_rows_portable<DType::Q5_K>(supers, q, w, rows, n, y);
+    default: return super_rows_portable<DType::Q6_K>(supers, q, w, rows, n, y);
   }
 }
 

@@ -1,8 +1,8 @@
-// AVX2 products with 8-bit activations for Q5_0, Q5_1, Q4_K, Q5_K and Q6_K weights (linear_int8.h
-// gives the arithmetic, int8_blocks.h how a block reads): decode decodes each weight block in
-// registers, read once; prefill unpacks 16 rows once (Int8BlockPrepared) and multiplies every input
-// row against them. A block is 32 codes times 32 input codes: vpmaddubsw, vpmaddwd, one conversion
-// and one fused multiply-add into the row's 8 lanes.
+// AVX2 products with 8-bit activations for Q5_0 and Q5_1 weights (linear_int8.h gives the
+// arithmetic, int8_blocks.h how a block reads): decode decodes each weight block in registers, read
+// once; prefill unpacks 16 rows once (Int8BlockPrepared) and multiplies every input row against
+// them. A block is 32 codes times 32 input codes: vpmaddubsw, vpmaddwd, one conversion and one
+// fused multiply-add into the row's 8 lanes.
 #include "cpu/linear_avx2.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -35,90 +35,37 @@ inline __m256i partials(__m256i u, __m256i x) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1));
 }
 
-// Q6_K's bias: Σ 32 · q_j by fours, subtracted from the unsigned codes' partials.
-inline __m256i bias32(__m256i x) { return partials(_mm256_set1_epi8(32), x); }
-
 // Block b's 32 unsigned codes of one weight row (int8_blocks.h), decoded in registers.
 template <DType T>
 inline __m256i block_codes(const std::byte* row, int64_t b) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  if constexpr (T == DType::Q5_0 || T == DType::Q5_1) {
-    using B = typename core::BlockOf<T>::type;
-    const std::byte* blk = row + static_cast<size_t>(b) * sizeof(B);
-    const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + offsetof(B, qs)));
-    const __m256i nibbles = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), low4);
-    uint32_t qh;
-    std::memcpy(&qh, blk + offsetof(B, qh), 4);
-    return _mm256_or_si256(nibbles, bit4_from_bits32(qh));
-  } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
-    using B = typename core::BlockOf<T>::type;
-    const std::byte* blk = row + static_cast<size_t>(b / 8) * sizeof(B);
-    const int g = static_cast<int>(b % 8);
-    __m256i u = load32(blk + offsetof(B, qs) + 32 * (g / 2));
-    if (g % 2) u = _mm256_srli_epi16(u, 4);
-    u = _mm256_and_si256(u, low4);
-    if constexpr (T == DType::Q5_K) {
-      const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(load32(blk + offsetof(B, qh)), _mm_cvtsi32_si128(g)),
-                                          _mm256_set1_epi8(1));
-      u = _mm256_or_si256(u, _mm256_slli_epi16(hi, 4));
-    }
-    return u;
-  } else {
-    static_assert(T == DType::Q6_K);
-    const std::byte* blk = row + static_cast<size_t>(b / 8) * sizeof(core::BlockQ6_K);
-    const int g = static_cast<int>(b % 8), half = g / 4, c = g % 4;
-    __m256i low = load32(blk + offsetof(core::BlockQ6_K, ql) + 64 * half + 32 * (c % 2));
-    if (c / 2) low = _mm256_srli_epi16(low, 4);
-    low = _mm256_and_si256(low, low4);
-    const __m256i high = _mm256_and_si256(
-        _mm256_srl_epi16(load32(blk + offsetof(core::BlockQ6_K, qh) + 32 * half), _mm_cvtsi32_si128(2 * c)),
-        _mm256_set1_epi8(3));
-    return _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
-  }
+  using B = typename core::BlockOf<T>::type;
+  const std::byte* blk = row + static_cast<size_t>(b) * sizeof(B);
+  const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + offsetof(B, qs)));
+  const __m256i nibbles = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), _mm256_set1_epi8(0x0F));
+  uint32_t qh;
+  std::memcpy(&qh, blk + offsetof(B, qh), 4);
+  return _mm256_or_si256(nibbles, bit4_from_bits32(qh));
 }
 
-// The scales of 8 consecutive blocks b0 .. b0 + 7 of one row (a K-quant super-block, or 8 Q5
-// blocks), lane i for block b0 + i: s_lo, s_hi and the offset factor f (int8_blocks.h). `count`
-// (< 8 only for a Q5 row's last chunk) blocks are read; the other lanes are 0.
+// The scales and offset factors of blocks b0 .. b0 + count − 1 of one row, lane i for block
+// b0 + i (0 past).
 template <DType T>
 struct ChunkScales {
-  __m256 s_lo, s_hi, f;
+  __m256 s, f;
 };
 
 template <DType T>
 inline ChunkScales<T> chunk_scales(const std::byte* row, int64_t b0, int count) {
-  ChunkScales<T> c;
-  if constexpr (T == DType::Q5_0 || T == DType::Q5_1) {
-    using B = typename core::BlockOf<T>::type;
-    alignas(16) uint16_t d[8] = {}, m[8] = {};
-    for (int i = 0; i < count; ++i) {
-      const std::byte* blk = row + static_cast<size_t>(b0 + i) * sizeof(B);
-      std::memcpy(&d[i], blk + offsetof(B, d), 2);
-      if constexpr (T == DType::Q5_1) std::memcpy(&m[i], blk + offsetof(core::BlockQ5_1, m), 2);
-    }
-    c.s_lo = c.s_hi = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d)));
-    c.f = T == DType::Q5_1 ? _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(m))) : c.s_lo;
-  } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
-    using B = typename core::BlockOf<T>::type;
-    const std::byte* blk = row + static_cast<size_t>(b0 / 8) * sizeof(B);
-    alignas(16) uint8_t sm[16];
-    k_scales_mins(blk + offsetof(B, scales), sm);
-    const __m128i bytes = _mm_load_si128(reinterpret_cast<const __m128i*>(sm));
-    // Exact: an f16 times a 6-bit integer.
-    c.s_lo = c.s_hi = _mm256_mul_ps(_mm256_set1_ps(half_at(blk + offsetof(B, d))),
-                                    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)));
-    c.f = _mm256_mul_ps(_mm256_set1_ps(half_at(blk + offsetof(B, dmin))),
-                        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(bytes, 8))));
-  } else {
-    const std::byte* blk = row + static_cast<size_t>(b0 / 8) * sizeof(core::BlockQ6_K);
-    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + offsetof(core::BlockQ6_K, scales)));
-    // Scales 2g (s_lo) and 2g + 1 (s_hi) of group g: the even and the odd bytes.
-    const __m128i even = _mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
-    const __m256 d = _mm256_set1_ps(half_at(blk + offsetof(core::BlockQ6_K, d)));
-    c.s_lo = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(even)));
-    c.s_hi = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(even, 8))));
-    c.f = _mm256_setzero_ps();
+  using B = typename core::BlockOf<T>::type;
+  alignas(16) uint16_t d[8] = {}, m[8] = {};
+  for (int i = 0; i < count; ++i) {
+    const std::byte* blk = row + static_cast<size_t>(b0 + i) * sizeof(B);
+    std::memcpy(&d[i], blk + offsetof(B, d), 2);
+    if constexpr (T == DType::Q5_1) std::memcpy(&m[i], blk + offsetof(core::BlockQ5_1, m), 2);
   }
+  ChunkScales<T> c;
+  c.s = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d)));
+  c.f = T == DType::Q5_1 ? _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(m))) : c.s;
   return c;
 }
 
@@ -144,105 +91,37 @@ inline __m256 lane(__m256 v, int i) { return _mm256_permutevar8x32_ps(v, _mm256_
 // The row's result from its lanes and offsets (linear_int8.h).
 template <DType T>
 inline float finish(__m256 acc, __m256 off) {
-  const float tree = lanes_sum(acc);
-  if constexpr (T == DType::Q6_K) return tree;
-  return tree + int8_offset_sign<T>() * lanes_sum(off);
+  return T == DType::Q5_0 ? lanes_sum(acc) - 16.0f * lanes_sum(off) : lanes_sum(acc) + lanes_sum(off);
 }
 
-// Decode: `Rows` (1 or 2) weight rows against one input row, 8 blocks at a time (a K-quant
-// super-block): their scales decoded once into vectors, each block decoded in registers.
+// Decode: `Rows` (1 or 2) weight rows against one input row, 8 blocks' scales at a time.
 template <DType T, int Rows>
 void block_rows(const Int8Block* blocks, const int8_t* q, const std::byte* const* row, int64_t n, float* y,
                 Prefetcher& pf) {
   const int64_t nb = n / 32;
-  const size_t chunk_bytes = 8 * dtype_block(T).bytes * 32 / static_cast<size_t>(dtype_block(T).elements);
   __m256 acc[Rows], off[Rows];
   for (int r = 0; r < Rows; ++r) acc[r] = off[r] = _mm256_setzero_ps();
   for (int64_t b0 = 0; b0 < nb; b0 += 8) {
-    pf.advance(Rows * chunk_bytes);
+    pf.advance(Rows * 8 * sizeof(typename core::BlockOf<T>::type));
     const int count = static_cast<int>(std::min<int64_t>(8, nb - b0));
     __m256 dx, ds;
     input_scales(blocks, b0, count, dx, ds);
-    __m256 p_lo[Rows], p_hi[Rows];
+    __m256 p[Rows];
     for (int r = 0; r < Rows; ++r) {
       const ChunkScales<T> c = chunk_scales<T>(row[r], b0, count);
-      p_lo[r] = _mm256_mul_ps(c.s_lo, dx);
-      p_hi[r] = T == DType::Q6_K ? _mm256_mul_ps(c.s_hi, dx) : p_lo[r];
-      if constexpr (T != DType::Q6_K) {  // only the chunk's blocks' lanes
-        const __m256 sum = _mm256_fmadd_ps(c.f, ds, off[r]);
-        off[r] = count == 8 ? sum
-                            : _mm256_blendv_ps(off[r], sum, _mm256_castsi256_ps(_mm256_cmpgt_epi32(
-                                                                _mm256_set1_epi32(count),
-                                                                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))));
-      }
-    }
-    if constexpr (T == DType::Q6_K) {
-      // A 128-value half at a time: its 64 bytes of low bits and 32 of high bits loaded once give
-      // the codes of its 4 blocks (int8_blocks.h).
-      for (int half = 0; half < 2; ++half) {
-        __m256i x[4], x32[4];
-        for (int c = 0; c < 4; ++c) {
-          x[c] = load32(reinterpret_cast<const std::byte*>(q + 32 * (b0 + 4 * half + c)));
-          x32[c] = bias32(x[c]);
-        }
-#pragma GCC unroll 2
-        for (int r = 0; r < Rows; ++r) {
-          const std::byte* blk = row[r] + static_cast<size_t>(b0 / 8) * sizeof(core::BlockQ6_K);
-          const __m256i ql0 = load32(blk + offsetof(core::BlockQ6_K, ql) + 64 * half);
-          const __m256i ql1 = load32(blk + offsetof(core::BlockQ6_K, ql) + 64 * half + 32);
-          const __m256i qh = load32(blk + offsetof(core::BlockQ6_K, qh) + 32 * half);
-          const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
-          const __m256i u[4] = {
-              _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45)),
-              _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45)),
-              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45)),
-              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-                              _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45))};
-#pragma GCC unroll 4
-          for (int c = 0; c < 4; ++c) {
-            const int i = 4 * half + c;
-            const __m256i j = _mm256_sub_epi32(partials(u[c], x[c]), x32[c]);
-            const __m256 p = _mm256_blend_ps(lane(p_lo[r], i), lane(p_hi[r], i), 0xF0);
-            acc[r] = _mm256_fmadd_ps(p, _mm256_cvtepi32_ps(j), acc[r]);
-          }
-        }
-      }
-      continue;
-    }
-    if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
-      // Groups 2k and 2k + 1 share 32 bytes of nibbles; Q5_K's 32 bytes of fifth bits are loaded
-      // once a super-block, bit g of each byte for group g.
-      using B = typename core::BlockOf<T>::type;
-      const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-      __m256i qh[Rows];
-      if constexpr (T == DType::Q5_K)
-        for (int r = 0; r < Rows; ++r)
-          qh[r] = load32(row[r] + static_cast<size_t>(b0 / 8) * sizeof(B) + offsetof(B, qh));
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        const __m256i x0 = load32(reinterpret_cast<const std::byte*>(q + 32 * (b0 + 2 * k)));
-        const __m256i x1 = load32(reinterpret_cast<const std::byte*>(q + 32 * (b0 + 2 * k + 1)));
-#pragma GCC unroll 2
-        for (int r = 0; r < Rows; ++r) {
-          const __m256i qs = load32(row[r] + static_cast<size_t>(b0 / 8) * sizeof(B) + offsetof(B, qs) + 32 * k);
-          __m256i u0 = _mm256_and_si256(qs, low4), u1 = _mm256_and_si256(_mm256_srli_epi16(qs, 4), low4);
-          if constexpr (T == DType::Q5_K) {
-            u0 = _mm256_or_si256(u0, _mm256_slli_epi16(_mm256_and_si256(qh[r], one), 4));
-            u1 = _mm256_or_si256(u1, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh[r], 1), one), 4));
-            qh[r] = _mm256_srli_epi16(qh[r], 2);  // the next pair's bits in bits 0 and 1
-          }
-          acc[r] = _mm256_fmadd_ps(lane(p_lo[r], 2 * k), _mm256_cvtepi32_ps(partials(u0, x0)), acc[r]);
-          acc[r] = _mm256_fmadd_ps(lane(p_lo[r], 2 * k + 1), _mm256_cvtepi32_ps(partials(u1, x1)), acc[r]);
-        }
-      }
-      continue;
+      p[r] = _mm256_mul_ps(c.s, dx);
+      const __m256 sum = _mm256_fmadd_ps(c.f, ds, off[r]);  // only the chunk's blocks' lanes
+      off[r] = count == 8 ? sum
+                          : _mm256_blendv_ps(off[r], sum, _mm256_castsi256_ps(_mm256_cmpgt_epi32(
+                                                              _mm256_set1_epi32(count),
+                                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))));
     }
     for (int i = 0; i < count; ++i) {
       const int64_t b = b0 + i;
       const __m256i x = load32(reinterpret_cast<const std::byte*>(q + 32 * b));
 #pragma GCC unroll 2
       for (int r = 0; r < Rows; ++r)
-        acc[r] = _mm256_fmadd_ps(lane(p_lo[r], i), _mm256_cvtepi32_ps(partials(block_codes<T>(row[r], b), x)), acc[r]);
+        acc[r] = _mm256_fmadd_ps(lane(p[r], i), _mm256_cvtepi32_ps(partials(block_codes<T>(row[r], b), x)), acc[r]);
     }
   }
   for (int r = 0; r < Rows; ++r) y[r] = finish<T>(acc[r], off[r]);
@@ -274,23 +153,17 @@ void prepare(const std::byte* w, int64_t rows, int64_t in, Int8BlockPrepared* ou
     const std::byte* row = w + static_cast<size_t>(r) * row_bytes;
     for (int64_t b0 = 0; b0 < nb; b0 += 8) {
       const int count = static_cast<int>(std::min<int64_t>(8, nb - b0));
-      alignas(32) float s_lo[8], s_hi[8], f[8];
+      alignas(32) float sc[8] = {}, f[8] = {};
       if (r < rows) {
         const ChunkScales<T> c = chunk_scales<T>(row, b0, count);
-        _mm256_store_ps(s_lo, c.s_lo);
-        _mm256_store_ps(s_hi, c.s_hi);
+        _mm256_store_ps(sc, c.s);
         _mm256_store_ps(f, c.f);
       }
       for (int i = 0; i < count; ++i) {
         Int8BlockPrepared& o = out[b0 + i];
-        if (r >= rows) {  // rows past the last: zeros, never stored
-          _mm256_store_si256(reinterpret_cast<__m256i*>(o.u[r]), _mm256_setzero_si256());
-          _mm256_store_ps(o.s[r], _mm256_setzero_ps());
-          o.f[r] = 0.0f;
-          continue;
-        }
-        _mm256_store_si256(reinterpret_cast<__m256i*>(o.u[r]), block_codes<T>(row, b0 + i));
-        _mm256_store_ps(o.s[r], _mm256_blend_ps(_mm256_set1_ps(s_lo[i]), _mm256_set1_ps(s_hi[i]), 0xF0));
+        const __m256i u = r < rows ? block_codes<T>(row, b0 + i) : _mm256_setzero_si256();  // rows past: zeros
+        _mm256_store_si256(reinterpret_cast<__m256i*>(o.u[r]), u);
+        o.s[r] = sc[i];
         o.f[r] = f[i];
       }
     }
@@ -310,24 +183,15 @@ void tile(const Int8BlockPrepared* prep, int64_t in, const Int8Block* blocks, co
     const Int8BlockPrepared& p = prep[b];
     const int i = static_cast<int>(b % 8);
     __m256i u[RowsT];
-    __m256 s[RowsT];
-    for (int r = 0; r < RowsT; ++r) {
-      u[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(p.u[c + r]));
-      s[r] = _mm256_load_ps(p.s[c + r]);
-    }
+    for (int r = 0; r < RowsT; ++r) u[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(p.u[c + r]));
 #pragma GCC unroll 4
     for (int k = 0; k < Tokens; ++k) {
       const Int8Block& xb = blocks[(t + k) * nb + b];
       const __m256i x = load32(reinterpret_cast<const std::byte*>(q + (t + k) * in + 32 * b));
-      const __m256 dx = _mm256_set1_ps(xb.d);
-      __m256i x32 = _mm256_setzero_si256();
-      if constexpr (T == DType::Q6_K) x32 = bias32(x);
 #pragma GCC unroll 4
       for (int r = 0; r < RowsT; ++r) {
-        __m256i j = partials(u[r], x);
-        if constexpr (T == DType::Q6_K) j = _mm256_sub_epi32(j, x32);
-        acc[k][r] = _mm256_fmadd_ps(_mm256_mul_ps(s[r], dx), _mm256_cvtepi32_ps(j), acc[k][r]);
-        if constexpr (T != DType::Q6_K) off[k][r][i] = std::fma(p.f[c + r], xb.ds, off[k][r][i]);
+        acc[k][r] = _mm256_fmadd_ps(_mm256_set1_ps(p.s[c + r] * xb.d), _mm256_cvtepi32_ps(partials(u[r], x)), acc[k][r]);
+        off[k][r][i] = std::fma(p.f[c + r], xb.ds, off[k][r][i]);
       }
     }
   }
@@ -356,36 +220,21 @@ void prepared_products(const Int8BlockPrepared* prep, int64_t rows, int64_t in, 
 
 void int8_block_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows,
                              int64_t n, float* y, Prefetcher& pf) {
-  switch (t) {
-    case DType::Q5_0: return rows_of<DType::Q5_0>(blocks, q, w, rows, n, y, pf);
-    case DType::Q5_1: return rows_of<DType::Q5_1>(blocks, q, w, rows, n, y, pf);
-    case DType::Q4_K: return rows_of<DType::Q4_K>(blocks, q, w, rows, n, y, pf);
-    case DType::Q5_K: return rows_of<DType::Q5_K>(blocks, q, w, rows, n, y, pf);
-    default: return rows_of<DType::Q6_K>(blocks, q, w, rows, n, y, pf);
-  }
+  if (t == DType::Q5_1) return rows_of<DType::Q5_1>(blocks, q, w, rows, n, y, pf);
+  rows_of<DType::Q5_0>(blocks, q, w, rows, n, y, pf);
 }
 
 void int8_block_prepare(DType t, const std::byte* w, int64_t rows, int64_t in, std::byte* prep) {
   auto* out = reinterpret_cast<Int8BlockPrepared*>(prep);
-  switch (t) {
-    case DType::Q5_0: return prepare<DType::Q5_0>(w, rows, in, out);
-    case DType::Q5_1: return prepare<DType::Q5_1>(w, rows, in, out);
-    case DType::Q4_K: return prepare<DType::Q4_K>(w, rows, in, out);
-    case DType::Q5_K: return prepare<DType::Q5_K>(w, rows, in, out);
-    default: return prepare<DType::Q6_K>(w, rows, in, out);
-  }
+  if (t == DType::Q5_1) return prepare<DType::Q5_1>(w, rows, in, out);
+  prepare<DType::Q5_0>(w, rows, in, out);
 }
 
 void int8_block_prepared_products(DType t, const std::byte* prep, int64_t rows, int64_t in, const Int8Block* blocks,
                                   const int8_t* q, int64_t n, float* y, int64_t ldy) {
   const auto* p = reinterpret_cast<const Int8BlockPrepared*>(prep);
-  switch (t) {
-    case DType::Q5_0: return prepared_products<DType::Q5_0>(p, rows, in, blocks, q, n, y, ldy);
-    case DType::Q5_1: return prepared_products<DType::Q5_1>(p, rows, in, blocks, q, n, y, ldy);
-    case DType::Q4_K: return prepared_products<DType::Q4_K>(p, rows, in, blocks, q, n, y, ldy);
-    case DType::Q5_K: return prepared_products<DType::Q5_K>(p, rows, in, blocks, q, n, y, ldy);
-    default: return prepared_products<DType::Q6_K>(p, rows, in, blocks, q, n, y, ldy);
-  }
+  if (t == DType::Q5_1) return prepared_products<DType::Q5_1>(p, rows, in, blocks, q, n, y, ldy);
+  prepared_products<DType::Q5_0>(p, rows, in, blocks, q, n, y, ldy);
 }
 
 }  // namespace kvinfer::cpu::avx2
