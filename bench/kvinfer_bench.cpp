@@ -371,7 +371,7 @@ int main(int argc, char** argv) {
                "skip measuring the memory read bandwidth (and, on CUDA, the device copy bandwidth): the decode "
                "floor is then not computed");
   app.add_flag("--int8-activations", a.int8_activations,
-               "CPU, Q8_0/Q4_0/Q4_1 weights: 8-bit activations and integer products (llama.cpp's way; "
+               "CPU, quantised weights: 8-bit activations and integer products (llama.cpp's way; "
                "faster, not exact); default: off");
   app.add_flag("--weights-in-place", a.weights_in_place,
                "-m: use the weights in place from the file mapping (4 KiB pages, row-major) instead of copying "

@@ -64,7 +64,7 @@ void add_model_options(CLI::App& app, ModelOptions& o, const char* ctx_help) {
       ->check(tool::at_least(0))
       ->capture_default_str();
   app.add_flag("--int8-activations", o.int8_activations,
-               "CPU, Q8_0/Q4_0/Q4_1 weights: 8-bit activations and integer products, as llama.cpp does "
+               "CPU, quantised weights (Q4_0 .. Q8_0, Q4_K, Q5_K, Q6_K): 8-bit activations and integer products, as llama.cpp does "
                "(faster, not exact: logits move by about 1 %); default: off, exact products");
   app.add_flag("--weights-in-place", o.weights_in_place,
                "CPU: use the weights in place from the file mapping (4 KiB pages, shared with other processes) "

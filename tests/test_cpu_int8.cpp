@@ -143,7 +143,9 @@ TEST(Int8Activations, BlocksAndSuperBlocksReadAsTheDequantiserReads) {
           const float scale = k.d * static_cast<float>(k.m[j / 32][(j % 32) / 16]);
           v = t == DType::Q6_K ? scale * static_cast<float>(code - 32)
                                : scale * static_cast<float>(code) - k.dmin * static_cast<float>(k.n[j / 16]);
-          if (t != DType::Q6_K) ASSERT_EQ(k.n[2 * (j / 32)], k.n[2 * (j / 32) + 1]);
+          if (t != DType::Q6_K) {
+            ASSERT_EQ(k.n[2 * (j / 32)], k.n[2 * (j / 32) + 1]);
+          }
         }
         const float want = values[static_cast<size_t>(r * in + i)];
         ASSERT_EQ(core::f32_to_bits(v), core::f32_to_bits(want))

@@ -335,6 +335,21 @@ TEST(RandomModel, KQuantModelsAreTheF32WeightsQuantisedAndRun) {
     ASSERT_EQ(l.size(), 300u);
     for (float x : l) ASSERT_TRUE(std::isfinite(x));
     test::expect_cache_on_equals_off(q, prompt, 4);
+    // With 8-bit activations: close to the exact products, not equal to them, and the invariant
+    // holds too.
+    auto q8 = random_model(c, {.weight_dtype = t, .seed = 5, .device = Device::CPU, .int8_activations = true});
+    KvCache kv8(*q8, 16);
+    Session s8(q8);
+    const std::vector<float> exact(l.begin(), l.end());
+    const std::span<const float> l8 = s8.prefill(kv8, prompt);
+    float scale = 0, diff = 0;
+    for (size_t i = 0; i < l8.size(); ++i) {
+      scale = std::max(scale, std::fabs(exact[i]));
+      diff = std::max(diff, std::fabs(l8[i] - exact[i]));
+    }
+    EXPECT_GT(diff, 0.0f);  // the option is in effect
+    EXPECT_LT(diff, 0.05f * scale);
+    test::expect_cache_on_equals_off(q8, prompt, 4);
   }
   // A hidden size that is not whole super-blocks is refused, naming the block size.
   ModelConfig bad = tiny_quantised(Architecture::Llama);  // hidden 64

@@ -25,8 +25,9 @@ using LoadProgress = std::function<void(uint64_t done, uint64_t total)>;
 struct LoadOptions {
   Device device = Device::Auto;
   LoadProgress on_progress = {};
-  // CPU only, Q8_0/Q4_0/Q4_1 weights only: quantise each 32-value block of a product's input to
-  // 8 bits and multiply in integers, as llama.cpp does. Faster decode (measured 1.1× with Q8_0,
+  // CPU only, quantised weights only (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K): quantise
+  // each 32-value block (256 for the K-quants) of a product's input to 8 bits and multiply in
+  // integers, as llama.cpp does. Faster decode (measured 1.1× with Q8_0,
   // about 2× with Q4_1 weights; a prefill as fast as the exact one or faster with AVX-512 VNNI)
   // but not exact: logits move by about 1e-2 (docs/benchmarks-history.md). Off: every product is exact in f32
   // and matches HF on the dequantised weights. Cache-on == cache-off and thread-count

@@ -37,7 +37,7 @@ void split_pairs(const float* src, float* dst, int64_t n);
 // y (n, out) = x (n, in) · Wᵀ (+ b): element (t, c) is dot(x row t, weight row c widened), or for
 // bf16 weights dot(split_pairs(x row t), split_pairs(weight row c widened)), on every path and
 // for every n (the bf16 decode kernel multiplies 16 values from one load in that order, see
-// linear_avx2.h). With int8_activations, Q8_0/Q4_0/Q4_1 weights take the
+// linear_avx2.h). With int8_activations, the weight types int8_product_supported names take the
 // 8-bit activation products of cpu/linear_int8.h (close to the exact product, not equal to it);
 // other weights ignore it.
 void linear(const Linear& layer, const float* x, int64_t n, float* y, bool int8_activations = false);

@@ -1,6 +1,6 @@
 #pragma once
 // Products with 8-bit activations (llama.cpp's approach) for every ggml weight type kvinfer reads
-// (LoadOptions::int8_activations): each 32-value block of an input row is quantised to
+// (unless LoadOptions::exact): each 32-value block of an input row (256-value super-block for the K-quants) is quantised to
 // int8 with one f32 scale, and a weight block times an input block is an exact integer dot
 // product times the two scales. Fewer instructions per weight byte than widening to f32, at the
 // price of the activations' rounding (about 0.4 % of a block's largest value): results are close
