@@ -8,6 +8,7 @@
 #include "kvinfer/dtype.h"
 #include "kvinfer/error.h"
 #include "kvinfer/generate.h"
+#include "kvinfer/grammar.h"
 #include "kvinfer/kv_cache.h"
 #include "kvinfer/kv_plan.h"
 #include "kvinfer/kv_state.h"

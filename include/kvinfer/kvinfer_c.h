@@ -121,6 +121,7 @@ typedef struct kvinfer_model_info kvinfer_model_info;
 typedef struct kvinfer_kv kvinfer_kv;
 typedef struct kvinfer_session kvinfer_session;
 typedef struct kvinfer_sampler kvinfer_sampler;
+typedef struct kvinfer_grammar kvinfer_grammar;
 
 /* ---- model configuration (shared by loaded and inspected models) ---- */
 
@@ -318,6 +319,8 @@ typedef struct kvinfer_sampling_params {
   const kvinfer_logit_bias* logit_bias; /* n_logit_bias pairs (copied when used); may be NULL */
   size_t n_logit_bias;
   uint64_t seed;
+  const kvinfer_grammar* grammar; /* constrained output (kvinfer_grammar_*); NULL: none. Kept alive by
+                                     the samplers and generations that use it */
 } kvinfer_sampling_params;
 
 /* Greedy with every filter and penalty off: temperature 0, top_k 0, top_p 1, min_p 0,
@@ -338,6 +341,25 @@ KVINFER_C_API kvinfer_status kvinfer_sampler_sample_logits(kvinfer_sampler* samp
 KVINFER_C_API kvinfer_status kvinfer_sampler_accept(kvinfer_sampler* sampler, const int32_t* ids, size_t n);
 /* Clears the history; the RNG restarts from the seed. */
 KVINFER_C_API kvinfer_status kvinfer_sampler_reset(kvinfer_sampler* sampler);
+
+/* ---- structured output (docs/structured-output.md) ---- */
+
+/* A grammar compiled for the model's vocabulary (Grammar::from_gbnf with
+ * Model::grammar_vocabulary()): `text` in kvinfer's GBNF-style format. Set it as
+ * kvinfer_sampling_params.grammar; freed by kvinfer_grammar_free (samplers keep their own
+ * reference). */
+KVINFER_C_API kvinfer_status kvinfer_grammar_from_gbnf(const kvinfer_model* model, const char* text,
+                                                       kvinfer_grammar** out);
+/* From a JSON schema (Grammar::from_json_schema): KVINFER_ERR_UNSUPPORTED names a keyword outside
+ * the subset. whitespace: nonzero allows whitespace between JSON tokens, 0 compact JSON only. */
+KVINFER_C_API kvinfer_status kvinfer_grammar_from_json_schema(const kvinfer_model* model, const char* schema,
+                                                              int whitespace, kvinfer_grammar** out);
+/* Any JSON value (Grammar::any_json). */
+KVINFER_C_API kvinfer_status kvinfer_grammar_any_json(const kvinfer_model* model, kvinfer_grammar** out);
+KVINFER_C_API void kvinfer_grammar_free(kvinfer_grammar* grammar);
+/* Nonzero when the sampler's grammar says the output is complete and nothing may follow
+ * (Sampler::grammar_finished); 0 without a grammar or for NULL. */
+KVINFER_C_API int kvinfer_sampler_grammar_finished(const kvinfer_sampler* sampler);
 
 /* ---- generation ---- */
 

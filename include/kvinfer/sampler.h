@@ -15,7 +15,10 @@
 //   6. min-p            keep tokens with p ≥ min_p × p_max, i.e. exp(s - s_max) ≥ min_p
 //   7. draw             u = (mt19937_64() >> 11) × 2^-53, one per sample() call (greedy too);
 //                       inverse CDF in double over the candidates sorted by (l desc, id asc)
+// With a grammar (docs/structured-output.md), every token it does not allow next is banned (-inf)
+// after step 2; without one, nothing changes.
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <span>
 #include <utility>
@@ -25,6 +28,8 @@
 
 KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
+
+class Grammar;
 
 // The defaults are the only ones: greedy, with every filter and penalty off, so that what a
 // caller sets is all that applies ("temperature 0.7, top_p 0.9" samples from exactly that).
@@ -40,6 +45,9 @@ struct SamplingParams {
   int32_t penalty_last_n = 64;      // window of recent accepted ids; -1 = all, 0 = penalties off
   std::vector<std::pair<int32_t, float>> logit_bias = {};  // (id, added to the logit); -inf bans
   uint64_t seed = 0;
+  // Constrained output: only tokens that keep the output a prefix of the grammar's language, and
+  // its end ids only once the output is complete. Each Sampler keeps its own parse. null: none.
+  std::shared_ptr<const Grammar> grammar = {};
 
   // temperature 0 and every filter and penalty off: plain argmax (the defaults).
   static SamplingParams greedy();
@@ -47,7 +55,8 @@ struct SamplingParams {
   // Throws kvinfer::Error naming the parameter and its value: vocab_size <= 0, temperature < 0
   // or NaN, top_k < 0, top_p outside (0, 1], min_p outside [0, 1], repetition_penalty <= 0 or
   // NaN, non-finite presence/frequency penalties, penalty_last_n < -1, a logit_bias id outside
-  // [0, vocab_size), a NaN bias, or a +inf bias (use a large finite value to force a token).
+  // [0, vocab_size), a NaN bias, a +inf bias (use a large finite value to force a token), or a
+  // grammar compiled for another vocabulary size.
   void validate(int32_t vocab_size) const;
 };
 
@@ -56,6 +65,11 @@ struct SamplingParams {
 class Sampler {
  public:
   Sampler(SamplingParams params, int32_t vocab_size);  // validates
+  ~Sampler();
+  Sampler(const Sampler& other);
+  Sampler& operator=(const Sampler& other);
+  Sampler(Sampler&& other) noexcept;
+  Sampler& operator=(Sampler&& other) noexcept;
 
   // Picks the next id from raw logits (vocab_size of them). Does not change the history. Throws
   // kvinfer::Error on a size mismatch, a NaN or +inf logit (naming its index), or when every
@@ -63,12 +77,22 @@ class Sampler {
   int32_t sample(std::span<const float> logits);
 
   // Records ids (prompt or generated) for the penalties. Throws, recording nothing, on an id
-  // outside [0, vocab_size).
+  // outside [0, vocab_size). With a grammar, the ids accepted after the first sample() (since
+  // construction or reset()) are the output: the grammar reads them, and an id it does not
+  // allow there throws, recording nothing. Ids accepted before (the prompt) it ignores.
   void accept(int32_t id);
   void accept(std::span<const int32_t> ids);
 
-  // Clears the history; the RNG restarts from the seed.
+  // Clears the history and the grammar's parse; the RNG restarts from the seed.
   void reset();
+
+  // With a grammar: the ids that may end the output once it is complete (default: the
+  // tokenizer's end ids, GrammarVocabulary::end_ids()). generate() and the Scheduler set their
+  // stop ids here.
+  void set_end_ids(std::span<const int32_t> ids);
+  // With a grammar: the output is complete and nothing may follow it (an end id was accepted, or
+  // the grammar allows no further byte): generation ends here. False without a grammar.
+  bool grammar_finished() const;
 
   const SamplingParams& params() const { return params_; }
   int32_t vocab_size() const { return vocab_size_; }
@@ -88,7 +112,8 @@ class Sampler {
   // ascending), as (id, adjusted logit) pairs in any order; -inf entries are banned tokens. The
   // result, the draw taken and last_candidates() are those of sample() on the full row whose
   // adjusted logits these are. Throws as sample() does when every token is banned, and on an id
-  // outside the vocabulary, a NaN or +inf logit or too many pairs (a call that throws takes no draw).
+  // outside the vocabulary, a NaN or +inf logit or too many pairs (a call that throws takes no draw),
+  // and with a grammar (which needs the whole row: Session::sample copies it then).
   int32_t sample_top_k(std::span<const std::pair<int32_t, float>> top_k);
 
   // The distribution the last sample() drew from, after every filter: (id, p) pairs sorted by
@@ -104,6 +129,7 @@ class Sampler {
   };
 
   void adjust_logits(std::span<const float> logits);
+  void apply_grammar();  // bans (-inf) what the grammar does not allow next
   void apply_penalties();
   std::span<const int32_t> penalty_window() const;  // empty when the penalties are off
   size_t collect_top_k();
@@ -121,6 +147,11 @@ class Sampler {
   std::vector<Candidate> work_;    // (vocab) candidates; the kept ones first
   std::vector<std::pair<int32_t, float>> candidates_out_;
   std::vector<std::pair<int32_t, int32_t>> penalised_;  // penalty_counts()' result
+  struct GrammarState;                                   // the parse (src/generate/sampler.cpp)
+  std::unique_ptr<GrammarState> grammar_;                // with a grammar
+  bool output_started_ = false;                          // a sample() since construction or reset()
+  std::vector<uint64_t> mask_;                           // (vocab bits) the grammar's allowed tokens
+  friend struct SamplerAccess;
 };
 
 }  // namespace kvinfer

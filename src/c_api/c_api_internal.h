@@ -41,6 +41,10 @@ struct kvinfer_sampler {
   kvinfer::Sampler sampler;
 };
 
+struct kvinfer_grammar {
+  std::shared_ptr<const kvinfer::Grammar> grammar;
+};
+
 namespace kvinfer::capi {
 
 // A failure the C layer itself detects (a NULL argument, a buffer too small), with its status.

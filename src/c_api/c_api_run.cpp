@@ -17,6 +17,7 @@ SamplingParams sampling_arg(const kvinfer_sampling_params& p) {
   s.frequency_penalty = p.frequency_penalty;
   s.penalty_last_n = p.penalty_last_n;
   s.seed = p.seed;
+  if (p.grammar != nullptr) s.grammar = p.grammar->grammar;
   s.logit_bias.clear();
   for (const kvinfer_logit_bias& b : array_arg(p.logit_bias, p.n_logit_bias, "logit_bias"))
     s.logit_bias.emplace_back(b.id, b.bias);
@@ -137,6 +138,7 @@ kvinfer_sampling_params kvinfer_sampling_default(void) {
   p.logit_bias = nullptr;
   p.n_logit_bias = 0;
   p.seed = 0;
+  p.grammar = nullptr;
   return p;
 }
 

@@ -21,6 +21,8 @@ inline constexpr InputLimit kSafetensorsIndexLimit{"a safetensors index", uint64
 inline constexpr InputLimit kTokenizerJsonLimit{"a tokenizer.json", uint64_t{128} << 20};
 inline constexpr InputLimit kChatTemplateLimit{"a chat template", uint64_t{4} << 20};
 inline constexpr InputLimit kPromptLimit{"a prompt", uint64_t{64} << 20};
+inline constexpr InputLimit kGrammarLimit{"a grammar", uint64_t{8} << 20};       // grammar::kMaxGrammarBytes
+inline constexpr InputLimit kJsonSchemaLimit{"a JSON schema", uint64_t{1} << 20};
 // GGUF and safetensors files are mapped, never read whole; their tensors are checked against the
 // file and the memory available. The limit only refuses what no model file is.
 inline constexpr InputLimit kMappedModelLimit{"a model file", uint64_t{4} << 40};

@@ -41,6 +41,7 @@ GenerateResult run(Session& session, KvCache& kv, std::span<const int32_t> promp
                                                           "(size {})",
                                                           prompt[i], i, vocab));
   sampler.accept(prompt);
+  sampler.set_end_ids(stop_ids);
   if (options.max_new_tokens == 0) {
     r.stats.kv_tokens = kv.size();
     return r;
@@ -77,7 +78,8 @@ GenerateResult run(Session& session, KvCache& kv, std::span<const int32_t> promp
       r.stats.ttft_seconds = std::chrono::duration<double>(first_token - t0).count();
     }
     bool last = true;
-    if (std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end())
+    // An end id, or a grammar's output that nothing may follow.
+    if (std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end() || sampler.grammar_finished())
       r.stop = StopReason::Eos;
     else if (static_cast<int64_t>(r.tokens.size()) >= options.max_new_tokens)
       r.stop = StopReason::MaxTokens;

@@ -6,9 +6,18 @@
 
 #include <fmt/format.h>
 
+#include "generate/sampler_access.h"
+#include "grammar/token_matcher.h"
 #include "kvinfer/error.h"
+#include "kvinfer/grammar.h"
 
 namespace kvinfer {
+
+struct Sampler::GrammarState {
+  grammar::TokenMatcher matcher;
+};
+
+grammar::TokenMatcher* SamplerAccess::grammar(Sampler& s) { return s.grammar_ ? &s.grammar_->matcher : nullptr; }
 
 namespace {
 
@@ -59,6 +68,10 @@ void SamplingParams::validate(int32_t vocab_size) const {
                               "and a large finite value to force one",
                               i, id, bias));
   }
+  if (grammar && grammar->vocab_size() != vocab_size)
+    throw Error(ErrorKind::InvalidArgument,
+                fmt::format("sampling parameter grammar: compiled for a vocabulary of {} tokens, the model has {}",
+                            grammar->vocab_size(), vocab_size));
 }
 
 Sampler::Sampler(SamplingParams params, int32_t vocab_size)
@@ -69,7 +82,40 @@ Sampler::Sampler(SamplingParams params, int32_t vocab_size)
   work_.resize(vocab_size_);
   candidates_out_.reserve(vocab_size_);
   penalised_.reserve(static_cast<size_t>(std::min(vocab_size_, params_.penalty_last_n > 0 ? params_.penalty_last_n : 256)));
+  if (params_.grammar) {
+    grammar_ = std::make_unique<GrammarState>(GrammarState{grammar::TokenMatcher(params_.grammar)});
+    mask_.assign((static_cast<size_t>(vocab_size_) + 63) / 64, 0);
+  }
 }
+
+Sampler::~Sampler() = default;
+Sampler::Sampler(Sampler&&) noexcept = default;
+Sampler& Sampler::operator=(Sampler&&) noexcept = default;
+
+Sampler::Sampler(const Sampler& o)
+    : params_(o.params_),
+      vocab_size_(o.vocab_size_),
+      rng_(o.rng_),
+      history_(o.history_),
+      counts_(o.counts_),
+      logits_(o.logits_),
+      work_(o.work_),
+      candidates_out_(o.candidates_out_),
+      penalised_(o.penalised_),
+      grammar_(o.grammar_ ? std::make_unique<GrammarState>(*o.grammar_) : nullptr),
+      output_started_(o.output_started_),
+      mask_(o.mask_) {}
+
+Sampler& Sampler::operator=(const Sampler& o) {
+  if (this != &o) *this = Sampler(o);
+  return *this;
+}
+
+void Sampler::set_end_ids(std::span<const int32_t> ids) {
+  if (grammar_) grammar_->matcher.set_end_ids(ids);
+}
+
+bool Sampler::grammar_finished() const { return grammar_ && grammar_->matcher.finished(); }
 
 void Sampler::accept(int32_t id) { accept(std::span<const int32_t>(&id, 1)); }
 
@@ -77,6 +123,15 @@ void Sampler::accept(std::span<const int32_t> ids) {
   for (int32_t id : ids)
     if (id < 0 || id >= vocab_size_)
       throw Error(ErrorKind::InvalidArgument, fmt::format("sampler: accepted token id {} is outside the vocabulary [0, {})", id, vocab_size_));
+  if (grammar_ && output_started_ && !ids.empty()) {
+    grammar::TokenMatcher& m = grammar_->matcher;
+    const size_t n = ids.size() == 1 ? 0 : m.allowed_prefix(ids);  // all or nothing
+    if (ids.size() == 1 ? !m.accept(ids[0]) : n < ids.size())
+      throw Error(ErrorKind::InvalidArgument,
+                  fmt::format("sampler: token id {} is not allowed by the grammar there", ids[ids.size() == 1 ? 0 : n]));
+    if (ids.size() > 1)
+      for (int32_t id : ids) m.accept(id);
+  }
   history_.insert(history_.end(), ids.begin(), ids.end());
 }
 
@@ -84,6 +139,8 @@ void Sampler::reset() {
   history_.clear();
   rng_.seed(params_.seed);
   candidates_out_.clear();
+  if (grammar_) grammar_->matcher.reset();
+  output_started_ = false;
 }
 
 namespace {
@@ -94,6 +151,8 @@ int32_t Sampler::sample(std::span<const float> logits) {
   if (logits.size() != static_cast<size_t>(vocab_size_))
     throw Error(ErrorKind::InvalidArgument, fmt::format("sampler: got {} logits for a vocabulary of {}", logits.size(), vocab_size_));
   adjust_logits(logits);
+  if (grammar_) apply_grammar();
+  output_started_ = true;
   if (params_.temperature == 0.0f) {
     // The first maximum: the lowest id on ties, as torch.argmax.
     const auto best = static_cast<int32_t>(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
@@ -108,6 +167,8 @@ int32_t Sampler::top_k_size() const {
 }
 
 int32_t Sampler::sample_top_k(std::span<const std::pair<int32_t, float>> top_k) {
+  if (grammar_)
+    throw Error(ErrorKind::InvalidArgument, "sampler: sample_top_k cannot apply a grammar (it needs the whole row: use sample())");
   if (top_k.empty() || top_k.size() > static_cast<size_t>(top_k_size()))
     throw Error(ErrorKind::InvalidArgument, fmt::format("sampler: got a top-k set of {} tokens, expected 1 .. {}", top_k.size(), top_k_size()));
   for (const auto& [id, logit] : top_k) {
@@ -172,6 +233,23 @@ void Sampler::adjust_logits(std::span<const float> logits) {
   for (const auto& [id, bias] : params_.logit_bias)
     if (logits_[id] == kInf)
       throw Error(ErrorKind::InvalidArgument, fmt::format("sampler: logit of token id {} overflows to +inf after its logit bias", id));
+}
+
+void Sampler::apply_grammar() {
+  grammar_->matcher.fill_mask(mask_);
+  bool any = false;
+  for (const uint64_t w : mask_) any |= w != 0;
+  if (!any)
+    throw Error(ErrorKind::InvalidArgument,
+                "sampler: the grammar allows no token here (the output is complete and no end id is set)");
+  const size_t vocab = static_cast<size_t>(vocab_size_);
+  for (size_t w = 0; w < mask_.size(); ++w) {
+    const uint64_t bits = mask_[w];
+    if (bits == ~uint64_t{0}) continue;
+    const size_t end = std::min(vocab, w * 64 + 64);
+    for (size_t id = w * 64; id < end; ++id)
+      if (((bits >> (id & 63)) & 1) == 0) logits_[id] = -kInf;
+  }
 }
 
 std::span<const int32_t> Sampler::penalty_window() const {

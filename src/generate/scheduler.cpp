@@ -308,6 +308,7 @@ void Scheduler::State::admit() {
       q.stops.emplace(o.stop_strings);
     }
     q.sampler.accept(q.p.request.prompt);
+    q.sampler.set_end_ids(q.stop_ids);
     if (prefix.enabled()) {  // the last prompt token is always computed: its logits are wanted
       q.prefilled = prefix.reuse(q.p.request.prompt, q.out.result.stats.prompt_tokens - 1, q.kv);
       q.out.prefix_tokens = q.prefilled;
@@ -345,7 +346,7 @@ void Scheduler::State::emit(Sequence& s, int32_t id) {
   }
   bool last = true;
   StopReason stop = StopReason::MaxTokens;
-  if (std::find(s.stop_ids.begin(), s.stop_ids.end(), id) != s.stop_ids.end())
+  if (std::find(s.stop_ids.begin(), s.stop_ids.end(), id) != s.stop_ids.end() || s.sampler.grammar_finished())
     stop = StopReason::Eos;
   else if (static_cast<int64_t>(r.tokens.size()) >= o.max_new_tokens)
     stop = StopReason::MaxTokens;

@@ -289,6 +289,8 @@ int32_t Session::sample(Sampler& sampler) {
                             sampler.vocab_size(), vocab));
   const auto row_of = [&](std::span<const float> all) { return all.last(static_cast<size_t>(vocab)); };
   if (!last_.host.empty()) return sampler.sample(row_of(last_.host));
+  // A grammar masks the whole row: it comes to the host (vocab floats) and is sampled there.
+  if (sampler.params().grammar) return sampler.sample(row_of(logits()));
   // CUDA, after step(): the logits are on the device. Greedy without bias or penalties: the
   // step's scan has the pick.
   const SamplingParams& p = sampler.params();

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "generate/sampler_access.h"
 #include "kvinfer/error.h"
 #include "kvinfer/kv_plan.h"
 #include "kvinfer/tokenizer.h"
@@ -69,9 +70,17 @@ class ModelDrafter {
   // Up to k tokens following `history`, stopping after a stop id (nothing after it could be
   // used). With a sampling target each token is drawn from the draft's distribution q, kept in
   // q(i) for the rejection rule; greedy: the draft's argmax (after the logit bias).
+  // With a grammar (`target`: the target sampler's parse, after the history), the drafts follow
+  // it too: the draft sampler starts from a copy of that parse and reads each drafted token.
   std::span<const int32_t> propose(std::span<const int32_t> history, int32_t k, std::span<const int32_t> stop_ids,
-                                   const CancelCallback& cancel) {
+                                   const CancelCallback& cancel, const grammar::TokenMatcher* target) {
     tokens_.clear();
+    grammar::TokenMatcher* g = SamplerAccess::grammar(sampler_);
+    if (g != nullptr && target != nullptr) {
+      g->copy_state(*target);
+      g->set_end_ids(stop_ids);
+      if (g->finished()) return {};
+    }
     KvCache& kv = draft_.kv();
     const auto n = static_cast<int64_t>(history.size());
     // The history and k - 1 drafted tokens go into the draft's cache (the last one never does).
@@ -87,13 +96,14 @@ class ModelDrafter {
         draft_.session().prefill(kv, history.subspan(static_cast<size_t>(kv.size())), Logits::Last, cancel);
     for (int32_t i = 0; i < k; ++i) {
       const int32_t d = sampler_.sample(logits);
+      if (g != nullptr) g->accept(d);  // allowed: the mask let only such ids through
       if (sampled()) {
         const auto c = sampler_.last_candidates();
         if (q_.size() <= static_cast<size_t>(i)) q_.emplace_back();
         q_[static_cast<size_t>(i)].assign(c.begin(), c.end());
       }
       tokens_.push_back(d);
-      if (i + 1 == k || is_stop(stop_ids, d)) break;
+      if (i + 1 == k || is_stop(stop_ids, d) || (g != nullptr && g->finished())) break;
       logits = draft_.session().decode(kv, d);
     }
     return tokens_;
@@ -282,7 +292,7 @@ GenerateResult run_speculative(Session& session, KvCache& kv, std::span<const in
       const bool hit = j < drafts.size() && id == drafts[j];
       const int64_t keep = pos0 + static_cast<int64_t>(j) + 1;
       bool last = true;
-      if (is_stop(stop_ids, id))
+      if (is_stop(stop_ids, id) || sampler.grammar_finished())  // an end id, or a grammar's finished output
         r.stop = StopReason::Eos;
       else if (static_cast<int64_t>(r.tokens.size()) >= options.max_new_tokens)
         r.stop = StopReason::MaxTokens;
@@ -316,7 +326,8 @@ GenerateResult run_speculative(Session& session, KvCache& kv, std::span<const in
     if (k > 0) {
       if (model_drafter) {
         try {
-          const std::span<const int32_t> d = model_drafter->propose(history, k, stop_ids, options.cancel);
+          const std::span<const int32_t> d =
+              model_drafter->propose(history, k, stop_ids, options.cancel, SamplerAccess::grammar(sampler));
           drafts.assign(d.begin(), d.end());
         } catch (const Error& e) {
           if (e.kind() != ErrorKind::Cancelled) throw;
@@ -329,6 +340,8 @@ GenerateResult run_speculative(Session& session, KvCache& kv, std::span<const in
         const auto stop = std::find_if(drafts.begin(), drafts.end(), [&](int32_t d) { return is_stop(stop_ids, d); });
         if (stop != drafts.end()) drafts.erase(stop + 1, drafts.end());
       }
+      // Drafts the grammar rejects could never be accepted: they are not verified.
+      if (grammar::TokenMatcher* g = SamplerAccess::grammar(sampler)) drafts.resize(g->allowed_prefix(drafts));
     }
     verify.assign(1, next);
     verify.insert(verify.end(), drafts.begin(), drafts.end());

@@ -10,6 +10,7 @@
 
 #include "core/input_file.h"
 #include "core/memory.h"
+#include "kvinfer/grammar.h"
 #include "cpu/threads.h"
 #include "kvinfer/error.h"
 #include "kvinfer/tokenizer.h"
@@ -73,8 +74,11 @@ std::shared_ptr<const Model> ModelAccess::make(ModelParts p) {
     throw Error(ErrorKind::InvalidArgument,
                 fmt::format("LoadOptions::threads is {}; it must be 0 (the default) or positive", p.threads));
   const ModelWeights& w = *p.weights;
-  auto m = std::shared_ptr<Model>(new Model(std::make_unique<Model::Internal>(
-      Model::Internal{.weights = std::move(p.weights), .memory = std::move(p.memory), .fingerprint = p.fingerprint})));
+  auto internal = std::make_unique<Model::Internal>();
+  internal->weights = std::move(p.weights);
+  internal->memory = std::move(p.memory);
+  internal->fingerprint = p.fingerprint;
+  auto m = std::shared_ptr<Model>(new Model(std::move(internal)));
   m->config_ = std::move(p.config);
   m->device_ = p.device;
   m->tokenizer_ = std::move(p.tokenizer);
@@ -100,6 +104,14 @@ const Tokenizer& Model::tokenizer() const {
   if (!tokenizer_)
     throw Error(ErrorKind::Unsupported, fmt::format("{}: the model has no tokenizer (no tokenizer.json or tokenizer.ggml.* metadata)", source_));
   return *tokenizer_;
+}
+
+std::shared_ptr<const GrammarVocabulary> Model::grammar_vocabulary() const {
+  const Tokenizer& t = tokenizer();  // throws without one
+  std::call_once(internal_->grammar_once, [&] {
+    internal_->grammar_vocabulary = std::make_shared<const GrammarVocabulary>(t, static_cast<int32_t>(config_.vocab_size));
+  });
+  return internal_->grammar_vocabulary;
 }
 
 std::vector<int32_t> Model::eos_ids() const {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 
 #include "core/memory.h"
 #include "kvinfer/model.h"
@@ -17,6 +18,8 @@ struct Model::Internal {
   // caches are checked against the memory available when made.
   std::shared_ptr<MemoryAccount> memory;
   uint64_t fingerprint = 0;  // model_fingerprint at load; 0: not computed (ModelAccess::fingerprint)
+  std::once_flag grammar_once;  // Model::grammar_vocabulary(), made on first use
+  std::shared_ptr<const GrammarVocabulary> grammar_vocabulary;
 };
 
 // Everything a Model is made of (the loaders and random_model fill it).
