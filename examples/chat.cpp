@@ -80,7 +80,9 @@ int main(int argc, char** argv) {
   app.footer(tool::kExitStatusHelp);
   return tool::run(app, argc, argv, [&] {
     kvinfer::GenerateOptions options = cli::generate_options(sample_opt);
+    const std::optional<cli::GrammarSpec> grammar = cli::grammar_spec(sample_opt);
     auto model = cli::load_model(model_opt);
+    cli::set_grammar(options, grammar, *model);
     cli::check_generate_options(options, *model);
     const int64_t capacity = model_opt.ctx > 0 ? model_opt.ctx : std::min(kDefaultContext, model->context_length());
     kvinfer::Chat chat(model, capacity, system, cli::kv_dtype(model_opt));

@@ -13,6 +13,8 @@
 #include <fmt/std.h>
 
 #include "core/input_file.h"
+#include "grammar/automaton.h"
+#include "grammar/gbnf.h"
 
 namespace cli {
 
@@ -102,6 +104,56 @@ void add_sampling_options(CLI::App& app, SamplingOptions& o) {
   app.add_option("--logit-bias", o.logit_bias, "ID=BIAS added to a token's logit (repeatable); -inf bans it");
   app.add_option("--stop", o.stop, "stop when the text contains this string (repeatable); it is not printed");
   app.add_flag("--ignore-eos", o.ignore_eos, "do not stop at the model's end-of-generation tokens");
+  app.add_option("--grammar", o.grammar_file,
+                 "constrain the output to the grammar in FILE (kvinfer's GBNF-style format, docs/structured-output.md)")
+      ->type_name("FILE")
+      ->check(tool::not_empty());
+  app.add_option("--json-schema", o.json_schema,
+                 "constrain the output to JSON valid against a JSON schema: a file, or the schema itself ('{...}')")
+      ->type_name("FILE|JSON")
+      ->check(tool::not_empty());
+  app.add_flag("--json", o.json, "constrain the output to a JSON object");
+}
+
+std::optional<GrammarSpec> grammar_spec(const SamplingOptions& o) {
+  const int given = int(!o.grammar_file.empty()) + int(!o.json_schema.empty()) + int(o.json);
+  if (given > 1) throw tool::UsageError("--grammar, --json-schema and --json each set the output's grammar: give one");
+  if (given == 0) return std::nullopt;
+  GrammarSpec spec;
+  bool inline_text = false;
+  try {
+    if (!o.grammar_file.empty()) {
+      spec.where = fmt::format("--grammar \"{}\"", o.grammar_file);
+      spec.text = kvinfer::read_input_file(o.grammar_file, kvinfer::kGrammarLimit);
+    } else if (!o.json_schema.empty()) {
+      const size_t first = o.json_schema.find_first_not_of(" \t\r\n");
+      inline_text = first != std::string::npos && (o.json_schema[first] == '{' || o.json_schema.substr(first, 4) == "true" ||
+                                                   o.json_schema.substr(first, 5) == "false");
+      spec.where = inline_text ? std::string("--json-schema") : fmt::format("--json-schema \"{}\"", o.json_schema);
+      const std::string schema = inline_text ? o.json_schema : kvinfer::read_input_file(o.json_schema, kvinfer::kJsonSchemaLimit);
+      spec.text = kvinfer::json_schema_to_gbnf(schema);
+    } else {
+      spec.where = "--json";
+      spec.text = kvinfer::json_schema_to_gbnf(R"({"type": "object"})");
+    }
+    kvinfer::grammar::compile(kvinfer::grammar::parse_gbnf(spec.text));  // its errors before the model loads
+  } catch (const tool::UsageError&) {
+    throw;
+  } catch (const kvinfer::Error& e) {
+    const std::string what = fmt::format("{}: {}", spec.where, e.what());
+    if (inline_text) throw tool::UsageError(what);
+    throw kvinfer::Error(e.kind(), what);
+  }
+  return spec;
+}
+
+void set_grammar(kvinfer::GenerateOptions& options, const std::optional<GrammarSpec>& spec, const kvinfer::Model& model) {
+  if (!spec) return;
+  try {
+    options.sampling.grammar = kvinfer::Grammar::from_gbnf(spec->text, model.grammar_vocabulary());
+  } catch (const kvinfer::Error& e) {
+    throw kvinfer::Error(e.kind(), fmt::format("{}: {}", spec->where, e.what()));
+  }
 }
 
 void add_speculative_options(CLI::App& app, SpeculativeFlags& o) {
@@ -451,12 +503,15 @@ std::string stats_line(const kvinfer::GenerationStats& s, kvinfer::StopReason st
                        const kvinfer::GenerateOptions& options) {
   return fmt::format(
       "[prompt {} tokens at {:.1f} tok/s | generated {} tokens at {:.1f} tok/s | first token {:.1f} ms | "
-      "kv cache{} {} {}/{} tokens {} on {} | stop: {} | seed {}{}]",
+      "kv cache{} {} {}/{} tokens {} on {} | stop: {} | seed {}{}{}]",
       s.prompt_tokens, s.prefill_tokens_per_second(), s.generated_tokens, s.decode_tokens_per_second(),
       s.ttft_seconds * 1000.0, options.use_kv_cache ? "" : " (off: recomputed every step)", kvinfer::dtype_name(kv.dtype()), kv.size(), kv.capacity(),
       kvinfer::format_bytes(kv.bytes()), kvinfer::device_name(kv.device()), kvinfer::stop_reason_name(stop),
       options.sampling.temperature == 0 ? std::string("- (greedy)") : std::to_string(options.sampling.seed),
-      options.speculative.enabled() ? speculative_stats(s, options.speculative) : std::string());
+      options.speculative.enabled() ? speculative_stats(s, options.speculative) : std::string(),
+      options.sampling.grammar ? fmt::format(" | grammar {} states, compiled in {:.1f} ms", options.sampling.grammar->stats().states,
+                                             options.sampling.grammar->stats().compile_seconds * 1000.0)
+                               : std::string());
 }
 
 }  // namespace cli

@@ -41,7 +41,21 @@ struct SamplingOptions {
   std::vector<std::string> stop;
   int64_t max_new_tokens = 256;
   bool ignore_eos = false;
+  std::string grammar_file;  // --grammar FILE
+  std::string json_schema;   // --json-schema FILE|JSON
+  bool json = false;         // --json
 };
+
+// The grammar --grammar, --json-schema or --json ask for, as grammar text read and checked before
+// the model loads: a file's content errors name the file (exit 1), an inline schema's the option
+// (exit 2). nullopt: none asked for.
+struct GrammarSpec {
+  std::string text;   // kvinfer's grammar format
+  std::string where;  // the option (and file) it came from, for messages
+};
+std::optional<GrammarSpec> grammar_spec(const SamplingOptions& o);
+// Compiles `spec` for the model's vocabulary into options.sampling.grammar.
+void set_grammar(kvinfer::GenerateOptions& options, const std::optional<GrammarSpec>& spec, const kvinfer::Model& model);
 
 // Beam search's options (kvinfer-generate): --num-beams 2 or more turns it on.
 struct BeamFlags {

@@ -72,11 +72,14 @@ int main(int argc, char** argv) {
     options.use_kv_cache = !no_cache;
     const bool speculative = cli::check_speculative_options(app, spec_opt, no_cache);
     const std::optional<kvinfer::BeamSearchOptions> beams = cli::beam_options(app, beam_opt, sample_opt, speculative, no_cache);
+    const std::optional<cli::GrammarSpec> grammar = cli::grammar_spec(sample_opt);
+    if (grammar && beams) throw tool::UsageError("--num-beams cannot be combined with --grammar, --json-schema or --json");
     std::vector<int32_t> ids;
     if (given_ids) ids = parse_ids(ids_text);
     // Read before the model loads: an unreadable prompt should not cost a load.
     if (!given_ids && !given_prompt) prompt = prompt_file.empty() ? tool::read_stdin_prompt() : tool::read_prompt_file(prompt_file);
     auto model = cli::load_model(model_opt);
+    cli::set_grammar(options, grammar, *model);
     cli::check_generate_options(options, *model);
 
     if (given_ids) {

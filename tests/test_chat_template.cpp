@@ -80,6 +80,37 @@ TEST(ChatTemplate, RealTemplatesMatchTransformers) {
   }
 }
 
+// Tools: tests/data/chat/tools_expected.json (tools/make_tool_fixtures.py), transformers'
+// apply_chat_template(tools=...) with assistant tool calls and tool results.
+TEST(ChatTemplate, ToolsMatchTransformers) {
+  using ordered = nlohmann::ordered_json;
+  const ordered fixtures = ordered::parse(read_text(kChatData / "tools_expected.json"));
+  const ChatTemplate qwen(read_text(kChatData / "templates" / "qwen2_5.jinja"), "", "<|im_end|>");
+  int n = 0;
+  for (const auto& c : fixtures.at("cases")) {
+    ASSERT_EQ(c.at("template"), "qwen2_5");
+    std::vector<ChatMessage> messages;
+    for (const auto& m : c.at("messages")) {
+      ChatMessage msg{m.at("role").get<std::string>(), m.at("content").get<std::string>()};
+      if (m.contains("tool_calls"))
+        for (const auto& t : m.at("tool_calls"))
+          msg.tool_calls.push_back({t.at("id").get<std::string>(), t.at("name").get<std::string>(),
+                                    t.at("arguments").get<std::string>()});
+      msg.tool_call_id = m.value("tool_call_id", "");
+      msg.name = m.value("name", "");
+      messages.push_back(std::move(msg));
+    }
+    const std::string tools = c.at("tools").empty() ? std::string() : c.at("tools").dump();
+    EXPECT_EQ(qwen.render(messages, true, {}, tools), c.at("expected").get<std::string>()) << c.at("name");
+    ++n;
+  }
+  EXPECT_EQ(n, 5);
+  EXPECT_TRUE(qwen.supports_tools());
+  EXPECT_FALSE(ChatTemplate(read_text(kChatData / "templates" / "smollm2.jinja")).supports_tools());
+  EXPECT_THAT(error_of([&] { qwen.render({}, true, {}, "{\"not\": \"a list\"}"); }), HasSubstr("tools must be a JSON list"));
+  EXPECT_THAT(error_of([&] { qwen.render({}, true, {}, "[oops"); }), HasSubstr("tools is not valid JSON"));
+}
+
 TEST(ChatTemplate, FeatureCorpusMatchesJinja2) {
   const json& cases = expected().at("features");
   ASSERT_GE(cases.size(), 30u);

@@ -90,7 +90,26 @@ std::vector<int32_t> parse_prompt(const json& p, const kvinfer::Model& model) {
   throw bad("prompt", "'prompt' must be a string, a list of one string, or a non-empty list of token ids");
 }
 
-std::vector<int32_t> parse_messages(const json* m, const kvinfer::Model& model) {
+// Text content: a string, or a list of text parts.
+std::string content_text(const json* content, const std::string& where, bool may_be_null) {
+  if (!content || content->is_null()) {
+    if (may_be_null) return "";
+    throw bad(where + ".content", where + ".content must be a string or a list of text parts");
+  }
+  if (content->is_string()) return content->get<std::string>();
+  if (content->is_array()) {
+    std::string text;
+    for (const json& part : *content) {  // [{"type": "text", "text": "..."}]
+      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+        throw bad(where + ".content", "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
+      text += part["text"].get<std::string>();
+    }
+    return text;
+  }
+  throw bad(where + ".content", where + ".content must be a string or a list of text parts");
+}
+
+std::vector<kvinfer::ChatMessage> parse_messages(const json* m) {
   if (!m || !m->is_array() || m->empty()) throw bad("messages", "'messages' must be a non-empty list");
   std::vector<kvinfer::ChatMessage> messages;
   for (size_t i = 0; i < m->size(); ++i) {
@@ -99,30 +118,165 @@ std::vector<int32_t> parse_messages(const json* m, const kvinfer::Model& model) 
     if (!msg.is_object()) throw bad(where, where + " must be an object");
     Fields f(msg);
     const auto role = f.string("role");
-    if (!role || (*role != "system" && *role != "user" && *role != "assistant" && *role != "developer"))
-      throw bad(where + ".role", where + ".role must be \"system\", \"developer\", \"user\" or \"assistant\"");
-    const json* content = f.get("content");
-    std::string text;
-    if (content && content->is_string()) {
-      text = content->get<std::string>();
-    } else if (content && content->is_array()) {
-      for (const json& part : *content) {  // [{"type": "text", "text": "..."}]
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
-          throw bad(where + ".content", "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
-        text += part["text"].get<std::string>();
+    if (!role || (*role != "system" && *role != "user" && *role != "assistant" && *role != "developer" && *role != "tool"))
+      throw bad(where + ".role", where + ".role must be \"system\", \"developer\", \"user\", \"assistant\" or \"tool\"");
+    kvinfer::ChatMessage out{*role == "developer" ? "system" : *role, ""};
+    const json* calls = *role == "assistant" ? f.get("tool_calls") : nullptr;
+    out.content = content_text(f.get("content"), where, calls != nullptr);
+    if (calls) {
+      if (!calls->is_array()) throw bad(where + ".tool_calls", where + ".tool_calls must be a list");
+      for (size_t k = 0; k < calls->size(); ++k) {
+        const json& c = (*calls)[k];
+        const std::string cw = fmt::format("{}.tool_calls[{}]", where, k);
+        if (!c.is_object()) throw bad(cw, cw + " must be an object");
+        Fields cf(c);
+        kvinfer::ChatToolCall call;
+        call.id = cf.string("id").value_or("");
+        if (const auto type = cf.string("type"); type && *type != "function")
+          throw bad(cw + ".type", cw + ".type must be \"function\"");
+        const json* fn = cf.get("function");
+        if (!fn || !fn->is_object()) throw bad(cw + ".function", cw + ".function must be an object");
+        Fields ff(*fn);
+        const auto name = ff.string("name");
+        const auto arguments = ff.string("arguments");
+        if (!name) throw bad(cw + ".function.name", cw + ".function.name is required");
+        ff.finish(cw + ".function");
+        cf.finish(cw);
+        call.name = *name;
+        call.arguments = arguments.value_or("{}");
+        out.tool_calls.push_back(std::move(call));
       }
-    } else {
-      throw bad(where + ".content", where + ".content must be a string or a list of text parts");
     }
-    f.string("name");
+    if (*role == "tool") {
+      const auto id = f.string("tool_call_id");
+      if (!id) throw bad(where + ".tool_call_id", where + ".tool_call_id is required in a tool message");
+      out.tool_call_id = *id;
+    }
+    if (const auto name = f.string("name"); name && *role == "tool") out.name = *name;
     f.finish(where);
-    messages.push_back({*role == "developer" ? "system" : *role, std::move(text)});
+    messages.push_back(std::move(out));
   }
+  return messages;
+}
+
+// "tools", "tool_choice" and "parallel_tool_calls" of a chat request.
+Tools parse_tools(Fields& f, const nlohmann::ordered_json& body, const std::string& template_source) {
+  Tools t;
+  t.format = tool_format(template_source);
+  const json* tools = f.get("tools");
+  const json* choice = f.get("tool_choice");
+  if (const auto p = f.boolean("parallel_tool_calls")) t.parallel = *p;
+  if (!tools) {
+    if (choice && *choice != "none") throw bad("tool_choice", "'tool_choice' needs 'tools'");
+    t.choice = ToolChoice::None;
+    return t;
+  }
+  if (!tools->is_array()) throw bad("tools", "'tools' must be a list");
+  if (tools->size() > 128) throw bad("tools", "'tools' lists more than 128 functions");
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const json& tool = (*tools)[i];
+    const std::string where = fmt::format("tools[{}]", i);
+    if (!tool.is_object()) throw bad(where, where + " must be an object");
+    Fields tf(tool);
+    if (tf.string("type").value_or("") != "function") throw bad(where + ".type", where + ".type must be \"function\"");
+    const json* fn = tf.get("function");
+    if (!fn || !fn->is_object()) throw bad(where + ".function", where + ".function must be an object");
+    tf.finish(where);
+    Fields ff(*fn);
+    ToolFunction out;
+    out.name = ff.string("name").value_or("");
+    if (out.name.empty() || out.name.size() > 64 ||
+        out.name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") != std::string::npos)
+      throw bad(where + ".function.name", where + ".function.name must be 1 to 64 letters, digits, '_' or '-'");
+    for (const ToolFunction& other : t.functions)
+      if (other.name == out.name) throw bad(where + ".function.name", fmt::format("two functions are named '{}'", out.name));
+    ff.string("description");
+    out.strict = ff.boolean("strict").value_or(false);
+    if (const json* params = ff.get("parameters")) {
+      if (!params->is_object()) throw bad(where + ".function.parameters", where + ".function.parameters must be a JSON schema object");
+      out.parameters = body["tools"][i]["function"]["parameters"];  // its keys in the client's order
+    } else {
+      out.parameters = {{"type", "object"}, {"properties", nlohmann::ordered_json::object()}};
+    }
+    ff.finish(where + ".function");
+    t.functions.push_back(std::move(out));
+  }
+  t.json = body["tools"].dump();  // the client's key order: the template prints it
+  t.choice = ToolChoice::Auto;
+  if (choice) {
+    if (*choice == "none") {
+      t.choice = ToolChoice::None;
+    } else if (*choice == "auto") {
+      t.choice = ToolChoice::Auto;
+    } else if (*choice == "required") {
+      t.choice = ToolChoice::Required;
+    } else if (choice->is_object() && choice->value("type", "") == "function" && choice->contains("function") &&
+               (*choice)["function"].is_object() && (*choice)["function"].contains("name") &&
+               (*choice)["function"]["name"].is_string()) {
+      t.choice = ToolChoice::Named;
+      t.named = (*choice)["function"]["name"].get<std::string>();
+      bool found = false;
+      for (const ToolFunction& fn : t.functions) found |= fn.name == t.named;
+      if (!found) throw bad("tool_choice", fmt::format("tool_choice names '{}', which is not in 'tools'", t.named));
+    } else {
+      throw bad("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+                               "\"function\": {\"name\": ...}}");
+    }
+  }
+  return t;
+}
+
+// The grammar text "response_format" asks for, or "".
+std::string response_format_grammar(const json* rf, const nlohmann::ordered_json& body) {
+  if (!rf) return "";
+  if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
+    throw bad("response_format", "'response_format' must be an object with a 'type'");
+  Fields f(*rf);
+  const std::string type = *f.string("type");
+  std::string text;
+  if (type == "text") {
+  } else if (type == "json_object") {
+    text = kvinfer::json_schema_to_gbnf(R"({"type": "object"})");
+  } else if (type == "json_schema") {
+    const json* js = f.get("json_schema");
+    if (!js || !js->is_object()) throw bad("response_format.json_schema", "'response_format.json_schema' must be an object");
+    Fields jf(*js);
+    const auto name = jf.string("name");
+    if (!name || name->empty()) throw bad("response_format.json_schema.name", "'response_format.json_schema.name' is required");
+    jf.string("description");
+    jf.boolean("strict");  // a grammar constrains the reply either way
+    const json* schema = jf.get("schema");
+    jf.finish("response_format.json_schema");
+    try {
+      // The properties in the client's order: the reply writes them in that order.
+      text = kvinfer::json_schema_to_gbnf(schema ? body["response_format"]["json_schema"]["schema"].dump()
+                                                 : std::string(R"({"type": "object"})"));
+    } catch (const kvinfer::Error& e) {
+      throw bad("response_format.json_schema.schema", e.what());
+    }
+  } else {
+    throw bad("response_format.type", fmt::format("response_format type '{}' is not supported (text, json_object, json_schema)", type));
+  }
+  f.finish("response_format");
+  return text;
+}
+
+// The prompt of a chat request: the conversation rendered with the model's template, with the
+// tools when it renders them, else in Hermes' words (tool_calls.h).
+std::vector<int32_t> render_chat(const std::vector<kvinfer::ChatMessage>& messages, const Tools& tools,
+                                 const kvinfer::Model& model) {
   const kvinfer::Tokenizer& tok = model.tokenizer();
   if (tok.chat_template().empty())
     throw ApiError(400, "invalid_request_error", "messages", "this model has no chat template: use /v1/completions");
   const kvinfer::ChatTemplate tmpl(tok.chat_template(), tok.bos_text(), tok.eos_text());
-  return tok.encode(tmpl.render(messages, /*add_generation_prompt=*/true), {.add_special = false, .parse_special = true});
+  bool tool_messages = false;
+  for (const auto& m : messages) tool_messages |= m.role == "tool" || !m.tool_calls.empty();
+  std::string text;
+  if (tools.format == ToolFormat::Generic && (tools.active() || tool_messages))
+    text = tmpl.render(generic_tool_messages(messages, tools), true);
+  else
+    text = tmpl.render(messages, true, {}, tools.active() ? tools.json : std::string());
+  return tok.encode(text, {.add_special = false, .parse_special = true});
 }
 
 }  // namespace
@@ -145,13 +299,27 @@ ApiRequest parse_request(Endpoint endpoint, const std::string& body, const kvinf
   }
   if (!j.is_object()) throw bad("", "the body must be a JSON object");
   const bool chat = endpoint == Endpoint::ChatCompletions;
-  ApiRequest r{endpoint, {}, false, false, config.model_id};
+  ApiRequest r{endpoint, {}, false, false, config.model_id, {}};
   Fields f(j);
   if (const auto m = f.string("model")) r.model = *m;
   kvinfer::GenerateOptions& o = r.request.options;
   r.request.text = true;
+  std::string grammar_text;
   if (chat) {
-    r.request.prompt = parse_messages(f.get("messages"), model);
+    const std::vector<kvinfer::ChatMessage> messages = parse_messages(f.get("messages"));
+    const auto ordered = nlohmann::ordered_json::parse(body);  // valid: parsed above
+    r.tools = parse_tools(f, ordered, model.tokenizer().chat_template());
+    grammar_text = response_format_grammar(f.get("response_format"), ordered);
+    if (!grammar_text.empty() && r.tools.active())
+      throw bad("response_format", "'response_format' with tools the model may call is not supported (use tool_choice \"none\")");
+    if (r.tools.active()) {
+      try {
+        grammar_text = tool_grammar(r.tools);
+      } catch (const kvinfer::Error& e) {
+        throw bad("tools", e.what());
+      }
+    }
+    r.request.prompt = render_chat(messages, r.tools, model);
   } else {
     const json* p = f.get("prompt");
     if (!p) throw bad("prompt", "'prompt' is required");
@@ -232,7 +400,6 @@ ApiRequest parse_request(Endpoint endpoint, const std::string& body, const kvinf
   f.only("n", 1);
   if (chat) {
     f.only("logprobs", false);
-    f.only("response_format", {{"type", "text"}});
   } else {
     f.only("echo", false);
     f.only("best_of", 1);
@@ -240,8 +407,37 @@ ApiRequest parse_request(Endpoint endpoint, const std::string& body, const kvinf
     if (f.get("suffix")) throw bad("suffix", "'suffix' is not supported");
   }
   f.finish("");
+  if (!grammar_text.empty()) {
+    try {
+      s.grammar = config.grammars ? config.grammars->get(grammar_text, model)
+                                  : kvinfer::Grammar::from_gbnf(grammar_text, model.grammar_vocabulary());
+    } catch (const kvinfer::Error& e) {
+      throw bad(r.tools.active() ? "tools" : "response_format", e.what());
+    }
+  }
   s.validate(static_cast<int32_t>(model.config().vocab_size));
   return r;
+}
+
+std::shared_ptr<const kvinfer::Grammar> GrammarCache::get(const std::string& text, const kvinfer::Model& model) {
+  {
+    std::lock_guard lock(mu_);
+    if (const auto it = index_.find(text); it != index_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      return it->second->second;
+    }
+  }
+  // Compiled outside the lock: other requests go on meanwhile (two may compile the same text).
+  auto g = kvinfer::Grammar::from_gbnf(text, model.grammar_vocabulary());
+  std::lock_guard lock(mu_);
+  if (index_.contains(text)) return g;
+  lru_.emplace_front(text, g);
+  index_[text] = lru_.begin();
+  if (lru_.size() > kEntries) {
+    index_.erase(lru_.back().first);
+    lru_.pop_back();
+  }
+  return g;
 }
 
 std::string finish_reason(kvinfer::StopReason stop) {
@@ -270,14 +466,28 @@ json envelope(const ApiRequest& r, const Completion& c, const char* object) {
 
 }  // namespace
 
+json tool_call_json(const ToolCall& call) {
+  return {{"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
 json response_body(const ApiRequest& r, const Completion& c) {
   const bool chat = r.endpoint == Endpoint::ChatCompletions;
   json out = envelope(r, c, chat ? "chat.completion" : "text_completion");
   json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", c.finish_reason}};
-  if (chat)
+  if (chat && r.tools.active()) {
+    const ToolStream::Out parsed = parse_tool_output(r.tools.format, c.text);
+    json message = {{"role", "assistant"}, {"content", parsed.calls.empty() || !parsed.content.empty() ? json(parsed.content) : json(nullptr)}};
+    if (!parsed.calls.empty()) {
+      message["tool_calls"] = json::array();
+      for (const ToolCall& call : parsed.calls) message["tool_calls"].push_back(tool_call_json(call));
+      if (c.finish_reason == "stop") choice["finish_reason"] = "tool_calls";
+    }
+    choice["message"] = message;
+  } else if (chat) {
     choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-  else
+  } else {
     choice["text"] = c.text;
+  }
   out["choices"] = json::array({choice});
   out["usage"] = usage(c);
   return out;
@@ -297,6 +507,19 @@ json chunk_body(const ApiRequest& r, const Completion& c, const std::string& pie
     choice["text"] = piece;
   }
   out["choices"] = json::array({choice});
+  return out;
+}
+
+json tool_call_chunk(const ApiRequest& r, const Completion& c, const ToolCall& call, size_t index, bool first) {
+  json out = envelope(r, c, "chat.completion.chunk");
+  json t = tool_call_json(call);
+  t["index"] = index;
+  json delta = {{"tool_calls", json::array({t})}};
+  if (first) {
+    delta["role"] = "assistant";
+    delta["content"] = nullptr;
+  }
+  out["choices"] = json::array({{{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}, {"delta", delta}}});
   return out;
 }
 

@@ -145,6 +145,22 @@ void handle_generation(Server& srv, server::Endpoint endpoint, const httplib::Re
           last_write = Clock::now();
           return write(sink, text);
         };
+        const auto event = [](const json& j) { return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"; };
+        // A chat with tools streams its text as content and each tool call whole once written.
+        const bool tools = ar.stream && ar.tools.active();
+        server::ToolStream tool_stream(ar.tools.format);
+        size_t calls = 0;
+        const auto send_tools = [&](const server::ToolStream::Out& out) {
+          if (!out.content.empty()) {
+            if (!send(event(server::chunk_body(ar, c, out.content, first, false)))) return false;
+            first = false;
+          }
+          for (const server::ToolCall& call : out.calls) {
+            if (!send(event(server::tool_call_chunk(ar, c, call, calls++, first)))) return false;
+            first = false;
+          }
+          return true;
+        };
         std::unique_lock lock(job->mu);
         for (;;) {
           job->cv.wait_for(lock, kHeartbeat, [&] { return job->done || !job->pieces.empty() || srv.aborting; });
@@ -155,9 +171,11 @@ void handle_generation(Server& srv, server::Endpoint endpoint, const httplib::Re
           if (srv.aborting) return false;  // a fast shutdown: the connection is closed, the sequence cancelled
           for (const std::string& p : pieces) {
             c.text += p;
-            if (ar.stream &&
-                !send("data: " + server::chunk_body(ar, c, p, first, false).dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"))
-              return false;
+            if (tools) {
+              if (!send_tools(tool_stream.push(p))) return false;
+              continue;
+            }
+            if (ar.stream && !send(event(server::chunk_body(ar, c, p, first, false)))) return false;
             if (ar.stream) first = false;
           }
           if (done) break;
@@ -173,6 +191,10 @@ void handle_generation(Server& srv, server::Endpoint endpoint, const httplib::Re
           const json err = server::error_body({500, "server_error", "", r.error->what()});
           tail = ar.stream ? "data: " + err.dump() + "\n\n" : err.dump();
         } else if (ar.stream) {
+          if (tools) {
+            if (!send_tools(tool_stream.finish())) return false;
+            if (calls > 0 && c.finish_reason == "stop") c.finish_reason = "tool_calls";
+          }
           tail = "data: " + server::chunk_body(ar, c, "", first, true).dump() + "\n\n";
           if (ar.include_usage) tail += "data: " + server::usage_chunk(ar, c).dump() + "\n\n";
         } else {
@@ -356,6 +378,8 @@ int main(int argc, char** argv) {
     srv.config.model_id = model_id.empty() ? cli::model_path(mo.model).filename().string() : model_id;
     srv.config.default_max_tokens = default_max_tokens;
     srv.config.context_length = mo.ctx;
+    server::GrammarCache grammars;
+    srv.config.grammars = &grammars;
 
     // Made here, where a refusal is an error line: httplib asks for the queue on its own thread.
     auto pool = std::make_unique<server::WorkerPool>(static_cast<size_t>(

@@ -9,15 +9,30 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "kvinfer/export.h"
 
 KVINFER_PUBLIC_BEGIN
 namespace kvinfer {
 
+// One tool call of an assistant message (OpenAI's message.tool_calls[i]).
+struct ChatToolCall {
+  std::string id;         // "call_..."
+  std::string name;       // the function called
+  std::string arguments;  // its arguments as JSON text (an object)
+};
+
 struct ChatMessage {
   std::string role;
   std::string content;
+  // An assistant message's tool calls. The template sees each as a dict {"id", "type":
+  // "function", "function": {"name", "arguments"}} with the arguments parsed (a dict, or the
+  // text when it is not JSON), as callers of transformers' apply_chat_template pass them.
+  std::vector<ChatToolCall> tool_calls = {};
+  std::string tool_call_id = {};  // role "tool": the call this message answers
+  std::string name = {};          // role "tool": the function that answered
 };
 
 class ChatTemplate {
@@ -34,6 +49,14 @@ class ChatTemplate {
   // The same, with extra string variables the template may read (e.g. "date_string").
   std::string render(std::span<const ChatMessage> messages, bool add_generation_prompt,
                      const std::map<std::string, std::string>& variables) const;
+  // The same with tools, as transformers' apply_chat_template(tools=...): `tools_json` is a JSON
+  // list of tool definitions (OpenAI's "tools", [{"type": "function", "function": {"name",
+  // "description", "parameters"}}]) that the template sees as `tools`, its objects' keys in their
+  // order; "" passes None. Throws Error (InvalidArgument) when it is not a JSON list.
+  std::string render(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                     const std::map<std::string, std::string>& variables, std::string_view tools_json) const;
+  // Whether the template reads `tools` (it can render tool definitions and calls).
+  bool supports_tools() const;
 
   const std::string& source() const { return source_; }
 

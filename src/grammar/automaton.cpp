@@ -143,22 +143,22 @@ std::vector<bool> rules_to_keep(const Ast& ast) {
     std::vector<int> color(n, 0);
     for (uint32_t s = 0; s < n; ++s) {
       if (keep[s] || color[s] != 0) continue;
-      std::vector<std::pair<uint32_t, size_t>> stack{{s, 0}};
+      std::vector<std::pair<uint32_t, size_t>> dfs{{s, 0}};
       color[s] = 1;
-      while (!stack.empty()) {
-        auto& [v, i] = stack.back();
+      while (!dfs.empty()) {
+        auto& [v, i] = dfs.back();
         if (i < refs[v].size()) {
           const uint32_t w = refs[v][i++];
           if (keep[w]) continue;
           if (color[w] == 1) return false;
           if (color[w] == 0) {
             color[w] = 1;
-            stack.emplace_back(w, 0);
+            dfs.emplace_back(w, 0);
           }
           continue;
         }
         color[v] = 2;
-        stack.pop_back();
+        dfs.pop_back();
       }
     }
     return true;
@@ -174,20 +174,20 @@ std::vector<bool> rules_to_keep(const Ast& ast) {
     std::vector<bool> done(n, false);
     for (uint32_t s = 0; s < n; ++s) {
       if (keep[s] || done[s]) continue;
-      std::vector<std::pair<uint32_t, size_t>> stack{{s, 0}};
+      std::vector<std::pair<uint32_t, size_t>> dfs{{s, 0}};
       done[s] = true;
-      while (!stack.empty()) {
-        auto& [v, i] = stack.back();
+      while (!dfs.empty()) {
+        auto& [v, i] = dfs.back();
         if (i < refs[v].size()) {
           const uint32_t w = refs[v][i++];
           if (!keep[w] && !done[w]) {
             done[w] = true;
-            stack.emplace_back(w, 0);
+            dfs.emplace_back(w, 0);
           }
           continue;
         }
         order.push_back(v);
-        stack.pop_back();
+        dfs.pop_back();
       }
     }
   }

@@ -104,6 +104,17 @@ std::string pointer_token(const std::string& key) {
   return out;
 }
 
+// A rule name: `prefix` and the path's letters and digits, other runs of characters as one '-'.
+std::string name_from(const std::string& prefix, const std::string& path) {
+  std::string out = prefix;
+  for (const char c : path) {
+    const char d = std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
+    if (d != '-' || out.back() != '-') out.push_back(d);
+    if (out.size() >= 60) break;
+  }
+  return out;
+}
+
 std::string alt(const std::vector<std::string>& parts) {
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : " | ") + p;
@@ -260,10 +271,7 @@ class Compiler {
   // A named rule for `body` (rules keep the grammar readable and let the compiler decide what
   // to inline); names come from the schema path.
   std::string rule(const std::string& path, const std::string& body) {
-    std::string base = "s";
-    for (char c : path) base += (std::isalnum(static_cast<unsigned char>(c)) ? c : '-');
-    while (base.find("--") != std::string::npos) base.replace(base.find("--"), 2, "-");
-    if (base.size() > 60) base.resize(60);
+    std::string base = name_from("s", path);
     std::string name = base;
     for (int k = 2; names_.contains(name); ++k) name = fmt::format("{}-{}", base, k);
     names_.insert(name);
@@ -309,10 +317,7 @@ class Compiler {
     if (const auto it = refs_.find(target); it != refs_.end()) return it->second;
     if (in_progress_.contains(target)) return pending_.at(target);
     const Json& schema = resolve(target, path);
-    std::string name = "ref";
-    for (char c : target.substr(1)) name += (std::isalnum(static_cast<unsigned char>(c)) ? c : '-');
-    while (name.find("--") != std::string::npos) name.replace(name.find("--"), 2, "-");
-    if (name.size() > 60) name.resize(60);
+    std::string name = name_from("ref", target.substr(1));
     const std::string base = name;
     for (int k = 2; names_.contains(name); ++k) name = fmt::format("{}-{}", base, k);
     names_.insert(name);
@@ -869,7 +874,7 @@ class Compiler {
       bool disjoint = true;
       for (size_t i = 0; i < values.size() && disjoint; ++i)
         for (size_t j = i + 1; j < values.size() && disjoint; ++j)
-          for (const auto& v : values[i]) disjoint &= !values[j].contains(v);
+          for (const auto& val : values[i]) disjoint &= !values[j].contains(val);
       if (disjoint) return true;
     }
     return false;
@@ -943,12 +948,12 @@ std::string json_schemas_gbnf(const std::vector<std::pair<std::string, const nlo
                               const JsonSchemaOptions& options) {
   Compiler c(options);
   std::vector<std::string> names;
-  for (const auto& [base, schema] : schemas) {
-    const std::string name = c.fresh_name(base);
+  for (const auto& [label, schema] : schemas) {
+    const std::string name = c.fresh_name(fmt::format("schema{}", names.size()));
     try {
       c.add_rule(name, c.add(*schema));
     } catch (const Error& e) {
-      throw Error(e.kind(), fmt::format("{}: {}", base, e.what()));
+      throw Error(e.kind(), fmt::format("{}: {}", label, e.what()));
     }
     names.push_back(name);
   }

@@ -15,9 +15,9 @@ namespace kvinfer::grammar {
 // Any JSON value, as one grammar (root ::= value).
 std::string any_json_gbnf(const JsonSchemaOptions& options);
 
-// Several schemas in one grammar: each one's values become a rule named after its label (made
-// unique), and `root` writes the root rule's body from those names in order. Errors start with
-// the label of the schema at fault.
+// Several schemas in one grammar: each one's values become a rule of its own, and `root` writes
+// the root rule's body from those rules' names, in order. Errors start with the label of the
+// schema at fault.
 std::string json_schemas_gbnf(const std::vector<std::pair<std::string, const nlohmann::ordered_json*>>& schemas,
                               const std::function<std::string(const std::vector<std::string>&)>& root,
                               const JsonSchemaOptions& options);
