@@ -163,7 +163,7 @@ std::string tool_grammar(const Tools& t) {
       return forced ? bodies : bodies + " | ( [^{] [^\\x00]* )?";  // [^\x00]: any character but NUL
     }
     const std::string open = kvinfer::grammar::quote(std::string(kOpen) + "\n");
-    const std::string close = kvinfer::grammar::quote("\n" + std::string(kClose));
+    const std::string close = kvinfer::grammar::quote(fmt::format("\n{}", kClose));
     const std::string more = t.parallel && t.choice != ToolChoice::Named
                                  ? " ( " + kvinfer::grammar::quote("\n") + " " + open + " " + bodies + " " + close + " )*"
                                  : "";
@@ -180,7 +180,7 @@ std::vector<kvinfer::ChatMessage> generic_tool_messages(std::vector<kvinfer::Cha
   if (t.active()) {
     std::string tools = "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided "
                         "with function signatures within <tools></tools> XML tags:\n<tools>";
-    for (const ordered_json& tool : ordered_json::parse(t.json)) tools += "\n" + python_json(tool);
+    for (const ordered_json& tool : ordered_json::parse(t.json)) tools.append("\n").append(python_json(tool));
     tools += "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
              "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
              "<args-json-object>}\n</tool_call>";
@@ -206,8 +206,8 @@ std::vector<kvinfer::ChatMessage> generic_tool_messages(std::vector<kvinfer::Cha
       for (const kvinfer::ChatToolCall& c : m.tool_calls) {
         std::string args = c.arguments;
         if (ordered_json::accept(args)) args = python_json(ordered_json::parse(args));
-        text += (text.empty() ? "" : "\n") + fmt::format("<tool_call>\n{{\"name\": {}, \"arguments\": {}}}\n</tool_call>",
-                                                         json_string(c.name), args);
+        if (!text.empty()) text += '\n';
+        text += fmt::format("<tool_call>\n{{\"name\": {}, \"arguments\": {}}}\n</tool_call>", json_string(c.name), args);
       }
       out.push_back({m.role, text});
       continue;
@@ -221,6 +221,18 @@ ToolStream::Out ToolStream::hermes(bool end) {
   Out out;
   for (;;) {
     if (!in_call_) {
+      if (after_call_) {  // whitespace between calls is not content: hold it until what follows shows
+        const size_t next = held_.find_first_not_of(" \t\r\n");
+        if (next == std::string::npos) {
+          if (end) held_.clear();
+          return out;
+        }
+        const std::string_view rest = std::string_view(held_).substr(next);
+        const bool tag = rest.size() >= kOpen.size() ? rest.starts_with(kOpen) : kOpen.starts_with(rest);
+        if (tag && rest.size() < kOpen.size() && !end) return out;
+        if (tag) held_.erase(0, next);
+        after_call_ = false;
+      }
       const size_t at = held_.find(kOpen);
       if (at != std::string::npos) {
         out.content += held_.substr(0, at);
@@ -245,19 +257,12 @@ ToolStream::Out ToolStream::hermes(bool end) {
     const std::string body = held_.substr(0, at);
     if (auto call = parse_call(trim(body), format_)) {
       out.calls.push_back(*call);
+      after_call_ = true;
     } else {
       out.content += std::string(kOpen) + body + (at == std::string::npos ? "" : std::string(kClose));
     }
     held_.erase(0, at == std::string::npos ? held_.size() : at + kClose.size());
     in_call_ = false;
-    // Whitespace between calls is not content.
-    const size_t next = held_.find_first_not_of(" \t\r\n");
-    if (next == std::string::npos && !end) return out;
-    if (next != std::string::npos && held_.compare(next, kOpen.size(), kOpen) == 0) held_.erase(0, next);
-    if (end && next == std::string::npos) {
-      held_.clear();
-      return out;
-    }
   }
 }
 

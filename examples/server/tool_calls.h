@@ -80,6 +80,7 @@ class ToolStream {
   ToolFormat format_;
   std::string held_;        // text not yet given out
   bool in_call_ = false;    // Hermes: inside <tool_call> ... </tool_call>
+  bool after_call_ = false; // Hermes: a call ended; whitespace after it is not content
   bool decided_ = false;    // Llama3: whether the reply is a call is known
   bool whole_call_ = false; // Llama3: it may be one (it starts with '{')
 };
