@@ -510,17 +510,23 @@ json chunk_body(const ApiRequest& r, const Completion& c, const std::string& pie
   return out;
 }
 
-json tool_call_chunk(const ApiRequest& r, const Completion& c, const ToolCall& call, size_t index, bool first) {
-  json out = envelope(r, c, "chat.completion.chunk");
-  json t = tool_call_json(call);
-  t["index"] = index;
-  json delta = {{"tool_calls", json::array({t})}};
-  if (first) {
-    delta["role"] = "assistant";
-    delta["content"] = nullptr;
-  }
-  out["choices"] = json::array({{{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}, {"delta", delta}}});
-  return out;
+std::vector<json> tool_call_chunks(const ApiRequest& r, const Completion& c, const ToolCall& call, size_t index, bool first) {
+  // OpenAI's shape: the first delta of a call has its id, type and name with empty arguments;
+  // the arguments follow in deltas that carry only the index. Ours come in one such delta, as
+  // the call is given out once its text is complete (tool_calls.h).
+  const auto chunk = [&](json t, bool with_role) {
+    json delta = {{"tool_calls", json::array({std::move(t)})}};
+    if (with_role) {
+      delta["role"] = "assistant";
+      delta["content"] = nullptr;
+    }
+    json out = envelope(r, c, "chat.completion.chunk");
+    out["choices"] = json::array({{{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}, {"delta", delta}}});
+    return out;
+  };
+  return {chunk({{"index", index}, {"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", ""}}}},
+                first),
+          chunk({{"index", index}, {"function", {{"arguments", call.arguments}}}}, false)};
 }
 
 json usage_chunk(const ApiRequest& r, const Completion& c) {

@@ -89,8 +89,10 @@ struct Completion {
 nlohmann::json response_body(const ApiRequest& r, const Completion& c);
 // One server-sent event's data: a text piece (finish_reason empty) or the final chunk.
 nlohmann::json chunk_body(const ApiRequest& r, const Completion& c, const std::string& piece, bool first, bool last);
-// The chunk of one tool call, the index-th of the reply, whole: its id, name and arguments.
-nlohmann::json tool_call_chunk(const ApiRequest& r, const Completion& c, const ToolCall& call, size_t index, bool first);
+// The chunks of one tool call, the index-th of the reply, once its text is complete: its id, type
+// and name with empty arguments, then its arguments (the deltas OpenAI streams a call in).
+std::vector<nlohmann::json> tool_call_chunks(const ApiRequest& r, const Completion& c, const ToolCall& call, size_t index,
+                                             bool first);
 nlohmann::json usage_chunk(const ApiRequest& r, const Completion& c);
 
 }  // namespace server

@@ -156,7 +156,9 @@ void handle_generation(Server& srv, server::Endpoint endpoint, const httplib::Re
             first = false;
           }
           for (const server::ToolCall& call : out.calls) {
-            if (!send(event(server::tool_call_chunk(ar, c, call, calls++, first)))) return false;
+            for (const json& chunk : server::tool_call_chunks(ar, c, call, calls, first))
+              if (!send(event(chunk))) return false;
+            ++calls;
             first = false;
           }
           return true;

@@ -23,12 +23,13 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 ap = argparse.ArgumentParser()
 ap.add_argument("server")
 ap.add_argument("model")
 ap.add_argument("--pydeps")
-ap.add_argument("--samples", type=int, default=240)
+ap.add_argument("--samples", type=int, default=200)
 args = ap.parse_args()
 if not os.path.exists(args.model):
     print(f"SKIP: {args.model} is absent: run tools/fetch_model.sh")
@@ -51,7 +52,7 @@ def check(cond, what):
         failures.append(what)
 
 
-proc = subprocess.Popen([args.server, "-m", args.model, "--port", "0", "-t", "2", "-P", "16"], stderr=subprocess.PIPE,
+proc = subprocess.Popen([args.server, "-m", args.model, "--port", "0", "-t", "1", "-P", "16"], stderr=subprocess.PIPE,
                         text=True)
 line = proc.stderr.readline()
 m = re.search(r"http://127\.0\.0\.1:(\d+)", line)
@@ -90,14 +91,15 @@ def structured(name, seed):
     r = client.chat.completions.create(
         model="m", messages=[{"role": "user", "content": PROMPTS[name]}], temperature=1.0, seed=seed, max_tokens=600,
         response_format={"type": "json_schema", "json_schema": {"name": name, "schema": SCHEMAS[name], "strict": True}})
-    return name, seed, r.choices[0]
+    return name, seed, r.choices[0], r.usage.completion_tokens
 
 
 # --- response_format json_schema: hundreds of seeded samples, each parsed and validated ---
 jobs = [(name, seed) for seed in range(args.samples // len(SCHEMAS)) for name in SCHEMAS]
-bad = []
+bad, tokens, started = [], 0, time.monotonic()
 with concurrent.futures.ThreadPoolExecutor(16) as pool:
-    for name, seed, choice in pool.map(lambda j: structured(*j), jobs):
+    for name, seed, choice, n in pool.map(lambda j: structured(*j), jobs):
+        tokens += n
         text = choice.message.content
         try:
             jsonschema.validate(json.loads(text), SCHEMAS[name])
@@ -105,11 +107,12 @@ with concurrent.futures.ThreadPoolExecutor(16) as pool:
                 bad.append(f"{name} seed {seed}: finish_reason {choice.finish_reason}")
         except Exception as e:  # noqa: BLE001 - any failure is reported with the text
             bad.append(f"{name} seed {seed}: {type(e).__name__}: {e} in {text!r}")
-check(not bad, f"{len(jobs)} json_schema samples (4 schemas, temperature 1) parse and validate"
+check(not bad, f"{len(jobs)} json_schema samples (4 schemas, temperature 1; {tokens} tokens in "
+      f"{time.monotonic() - started:.0f} s) parse and validate"
       + ("" if not bad else f": {len(bad)} failed, e.g. {bad[:3]}"))
 
 r = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Any JSON object please."}],
-                                   temperature=0, max_tokens=300, response_format={"type": "json_object"})
+                                   temperature=0, max_tokens=120, response_format={"type": "json_object"})
 text = r.choices[0].message.content
 # A free object may run to max_tokens (then it is cut short, as OpenAI's is); a whole one parses.
 check(isinstance(json.loads(text), dict) if r.choices[0].finish_reason == "stop" else text.startswith("{"),
@@ -152,7 +155,7 @@ def valid_calls(message):
 
 for seed in range(4):
     r = client.chat.completions.create(model="m", messages=ask, tools=[WEATHER, TIME], tool_choice="required",
-                                       temperature=1.0, seed=seed, max_tokens=400)
+                                       temperature=1.0, seed=seed, max_tokens=200)
     calls = valid_calls(r.choices[0].message)
     check(len(calls) >= 1 and r.choices[0].finish_reason == "tool_calls" and all(c.id.startswith("call_") for c in calls),
           f"tool_choice required (seed {seed}): {[(c.function.name, c.function.arguments) for c in calls]}")
@@ -165,12 +168,19 @@ check(len(calls) == 1 and calls[0].function.name == "get_time", f"a named functi
 # Streamed: the client assembles the deltas.
 stream = client.chat.completions.create(model="m", messages=ask, tools=[WEATHER], tool_choice="required", temperature=0,
                                         max_tokens=200, stream=True)
-assembled, finish = {}, None
+assembled, finish, shape = {}, None, []
 for chunk in stream:
     d = chunk.choices[0].delta if chunk.choices else None
     if chunk.choices and chunk.choices[0].finish_reason:
         finish = chunk.choices[0].finish_reason
     for tc in (d.tool_calls or []) if d else []:
+        # OpenAI's shape: a call's first delta has its id, type and name, and arguments "";
+        # the deltas after it carry only the index and a piece of the arguments.
+        if tc.index not in assembled:
+            if not (tc.id and tc.type == "function" and tc.function and tc.function.name and tc.function.arguments == ""):
+                shape.append(f"first delta of call {tc.index}: {tc}")
+        elif tc.id is not None or tc.type is not None or (tc.function and tc.function.name is not None):
+            shape.append(f"a later delta of call {tc.index} repeats its id, type or name: {tc}")
         a = assembled.setdefault(tc.index, {"id": None, "name": "", "arguments": ""})
         a["id"] = tc.id or a["id"]
         if tc.function and tc.function.name:
@@ -183,6 +193,7 @@ check(finish == "tool_calls" and len(assembled) >= 1 and
       [(a["name"], a["arguments"]) for a in assembled.values()] ==
       [(c.function.name, c.function.arguments) for c in whole.choices[0].message.tool_calls],
       f"streamed tool calls equal the whole response's: {assembled}")
+check(not shape, f"streamed tool-call deltas have OpenAI's shape {shape}")
 
 # Multi-turn: the call, its result, and the reply after it.
 call = whole.choices[0].message.tool_calls[0]
@@ -200,7 +211,7 @@ check(r.choices[0].message.tool_calls is None and isinstance(r.choices[0].messag
       "tool_choice none answers in text")
 for seed in range(3):  # auto with a strict function: text, or calls whose arguments validate
     r = client.chat.completions.create(model="m", messages=ask, tools=[WEATHER], tool_choice="auto", temperature=1.0,
-                                       seed=seed, max_tokens=300)
+                                       seed=seed, max_tokens=80)
     m2 = r.choices[0].message
     check(valid_calls(m2) is not None and (m2.content is not None or m2.tool_calls),
           f"auto with a strict function (seed {seed}): {m2.content!r} {[(c.function.name, c.function.arguments) for c in m2.tool_calls or []]}")
