@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/kv_cache_access.h"
+#include "cuda/device_memory.h"
 #include "cuda_check.h"
 #include "cuda_ops.h"
 #include "cuda_test_buffer.h"
@@ -40,12 +41,13 @@ int device_of(const void* p) {
   return a.type == cudaMemoryTypeDevice ? a.device : -1;
 }
 
-// Prefill attention at head_dim 256 over an f16 cache on one device: its tile (two stages on a
-// 227 KiB device, one on a 99 KiB one) needs the device's own limit and its own opt-in
-// attribute above 48 KiB. Returns the outputs.
-std::vector<float> prefill_256(int device) {
+// Prefill attention over an f16 cache on one device. At head_dim 128 both devices run the same
+// kernel (two stages, 87,040 B of shared memory: each device needs its own opt-in attribute
+// above 48 KiB); at 256 the tile follows the device's own limit (two stages on a 227 KiB device,
+// one on a 99 KiB one). Returns the outputs.
+std::vector<float> prefill(int device, int64_t hd) {
   CUDA_CHECK(cudaSetDevice(device));
-  constexpr int64_t kHd = 256, kN = 40, kHeads = 2, kKvHeads = 1;
+  const int64_t kHd = hd, kN = 40, kHeads = 2, kKvHeads = 1;
   std::vector<float> q(static_cast<size_t>(kN * kHeads * kHd));
   std::vector<uint16_t> kv(static_cast<size_t>(kN * kKvHeads * kHd));
   for (size_t i = 0; i < q.size(); ++i) q[i] = std::sin(0.37f * static_cast<float>(i));
@@ -64,22 +66,24 @@ std::vector<float> prefill_256(int device) {
   p.head_dim = kHd;
   p.capacity = kN;
   p.rows = kN;
-  p.scale = 1.0f / 16.0f;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(hd));
   cuda::attention_prefill(p, nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
   return out_d.to_host<float>();
 }
 
 TEST_F(CudaTwoDevices, KernelLimitsAndAttributesAreEachDevicesOwn) {
-  const std::vector<float> first = prefill_256(0);
-  const std::vector<float> second = prefill_256(1);  // after device 0's limit and attribute were set
-  const std::vector<float> again = prefill_256(0);
-  ASSERT_EQ(first.size(), second.size());
-  for (size_t i = 0; i < first.size(); ++i) {
-    ASSERT_TRUE(std::isfinite(second[i])) << i;
-    ASSERT_NEAR(first[i], second[i], 1e-3f) << i;  // one stage or two: the same sums up to rounding
+  for (int64_t hd : {128, 256}) {
+    const std::vector<float> first = prefill(0, hd);
+    const std::vector<float> second = prefill(1, hd);  // after device 0's limit and attribute were set
+    const std::vector<float> again = prefill(0, hd);
+    ASSERT_EQ(first.size(), second.size());
+    for (size_t i = 0; i < first.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(second[i])) << hd << ": " << i;
+      ASSERT_NEAR(first[i], second[i], 1e-3f) << hd << ": " << i;  // one stage or two: the same up to rounding
+    }
+    EXPECT_EQ(first, again) << hd;
   }
-  EXPECT_EQ(first, again);
 }
 
 std::vector<int32_t> greedy_tokens(const std::shared_ptr<const Model>& m, const std::vector<int32_t>& prompt, int n) {
@@ -157,6 +161,12 @@ TEST_F(CudaTwoDevices, StreamsAndLaunchesBelongToADevice) {
   for (float v : x.to_host<float>()) ASSERT_EQ(v, 3.0f);
   CUDA_CHECK(cudaStreamDestroy(s1));
   CUDA_CHECK(cudaSetDevice(0));
+  // Each device's name, whichever is current (device_description took device 0's).
+  for (int d = 0; d < 2; ++d) {
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, d));
+    EXPECT_EQ(cuda_backend::device_description(d), prop.name) << d;
+  }
 }
 
 }  // namespace
