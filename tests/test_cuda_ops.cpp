@@ -20,6 +20,7 @@
 #include "core/quantize.h"
 #include "core/rope.h"
 #include "cpu/cpu_ops.h"
+#include "cuda/cublas_loader.h"
 #include "cuda/cuda_backend.h"
 #include "cuda_check.h"
 #include "cuda_test_buffer.h"
@@ -643,9 +644,11 @@ TEST_F(CudaOps, ArgmaxMatchesCpuWithTiesAndLargeVocabularies) {
 //    the error Σ w_j x_j δ_j has std ≤ u/√3·‖w∘x‖₂ ≈ u/√3·std(y), its max over the outputs is
 //    ≈ 0.7u·max|y|; we allow 2u (+ the f32 bound).
 TEST_F(CudaOps, GemmMatchesCpuLinearForEveryDtype) {
+  // cuBLAS as kvinfer loads it (at run time: no test links libcublas), one handle on the test's stream.
+  const cuda::CublasApi& blas = cuda::cublas();
   cublasHandle_t handle = nullptr;
-  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
-  ASSERT_EQ(cublasSetStream(handle, stream_), CUBLAS_STATUS_SUCCESS);  // cuda::gemm leaves the binding to its caller
+  ASSERT_EQ(blas.create(&handle), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(blas.set_stream(handle, stream_), CUBLAS_STATUS_SUCCESS);  // cuda::gemm leaves the binding to its caller
   struct Shape { int64_t n, out, in; };
   for (Shape s : {Shape{1, 32001, 67}, Shape{3, 1001, 4097}, Shape{17, 257, 1031}})
     for (DType t : kDtypes) {
@@ -668,7 +671,7 @@ TEST_F(CudaOps, GemmMatchesCpuLinearForEveryDtype) {
       EXPECT_LE(max_rel_err(y, ref_narrowed), t == DType::F32 ? tol32 : 4 * tol32) << what << " in " << s.in;
       EXPECT_LE(max_rel_err(y, ref), 2 * u + tol32) << what << " in " << s.in;
     }
-  cublasDestroy(handle);
+  blas.destroy(handle);
 }
 
 // The dequantisation kernel uses kernels/core/quant.h as the CPU does: the f16 it writes is
