@@ -230,7 +230,7 @@ CLI::Validator device_value() {
         DeviceChoice d;
         return device_problem(value, d);
       },
-      "");
+      "{auto,cpu,cuda,cuda:N}");
 }
 
 }  // namespace tool
