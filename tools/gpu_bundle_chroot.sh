@@ -20,8 +20,8 @@ target="${2:-$ROOT/build-chroot}"
 [[ $(id -u) -eq 0 ]] || { echo "gpu_bundle_chroot: chroot needs root" >&2; exit 2; }
 if [[ ! -x "$target/bin/bash" ]]; then
   command -v debootstrap >/dev/null || { echo "gpu_bundle_chroot: missing debootstrap (apt-get install debootstrap)" >&2; exit 2; }
-  debootstrap --variant=minbase bookworm "$target" http://deb.debian.org/debian >"$ROOT/build-chroot.log" 2>&1 ||
-    { tail -5 "$ROOT/build-chroot.log" >&2; echo "gpu_bundle_chroot: debootstrap failed (log: build-chroot.log)" >&2; exit 1; }
+  debootstrap --variant=minbase bookworm "$target" http://deb.debian.org/debian >"${TMPDIR:-/tmp}/kvinfer-debootstrap.log" 2>&1 ||
+    { tail -5 "${TMPDIR:-/tmp}/kvinfer-debootstrap.log" >&2; echo "gpu_bundle_chroot: debootstrap failed (log: ${TMPDIR:-/tmp}/kvinfer-debootstrap.log)" >&2; exit 1; }
 fi
 dev="$(chroot "$target" dpkg-query -W -f '${Package}\n' | grep -E -- '-dev$|^(gcc|g\+\+|clang|cpp)(-[0-9]+)?$|nvidia|cuda' || true)"
 [[ -z "$dev" ]] || { echo "gpu_bundle_chroot: the chroot has $(echo $dev): not a bare system" >&2; exit 1; }
