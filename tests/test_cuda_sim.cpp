@@ -157,6 +157,12 @@ __global__ void chain_kernel(float* v) {
   v[blockIdx.x] = blockIdx.x == 0 ? 0.0f : v[blockIdx.x - 1] + 1.0f;
 }
 
+// Block b takes the next ticket when it runs: a plain counter, since the simulation runs one block
+// at a time and one without a barrier runs whole, so the tickets are the order blocks ran in.
+__global__ void ticket_kernel(int* next, int* ticket) {
+  if (threadIdx.x == 0) ticket[blockIdx.x] = (*next)++;
+}
+
 // Each block raises its flag, passes a barrier, then counts the other blocks that have raised
 // theirs and not yet finished: never any when blocks run one after another.
 __global__ void in_flight_kernel(int* flag, int* done, int* seen, int blocks) {
@@ -301,6 +307,29 @@ TEST_F(CudaSim, ShuffledBlocksExposeAReadOfAnotherBlocksResult) {
   };
   EXPECT_EQ(chain(kLockstep), 0);
   EXPECT_GT(chain(kShuffled), kBlocks / 4);
+}
+
+// The order itself is shuffled, not only blocks taking turns: three resident blocks started in
+// numbered order (interleaving alone) would run nearly every block within a few places of its
+// number, and the chain above would still break. A random order moves about 3/4 of 64 blocks
+// more than 8 places.
+TEST_F(CudaSim, ShuffledBlocksStartInASeededOrder) {
+  constexpr int kBlocks = 64;
+  const auto moved_far = [&](kvi_sim::Checks mode) {
+    const ScopedChecks scoped(mode);
+    Dev<int> next(1), ticket(kBlocks);
+    EXPECT_EQ(cudaMemset(next.p, 0, 4), cudaSuccess);
+    kvinfer::cuda::launch("ticket", ticket_kernel, kBlocks, 32, 0, nullptr, next.p, ticket.p);
+    const auto got = ticket.host();
+    std::vector<int> sorted(got.begin(), got.end());
+    std::sort(sorted.begin(), sorted.end());
+    for (int b = 0; b < kBlocks; ++b) EXPECT_EQ(sorted[static_cast<size_t>(b)], b) << "every block ran once";
+    int far = 0;
+    for (int b = 0; b < kBlocks; ++b) far += std::abs(got[static_cast<size_t>(b)] - b) > 8;
+    return far;
+  };
+  EXPECT_EQ(moved_far(kLockstep), 0);
+  EXPECT_GT(moved_far(kShuffled), kBlocks / 4);
 }
 
 #if defined(KVINFER_SIM_ACCESS_CHECKS)
