@@ -118,6 +118,32 @@ TEST_F(CudaOps, EmbedWidensTheRowsOfEveryDtype) {
   }
 }
 
+// Every f16 bit pattern (±0, subnormals, normals, ±inf, NaNs) widened on the device as the CPU
+// widens it. On a GPU the kernels widen with one cvt.f32.f16 (core::f16_to_f32): exact, so the
+// same bits, except that a NaN need only stay a NaN.
+TEST_F(CudaOps, EmbedWidensEveryF16BitPattern) {
+  constexpr int64_t kPatterns = int64_t{1} << 16;
+  std::vector<uint16_t> table(kPatterns);
+  for (int64_t i = 0; i < kPatterns; ++i) table[static_cast<size_t>(i)] = static_cast<uint16_t>(i);
+  const std::vector<int32_t> ids = {0};
+  DeviceBuffer d_table(table), d_ids(ids), d_out(kPatterns * sizeof(float));
+  cuda::embed(DType::F16, d_table.ptr, 1, kPatterns, d_ids.as<int32_t>(), 1, d_out.as<float>(), stream_);
+  sync();
+  const auto got = d_out.to_host<float>();
+  std::vector<float> want(kPatterns);
+  cpu::to_f32(DType::F16, reinterpret_cast<const std::byte*>(table.data()), want.data(), kPatterns);
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(want[i])) {
+      ASSERT_TRUE(std::isnan(got[i])) << "f16 0x" << std::hex << i;
+      continue;
+    }
+    uint32_t g = 0, w = 0;
+    std::memcpy(&g, &got[i], 4);
+    std::memcpy(&w, &want[i], 4);
+    ASSERT_EQ(g, w) << "f16 0x" << std::hex << i << ": " << got[i] << " on the device, " << want[i] << " on the CPU";
+  }
+}
+
 TEST_F(CudaOps, EmbedNeverReadsOutsideTheTable) {
   // Ids are validated on the host; a bad one that slips through gives a NaN row, not a read.
   const int64_t vocab = 5, hidden = 300;
