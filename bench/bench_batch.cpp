@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> batches{1, 2, 4, 8, 16, 32, 64};
   int64_t prompt = 128, steps = 16, prefill_tokens = 512, reps = 3, threads = 0;
   app.add_option("-m,--model", model_path, "model file or directory")->required();
-  app.add_option("--device", device, "cpu or cuda")->capture_default_str();
+  app.add_option("--device", device, "cpu, cuda or cuda:N (CUDA device N)")->capture_default_str();
   app.add_option("-b,--batches", batches, "batch sizes (sequences decoded together), comma-separated")
       ->delimiter(',')
       ->capture_default_str();
@@ -105,9 +105,8 @@ int main(int argc, char** argv) {
   return tool::run(app, argc, argv, [&] {
     for (int64_t b : batches)
       if (b < 1 || b > 1024) throw tool::UsageError(fmt::format("-b/--batches: {} is not in 1..1024", b));
-    const kvinfer::Device dev = device == "cuda" ? kvinfer::Device::CUDA
-                                : device == "cpu" ? kvinfer::Device::CPU
-                                                  : throw tool::UsageError("--device: " + device + " is not cpu or cuda");
+    const tool::DeviceChoice dev = tool::parse_device(device);
+    if (dev.device == kvinfer::Device::Auto) throw tool::UsageError("--device: auto is not offered here; cpu or cuda");
     const int t = tool::checked_threads(threads, "-t/--threads");
     // Begun before the run: a path that cannot be written fails first.
     std::optional<kvinfer::OutputFile> json_out, svg_out;
@@ -119,7 +118,8 @@ int main(int argc, char** argv) {
         throw kvinfer::Error(e.kind(), fmt::format("{}: {}", flag, e.what()));
       }
     }
-    auto model = kvinfer::Model::load(model_path, {.device = dev, .int8_activations = int8_activations, .threads = t});
+    auto model = kvinfer::Model::load(
+        model_path, {.device = dev.device, .device_index = dev.index, .int8_activations = int8_activations, .threads = t});
     kvinfer::Session session(model);
     std::mt19937_64 rng(1);
     std::vector<double> prefill;

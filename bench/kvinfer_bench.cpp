@@ -74,10 +74,6 @@ std::vector<int64_t> parse_positions(const std::string& text, int64_t n) {
   return v;
 }
 
-kvinfer::Device parse_device(const std::string& d) {
-  return d == "cpu" ? kvinfer::Device::CPU : d == "cuda" ? kvinfer::Device::CUDA : kvinfer::Device::Auto;
-}
-
 // P + N positions against the model's context: learned positions (GPT-2) cannot go further, and
 // beyond a rope model's trained context the numbers would describe a model nobody runs.
 void check_positions(const kvinfer::ModelConfig& c, int64_t p, int64_t n) {
@@ -136,13 +132,13 @@ std::optional<kvinfer::DType> kv_dtype(const Args& a) {
 // The synthetic shape built, or the model file loaded; P + N checked against its positions
 // first whenever the config can be read without the weights. Fills info's model fields.
 std::shared_ptr<const kvinfer::Model> make_model(const Args& a, int threads, bool tty, bench::BenchInfo& info) {
-  const kvinfer::Device device = parse_device(a.device);
+  const tool::DeviceChoice device = tool::parse_device(a.device);
   std::shared_ptr<const kvinfer::Model> model;
   if (!a.shape.empty()) {
     const kvinfer::ModelConfig config = kvinfer::synthetic_config(a.shape);
     check_positions(config, a.prompt_tokens, a.tokens);
-    kvinfer::RandomModelOptions o{weight_dtype(a.dtype), static_cast<uint64_t>(a.seed), device, {},
-                                  a.int8_activations, threads};
+    kvinfer::RandomModelOptions o{weight_dtype(a.dtype), static_cast<uint64_t>(a.seed), device.device, device.index,
+                                  {}, a.int8_activations, threads};
     if (tty) o.on_progress = [](uint64_t d, uint64_t t) { draw_progress("building random weights", d, t); };
     model = kvinfer::random_model(config, o);
     info.model = a.shape;
@@ -153,7 +149,7 @@ std::shared_ptr<const kvinfer::Model> make_model(const Args& a, int threads, boo
     const fs::path config_json = fs::path(a.model) / "config.json";
     if (a.prompt_text.empty() && fs::is_directory(a.model) && kvinfer::input_exists(config_json))
       check_positions(kvinfer::load_config(config_json), a.prompt_tokens, a.tokens);
-    kvinfer::LoadOptions o{device, {}, a.int8_activations};
+    kvinfer::LoadOptions o{device.device, device.index, {}, a.int8_activations};
     o.weights_in_place = a.weights_in_place;
     o.threads = threads;
     if (tty) o.on_progress = [](uint64_t d, uint64_t t) { draw_progress("loading weights", d, t); };
@@ -238,16 +234,17 @@ class Outputs {
   std::optional<kvinfer::OutputFile> json_, csv_, svg_;
 };
 
-// The CUDA device's copy bandwidth: 1 GiB copies, as the GPU benchmarks (64 MiB on the CUDA
+// CUDA device `index`'s copy bandwidth: 1 GiB copies, as the GPU benchmarks (64 MiB on the CUDA
 // simulation's CPU-backed device, whose figure measures no GPU), at most a quarter of the device
 // memory the model left free.
-bench::DeviceCopy measure_device_copy() {
+bench::DeviceCopy measure_device_copy(int index) {
   namespace cb = kvinfer::cuda_backend;
+  const cb::DeviceScope on(index);
   const size_t want = cb::kSimulatedDevice ? size_t{64} << 20 : size_t{1} << 30;
   const size_t bytes = std::min(want, cb::device_free_bytes() / 4 / (size_t{1} << 20) * (size_t{1} << 20));
   if (bytes == 0) throw Error(ErrorKind::OutOfMemory, "device copy bandwidth: under 4 MiB of device memory is free after the model");
   const cb::CopyBandwidth c = cb::measure_copy_bandwidth(bytes);
-  return {cb::device_description(), c.bytes_per_s / 1e9, c.bytes, c.reps, cb::kSimulatedDevice};
+  return {cb::device_description(index), c.bytes_per_s / 1e9, c.bytes, c.reps, cb::kSimulatedDevice};
 }
 
 int run(const Args& a) {
@@ -276,7 +273,7 @@ int run(const Args& a) {
     report.bandwidth = bench::measure_read_bandwidth(threads);
     if (model->device() == kvinfer::Device::CUDA) {
       if (tty) std::fprintf(stderr, "measuring device copy bandwidth...\n");
-      report.device_copy = measure_device_copy();
+      report.device_copy = measure_device_copy(model->device_index());
     }
   }
   bench::RunOptions ro;
@@ -355,9 +352,7 @@ int main(int argc, char** argv) {
                              tool::kThreadsPerCore))
       ->check(tool::at_least(0))
       ->capture_default_str();
-  app.add_option("--device", a.device, "where the forward pass runs: auto (a CUDA GPU if present), cpu, cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
-      ->capture_default_str();
+  app.add_option("--device", a.device, tool::kDeviceHelp)->check(tool::device_value())->capture_default_str();
   app.add_option("--seed", a.seed, "seed of the random prompt ids and of a synthetic shape's weights, >= 0")
       ->check(tool::at_least(0))
       ->capture_default_str();

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstdio>
 #include <regex>
@@ -190,6 +191,46 @@ CLI::Validator at_least(int64_t min) {
 CLI::Validator not_empty() {
   return CLI::Validator([](std::string& value) -> std::string { return value.empty() ? "the value is empty" : ""; },
                         "");
+}
+
+namespace {
+constexpr int kMaxDeviceIndex = 1023;
+// The reason `text` is not a --device value, or "".
+std::string device_problem(std::string_view text, DeviceChoice& out) {
+  out = {};
+  if (text == "auto") return "";
+  if (text == "cpu") return out.device = kvinfer::Device::CPU, "";
+  if (text == "cuda") return out.device = kvinfer::Device::CUDA, "";
+  if (text.starts_with("cuda:")) {
+    const std::string_view n = text.substr(5);
+    int index = -1;
+    const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), index);
+    if (!n.empty() && ec == std::errc() && end == n.data() + n.size() && index >= 0 && index <= kMaxDeviceIndex) {
+      out.device = kvinfer::Device::CUDA;
+      out.index = index;
+      return "";
+    }
+    return fmt::format("'{}' names no CUDA device: cuda:N takes a device number N from 0 to {}", printable(text),
+                       kMaxDeviceIndex);
+  }
+  return fmt::format("'{}' is not auto, cpu, cuda or cuda:N", printable(text));
+}
+}  // namespace
+
+DeviceChoice parse_device(std::string_view text, std::string_view option) {
+  DeviceChoice d;
+  if (const std::string why = device_problem(text, d); !why.empty())
+    throw UsageError(fmt::format("{}: {}", option, why));
+  return d;
+}
+
+CLI::Validator device_value() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        DeviceChoice d;
+        return device_problem(value, d);
+      },
+      "{auto,cpu,cuda,cuda:N}");
 }
 
 }  // namespace tool

@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "kvinfer/device.h"
 #include "kvinfer/error.h"
 
 namespace tool {
@@ -60,5 +61,17 @@ std::string read_prompt_file(const std::string& path);
 // CLI11 validators whose messages name the bound in plain digits.
 CLI::Validator at_least(int64_t min);
 CLI::Validator not_empty();
+
+// --device: auto, cpu, cuda or cuda:N (CUDA device N, as nvidia-smi numbers them; cuda is cuda:0).
+struct DeviceChoice {
+  kvinfer::Device device = kvinfer::Device::Auto;
+  int index = 0;  // LoadOptions::device_index
+};
+inline constexpr const char* kDeviceHelp =
+    "where the forward pass runs: auto (a CUDA GPU if present), cpu, cuda, or cuda:N for CUDA device N";
+// UsageError starting with `option` for any other text.
+DeviceChoice parse_device(std::string_view text, std::string_view option = "--device");
+// The same check as a CLI11 validator (the message names the accepted forms).
+CLI::Validator device_value();
 
 }  // namespace tool

@@ -40,15 +40,24 @@ if(KVINFER_WITH_CUDA AND NOT KVINFER_CUDA_SIM)
   find_package(CUDAToolkit REQUIRED)
 endif()
 
+# The simulation's access checks (sim/src/access.cpp: misaligned accesses, racecheck, interleaved
+# blocks): kernels are compiled with -fsanitize=thread, whose load and store hooks the simulation
+# defines itself (no ThreadSanitizer runtime is linked). Not in the sanitizer builds: their runtime
+# would clash, and one -fsanitize= instrumentation at a time is all the compilers take.
+set(KVINFER_SIM_ACCESS_FLAGS "")
+if(KVINFER_CUDA_SIM AND NOT KVINFER_SANITIZE AND NOT KVINFER_FUZZ)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    set(KVINFER_SIM_ACCESS_FLAGS -fsanitize=thread --param=tsan-instrument-func-entry-exit=0)
+  elseif(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    set(KVINFER_SIM_ACCESS_FLAGS -fsanitize=thread "SHELL:-mllvm -tsan-instrument-func-entry-exit=0")
+  endif()
+endif()
+
 # Compile options for CUDA sources.
 set(KVINFER_CUDA_FLAGS --expt-relaxed-constexpr)
-# What a target that calls cuBLAS itself (tests, benchmarks) links besides kvinfer_internal: the
-# CUDA runtime comes with kvinfer_internal (cudart_static, the one instance the library's code
-# uses: never add CUDA::cudart, a second, shared one). libcublas, which kvinfer itself dlopens
-# (src/cuda/cublas_loader.h), is then the same loaded library. Nothing extra in the simulation,
-# whose objects are in kvinfer_internal.
-if(KVINFER_WITH_CUDA AND NOT KVINFER_CUDA_SIM)
-  set(KVINFER_CUDA_LIBS CUDA::cublas)
-else()
-  set(KVINFER_CUDA_LIBS "")
-endif()
+# What a CUDA test or benchmark links besides kvinfer_internal: nothing. The CUDA runtime comes
+# with kvinfer_internal (cudart_static, the one instance the library's code uses: never add
+# CUDA::cudart, a second, shared one), and cuBLAS is dlopened (src/cuda/cublas_loader.h; tests
+# call it through cuda::cublas()), so no executable needs a CUDA library to start: a GPU machine's
+# toolkit, or PyTorch's nvidia-cublas wheel, provides libcublas at run time (tools/gpu_bundle.sh).
+set(KVINFER_CUDA_LIBS "")

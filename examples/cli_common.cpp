@@ -47,9 +47,7 @@ void add_model_option(CLI::App& app, std::string& model) {
 
 void add_model_options(CLI::App& app, ModelOptions& o, const char* ctx_help) {
   add_model_option(app, o.model);
-  app.add_option("--device", o.device, "where the forward pass runs: auto (a CUDA GPU if present), cpu, cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
-      ->capture_default_str();
+  app.add_option("--device", o.device, tool::kDeviceHelp)->check(tool::device_value())->capture_default_str();
   app.add_option("-c,--ctx", o.ctx,
                  std::string(ctx_help) +
                      "; also the context length that picks dynamic-NTK and LongRoPE frequencies (a LongRoPE model "
@@ -372,10 +370,9 @@ std::shared_ptr<const kvinfer::Model> load_model(const ModelOptions& o) {
           "(rotary models; the output usually degrades past the trained length)",
           kvinfer::format_count(o.ctx), kvinfer::format_count(c.max_position_embeddings)));
   }
-  const kvinfer::Device dev = o.device == "cpu"    ? kvinfer::Device::CPU
-                              : o.device == "cuda" ? kvinfer::Device::CUDA
-                                                   : kvinfer::Device::Auto;
-  kvinfer::LoadOptions options{.device = dev, .on_progress = {}, .int8_activations = o.int8_activations};
+  const tool::DeviceChoice dev = tool::parse_device(o.device);
+  kvinfer::LoadOptions options{.device = dev.device, .device_index = dev.index, .on_progress = {},
+                               .int8_activations = o.int8_activations};
   options.weights_in_place = o.weights_in_place;
   options.threads = tool::checked_threads(o.threads, "-t/--threads");
   // A cache of --ctx tokens is planned: weights and cache are checked against the memory

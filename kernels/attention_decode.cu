@@ -454,13 +454,6 @@ size_t partials_bytes(int64_t heads, int64_t head_dim, int64_t splits) {
   return static_cast<size_t>(heads * splits * (head_dim + 2)) * sizeof(float);
 }
 
-// A kernel may use the device's whole opt-in shared memory. A process-wide setting, made once per
-// kernel (the caller's function-local static: thread-safe) before its first launch.
-template <typename Kernel>
-bool allow_max_shared(Kernel* kernel) {
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes_optin()));
-  return true;
-}
 
 struct DecodeCall {
   const AttentionParams& p;
@@ -475,7 +468,7 @@ template <int HDP, DType KV, int HV>
 void run(const DecodeCall& c) {
   using S = Shape<HDP, KV, HV>;
   auto* kernel = decode_split_kernel<HDP, KV, HV>;
-  [[maybe_unused]] static const bool allowed = allow_max_shared(kernel);
+  allow_max_shared(kernel);  // per device: a second GPU needs its own
   const AttentionParams& p = c.p;
   const int hd = static_cast<int>(p.head_dim), group = static_cast<int>(p.heads / p.kv_heads);
   const int64_t items = p.kv_heads * c.head_chunks, target = int64_t{kBlocksPerSm} * multiprocessor_count();

@@ -318,19 +318,12 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const PrefillArgs a) 
   }
 }
 
-// A kernel may use the device's whole opt-in shared memory. A process-wide setting, made once per
-// kernel (the caller's function-local static: thread-safe) before its first launch.
-template <typename Kernel>
-bool allow_max_shared(Kernel* kernel) {
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes_optin()));
-  return true;
-}
 
 template <int HDP, DType KV, int RPT, int CPT>
 void run(const AttentionParams& p, cudaStream_t stream) {
   using S = Shape<HDP, KV, RPT, CPT>;
   auto* kernel = prefill_kernel<HDP, KV, RPT, CPT>;
-  [[maybe_unused]] static const bool allowed = allow_max_shared(kernel);
+  allow_max_shared(kernel);  // per device: a second GPU needs its own
   int64_t row_tiles = 0;
   PrefillArgs a = prefill_args(p, S::kRows, row_tiles);
   // 8-bit types: rotate_query's 1/b (a power of two: exact) with the scale.

@@ -55,10 +55,18 @@ __device__ __forceinline__ T* dynamic_shared() {
 }
 #endif
 
-// The device's largest dynamic shared memory a block may opt in to (cudaDevAttrMaxSharedMemoryPerBlockOptin
-// of the current device), read once per process.
+// The current device's largest dynamic shared memory a block may opt in to
+// (cudaDevAttrMaxSharedMemoryPerBlockOptin), read once per device.
 int max_shared_bytes_optin();
-// The current device's multiprocessor count, read once per process.
+// The current device's multiprocessor count, read once per device.
 int multiprocessor_count();
+
+// Lets `kernel` use max_shared_bytes_optin() of dynamic shared memory on the current device. The
+// attribute is the device's: set once per (device, kernel), before the kernel's first launch there.
+void allow_max_shared(const void* kernel);
+template <typename... Params>
+void allow_max_shared(void (*kernel)(Params...)) {
+  allow_max_shared(reinterpret_cast<const void*>(kernel));
+}
 
 }  // namespace kvinfer::cuda

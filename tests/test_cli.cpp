@@ -151,7 +151,7 @@ TEST(GenerateCli, HelpListsEveryOptionWithItsDefault) {
     EXPECT_NE(r.out.find(opt), std::string::npos) << opt;
   for (const char* def : {"--temp FLOAT=0.8", "--top-k INT=40", "--top-p FLOAT=0.95", "--min-p FLOAT=0.05",
                           "--repeat-penalty FLOAT=1", "--seed INT=-1", "-n,--max-new-tokens INT=256",
-                          "--device TEXT:{auto,cpu,cuda}=auto", "--kv-dtype TEXT=auto", "-c,--ctx INT=0",
+                          "--device TEXT:{auto,cpu,cuda,cuda:N}=auto", "--kv-dtype TEXT=auto", "-c,--ctx INT=0",
                           "-t,--threads INT=0"})
     EXPECT_NE(r.out.find(def), std::string::npos) << def;
 }

@@ -165,7 +165,8 @@ TEST_P(HostileCli, EndsWithTheDocumentedStatusAndOneClearLine) {
   const std::string bin = binary(c.tool);
   if (bin.empty()) GTEST_SKIP() << "kvinfer-" << c.tool << " is not built (KVINFER_BENCH=OFF)";
   const bool as_nobody = c.name.find("permission") != std::string::npos && ::geteuid() == 0;
-  const std::string device = c.tool == "kv-plan" ? "" : " --device cpu";
+  const bool own_device = c.args.find("--device") != std::string::npos;  // the case tests --device itself
+  const std::string device = c.tool == "kv-plan" || own_device ? "" : " --device cpu";
   const std::string redirect = c.redirect.empty() ? "< /dev/null" : c.redirect;
   const Result r = run_shell(q(bin) + device + " " + c.args + " " + redirect, c.name, as_nobody);
   EXPECT_EQ(r.code, c.code) << "stderr: " << r.err;
@@ -289,6 +290,12 @@ std::vector<Case> cases() {
       // Beams' memory is checked before any of it is taken, with the plan.
       {"generate_beams_beyond_memory", "generate", m + " -p hello -n 4 --num-beams 2000000000", "", kError,
        {"beam search with 2000000000 beams needs", "more KV caches of", "logits", "is left after the weights"}},
+      {"generate_device_unknown", "generate", p + " --device gpu", "", kUsage,
+       {"--device", "'gpu' is not auto, cpu, cuda or cuda:N"}},
+      {"generate_device_index_not_a_number", "generate", p + " --device cuda:x1", "", kUsage,
+       {"--device", "'cuda:x1' names no CUDA device", "0 to 1023"}},
+      {"bench_device_index_negative", "bench", b + " --device cuda:-1", "", kUsage, {"--device", "'cuda:-1'"}},
+      {"generate_device_index_absent", "generate", p + " --device cuda:7", "", kError, {"CUDA device"}},
       // 6. What is accepted is really accepted.
       {"generate_empty_model_path", "generate", "-m '' -p x", "", kUsage, {"--model", "empty"}},
       {"chat_empty_model_path", "chat", "-m ''", "", kUsage, {"--model", "empty"}},

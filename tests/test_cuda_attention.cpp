@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -385,6 +386,16 @@ TEST_P(CudaAttentionMma, PrefillMatchesFp64AndCpu) {
     }
 }
 
+// A warp's last row on the first key of a tile (its position a multiple of the kernel's 64-key
+// tiles): a warp that skipped that tile (its "any row attends a key of it" test off by one) would
+// drop the row's own key, the diagonal. Every row checked against fp64.
+TEST_P(CudaAttentionMma, ARowWhoseOwnKeyStartsATileAttendsIt) {
+  SKIP_WITHOUT_DEVICE();
+  const auto [group, hd] = GetParam();
+  const int64_t start = 64 - 15 / group;  // the first warp's last row: position start + 15 / group = 64
+  for (const DType dt : {DType::F16, DType::BF16}) expect_close(Kernel::Prefill, {2, group, hd, dt, start, 80, 0}, 1);
+}
+
 INSTANTIATE_TEST_SUITE_P(GroupsAndHeadDims, CudaAttentionMma,
                          ::testing::Combine(::testing::Values(1, 4, 8), ::testing::Values(64, 128, 256)),
                          [](const auto& test) {
@@ -575,13 +586,27 @@ TEST(CudaAttention, EightBitNonFiniteRowsReachOnlyTheQueriesThatAttendThem) {
     k[static_cast<size_t>((50 * kvh + 0) * hd + 3)] = INFINITY;  // K row of position 50, KV head 0
     v[static_cast<size_t>((60 * kvh + 1) * hd + 5)] = NAN;       // V row of position 60, KV head 1
     cpu::store_kv(kv, 0, 0, ctx, k.data(), v.data());
+    // The device's cache made by the device's store_kv from the same rows: the non-finite rows'
+    // scales must come out non-finite there too, or their queries would read finite zeros.
     const size_t codes = static_cast<size_t>(kvh * capacity * hd), scales = static_cast<size_t>(kvh * capacity);
     DeviceArray<std::byte> k_d(codes), v_d(codes);
-    DeviceArray<float> ks_d(scales), vs_d(scales);
-    CUDA_CHECK(cudaMemcpy(k_d.get(), kv_k(kv, 0, 0), codes, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(v_d.get(), kv_v(kv, 0, 0), codes, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(ks_d.get(), kv_k_scales(kv, 0, 0), scales * sizeof(float), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(vs_d.get(), kv_v_scales(kv, 0, 0), scales * sizeof(float), cudaMemcpyHostToDevice));
+    DeviceArray<float> ks_d(scales), vs_d(scales), k_in(k.size()), v_in(v.size());
+    CUDA_CHECK(cudaMemcpy(k_in.get(), k.data(), k.size() * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(v_in.get(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
+    cuda::store_kv(dt, k_in.get(), v_in.get(), ctx, kvh, hd, 0, capacity, k_d.get(), v_d.get(), nullptr, nullptr,
+                   ks_d.get(), vs_d.get());
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> ks(scales), vs(scales);
+    CUDA_CHECK(cudaMemcpy(ks.data(), ks_d.get(), scales * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(vs.data(), vs_d.get(), scales * sizeof(float), cudaMemcpyDeviceToHost));
+    EXPECT_FALSE(std::isfinite(ks[50])) << dtype_name(dt) << ": K row of position 50 (holding +inf), KV head 0";
+    EXPECT_FALSE(std::isfinite(vs[capacity + 60])) << dtype_name(dt) << ": V row of position 60 (a NaN), KV head 1";
+    for (int64_t g = 0; g < kvh; ++g)  // and every written scale the CPU's bits
+      for (int64_t p = 0; p < ctx; ++p) {
+        const size_t at = static_cast<size_t>(g * capacity + p);
+        ASSERT_EQ(std::memcmp(&ks[at], kv_k_scales(kv, 0, g) + p, 4), 0) << dtype_name(dt) << " K " << g << "," << p;
+        ASSERT_EQ(std::memcmp(&vs[at], kv_v_scales(kv, 0, g) + p, 4), 0) << dtype_name(dt) << " V " << g << "," << p;
+      }
     for (const auto& [start, n] : {std::pair<int64_t, int64_t>{0, ctx}, {55, 1}, {75, 1}, {85, 1}}) {
       const auto q = uniform(rng, static_cast<size_t>(n * heads * hd), 2.0f);
       std::vector<float> want(q.size()), got(q.size());

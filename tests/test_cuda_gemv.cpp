@@ -8,16 +8,21 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "core/convert.h"
 #include "core/quant.h"
 #include "cpu/cpu_ops.h"
 #include "cuda/cuda_backend.h"
 #include "cuda_check.h"
 #include "cuda_test_buffer.h"
 #include "cuda_gemv.h"
+#include "cuda_ops.h"
 #include "kvinfer/device.h"
 #include "kvinfer/error.h"
 
@@ -175,6 +180,62 @@ TEST_F(CudaGemv, MatchesTheDoubleReferenceForEveryDtype) {
           EXPECT_EQ(c.beyond, 0) << kvinfer::dtype_name(t) << " rows " << rows << " cols " << cols << " n " << n
                                  << (with_bias ? " bias" : "") << ": relative error " << c.rel;
         }
+}
+
+// The raw ggml blocks of tests/data/quant (6 rows × 512 values of each quantised type) and their
+// values as the gguf Python package dequantises them: a reference made without any of kvinfer's
+// decoders (the CPU's scalar one is the kernels' own, core/quant.h).
+std::vector<char> read_fixture(DType t, const char* ext) {
+  const auto path = std::filesystem::path(KVINFER_TEST_DATA) / "quant" / (std::string(kvinfer::dtype_name(t)) + ext);
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in) << path;
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Every quantised type decoded on the device as gguf decodes it, bit for bit: by the GEMV (one-hot
+// inputs pick single weights: w · 1 plus zeros is exact), by the quantised embedding gather and by
+// the prefill's f16 dequantisation (gguf's values rounded to f16).
+TEST_F(CudaGemv, DecodesEveryQuantisedTypeAsGguf) {
+  constexpr int64_t kRows = 6, kCols = 512;
+  for (DType t : kQuantTypes) {
+    const std::vector<char> bin = read_fixture(t, ".bin"), f32 = read_fixture(t, ".f32");
+    ASSERT_EQ(bin.size(), static_cast<size_t>(kRows) * kvinfer::dtype_row_bytes(t, kCols)) << kvinfer::dtype_name(t);
+    ASSERT_EQ(f32.size(), static_cast<size_t>(kRows * kCols) * sizeof(float));
+    std::vector<float> want(static_cast<size_t>(kRows * kCols));
+    std::memcpy(want.data(), f32.data(), f32.size());
+    DeviceBuffer d_w(std::vector<std::byte>(reinterpret_cast<const std::byte*>(bin.data()),
+                                            reinterpret_cast<const std::byte*>(bin.data()) + bin.size()));
+    const auto differs = [&](float got, size_t at) { return std::memcmp(&got, &want[at], sizeof got) != 0; };
+    // GEMV: x rows one-hot at columns c .. c+7, so y[r][i] = w[i][c + r] (as a value: a sum that
+    // starts at +0 turns a -0 weight into +0).
+    for (int64_t c = 0; c < kCols; c += 8) {
+      std::vector<float> x(static_cast<size_t>(8 * kCols), 0.0f);
+      for (int64_t r = 0; r < 8; ++r) x[static_cast<size_t>(r * kCols + c + r)] = 1.0f;
+      DeviceBuffer d_x(x);
+      const auto y = gemv(t, d_w, kRows, kCols, d_x.as<float>(), 8, nullptr);
+      for (int64_t r = 0; r < 8; ++r)
+        for (int64_t i = 0; i < kRows; ++i)
+          ASSERT_EQ(y[static_cast<size_t>(r * kRows + i)], want[static_cast<size_t>(i * kCols + c + r)])
+              << kvinfer::dtype_name(t) << " GEMV: row " << i << " column " << c + r;
+    }
+    // The embedding gather: every row, in reverse order.
+    DeviceBuffer d_ids(std::vector<int32_t>{5, 4, 3, 2, 1, 0});
+    DeviceBuffer d_rows(static_cast<size_t>(kRows * kCols) * sizeof(float));
+    cuda::embed_quantized(t, d_w.ptr, kRows, kCols, d_ids.as<int32_t>(), kRows, d_rows.as<float>(), stream_);
+    DeviceBuffer d_f16(static_cast<size_t>(kRows * kCols) * sizeof(uint16_t));
+    cuda::dequantize_f16(t, d_w.ptr, kRows, kCols, d_f16.ptr, stream_);
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    const auto rows = d_rows.to_host<float>();
+    const auto halves = d_f16.to_host<uint16_t>();
+    for (int64_t i = 0; i < kRows; ++i)
+      for (int64_t j = 0; j < kCols; ++j) {
+        const auto at = static_cast<size_t>(i * kCols + j);
+        ASSERT_FALSE(differs(rows[static_cast<size_t>((kRows - 1 - i) * kCols + j)], at))
+            << kvinfer::dtype_name(t) << " embedding: row " << i << " column " << j;
+        ASSERT_EQ(halves[at], kvinfer::core::f32_to_f16(want[at]))
+            << kvinfer::dtype_name(t) << " f16 tile: row " << i << " column " << j;
+      }
+  }
 }
 
 // Against the CPU backend's product (cpu::linear: its own fixed-order f32 dot): both are within

@@ -1,4 +1,5 @@
-// Kernels launched from a CUDA graph read the decode position from device memory
+// cuda_backend::decode_step: what a step sends and what its graph is keyed by. Then kernels
+// launched from a CUDA graph read the decode position from device memory
 // (start_on_device, kernels/cuda_ops.h): one graph, captured once, replayed at many positions,
 // must give the bits of a plain launch at each of them. Decode attention plans its splits on the
 // device then; the positions here cross its split-count changes. Skips without a CUDA device.
@@ -10,11 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "core/quantize.h"
+#include "cuda/cuda_backend.h"
 #include "cuda_check.h"
 #include "cuda_test_buffer.h"
 #include "cuda_ops.h"
 #include "kvinfer/device.h"
 #include "kvinfer/dtype.h"
+#include "models/weights.h"
 
 namespace kvinfer {
 namespace {
@@ -79,6 +83,78 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 // One graph per window, replayed at positions on both sides of each split-count change of the
 // plan (one split up to a few tiles, then more, up to the capacity) against plain launches.
+// A table of 16 rows of 4 floats, row t all t: embed's output names the token id a step used.
+struct StepTable {
+  std::vector<float> host = [] {
+    std::vector<float> v(64);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i / 4);
+    return v;
+  }();
+  DeviceBuffer dev{host};
+  Matrix matrix() const { return {.dtype = DType::F32, .data = dev.as<std::byte>(), .rows = 16, .cols = 4}; }
+};
+
+// decode_step with a body that gathers the step's token row into `out` (step mode: the id is
+// read from the device, where the step's 8-byte copy put it).
+void embed_step(cuda_backend::Context& c, const StepTable& table, int32_t token, int64_t start, float* out) {
+  const int32_t ids[1] = {0};  // not read in step mode
+  const Matrix m = table.matrix();
+  cuda_backend::decode_step(c, token, start, [out] { return std::vector<const void*>{out}; },
+                            [&] { cuda_backend::embed(c, m, ids, out, EmbedIds::Tokens); });
+}
+
+// The token id and position go from pinned memory: a true asynchronous copy that reads its
+// source when the stream gets to it. Two steps enqueued without a wait between them must each
+// send their own token (the second waits until the first's copy has read the buffer).
+TEST(CudaDecodeStep, EachStepSendsItsOwnTokenFromPinnedMemory) {
+  SKIP_WITHOUT_DEVICE();
+  auto ctx = cuda_backend::create_context();
+  StepTable table;
+  DeviceBuffer a(4 * sizeof(float)), b(4 * sizeof(float));
+#if defined(KVINFER_CUDA_SIM)
+  const uint64_t pageable = kvi_sim::pageable_copies();
+#endif
+  embed_step(*ctx, table, 5, 0, a.as<float>());
+  embed_step(*ctx, table, 9, 1, b.as<float>());
+  CUDA_CHECK(cudaStreamSynchronize(cuda_backend::stream(*ctx)));
+  EXPECT_EQ(a.to_host<float>(), std::vector<float>(4, 5.0f));
+  EXPECT_EQ(b.to_host<float>(), std::vector<float>(4, 9.0f));
+#if defined(KVINFER_CUDA_SIM)
+  EXPECT_EQ(kvi_sim::pageable_copies(), pageable) << "a step's copy was staged from pageable memory";
+#endif
+}
+
+// A decode graph is keyed by what a step touches: prefill-only scratch (token ids, narrowed GEMM
+// inputs, dequantised weight tiles) that a later, larger prefill grows must not force a capture.
+TEST(CudaDecodeStep, APrefillThatGrowsItsScratchKeepsTheDecodeGraph) {
+  SKIP_WITHOUT_DEVICE();
+  auto ctx = cuda_backend::create_context();
+  StepTable table;
+  DeviceBuffer out(4 * sizeof(float));
+  for (int32_t t = 1; t <= 3; ++t) embed_step(*ctx, table, t, t, out.as<float>());  // eager, captured, replayed
+  const cuda_backend::GraphCounts before = cuda_backend::graph_counts();
+  // A prefill's work outside step mode: 40 token ids, a Q8_0 product of 40 rows (GEMM input and
+  // dequantised tile), each growing its scratch buffer.
+  constexpr int64_t kN = 40, kIn = 64, kOut = 32;
+  std::vector<float> w(static_cast<size_t>(kIn * kOut));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = std::sin(static_cast<float>(i));
+  std::vector<std::byte> q(static_cast<size_t>(kOut) * dtype_row_bytes(DType::Q8_0, kIn));
+  for (int64_t r = 0; r < kOut; ++r)
+    quantize_row(DType::Q8_0, w.data() + r * kIn, q.data() + r * dtype_row_bytes(DType::Q8_0, kIn), kIn);
+  DeviceBuffer dq(q), x(std::vector<float>(static_cast<size_t>(kN * kIn), 0.5f)), y(kN * kOut * sizeof(float));
+  DeviceBuffer rows(kN * 4 * sizeof(float));
+  const Linear layer{.weight = {.dtype = DType::Q8_0, .data = dq.as<std::byte>(), .rows = kOut, .cols = kIn}, .bias = {}};
+  cuda_backend::linear(*ctx, layer, x.as<float>(), kN, y.as<float>());
+  const std::vector<int32_t> ids(kN, 3);
+  cuda_backend::embed(*ctx, table.matrix(), ids, rows.as<float>(), EmbedIds::Tokens);
+  embed_step(*ctx, table, 7, 4, out.as<float>());
+  CUDA_CHECK(cudaStreamSynchronize(cuda_backend::stream(*ctx)));
+  EXPECT_EQ(out.to_host<float>(), std::vector<float>(4, 7.0f));
+  const cuda_backend::GraphCounts after = cuda_backend::graph_counts();
+  EXPECT_EQ(after.captured, before.captured) << "the prefill's scratch forced a new capture";
+  EXPECT_EQ(after.launched, before.launched + 1);
+}
+
 TEST(CudaGraphs, DecodeAttentionAtADevicePositionIsThePlainLaunchBitForBit) {
   SKIP_WITHOUT_DEVICE();
   const int64_t kv_heads = 2, group = 4, hd = 64, capacity = 3000, heads = kv_heads * group;

@@ -20,6 +20,7 @@
 #include "core/quantize.h"
 #include "core/rope.h"
 #include "cpu/cpu_ops.h"
+#include "cuda/cublas_loader.h"
 #include "cuda/cuda_backend.h"
 #include "cuda_check.h"
 #include "cuda_test_buffer.h"
@@ -114,6 +115,32 @@ TEST_F(CudaOps, EmbedWidensTheRowsOfEveryDtype) {
     std::vector<float> ref(ids.size() * hidden);
     cpu::embed({.dtype = t, .data = table.data(), .rows = vocab, .cols = hidden}, ids, ref.data());
     EXPECT_EQ(d_out.to_host<float>(), ref) << kvinfer::dtype_name(t);  // widening is exact
+  }
+}
+
+// Every f16 bit pattern (±0, subnormals, normals, ±inf, NaNs) widened on the device as the CPU
+// widens it. On a GPU the kernels widen with one cvt.f32.f16 (core::f16_to_f32): exact, so the
+// same bits, except that a NaN need only stay a NaN.
+TEST_F(CudaOps, EmbedWidensEveryF16BitPattern) {
+  constexpr int64_t kPatterns = int64_t{1} << 16;
+  std::vector<uint16_t> table(kPatterns);
+  for (int64_t i = 0; i < kPatterns; ++i) table[static_cast<size_t>(i)] = static_cast<uint16_t>(i);
+  const std::vector<int32_t> ids = {0};
+  DeviceBuffer d_table(table), d_ids(ids), d_out(kPatterns * sizeof(float));
+  cuda::embed(DType::F16, d_table.ptr, 1, kPatterns, d_ids.as<int32_t>(), 1, d_out.as<float>(), stream_);
+  sync();
+  const auto got = d_out.to_host<float>();
+  std::vector<float> want(kPatterns);
+  cpu::to_f32(DType::F16, reinterpret_cast<const std::byte*>(table.data()), want.data(), kPatterns);
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(want[i])) {
+      ASSERT_TRUE(std::isnan(got[i])) << "f16 0x" << std::hex << i;
+      continue;
+    }
+    uint32_t g = 0, w = 0;
+    std::memcpy(&g, &got[i], 4);
+    std::memcpy(&w, &want[i], 4);
+    ASSERT_EQ(g, w) << "f16 0x" << std::hex << i << ": " << got[i] << " on the device, " << want[i] << " on the CPU";
   }
 }
 
@@ -643,9 +670,11 @@ TEST_F(CudaOps, ArgmaxMatchesCpuWithTiesAndLargeVocabularies) {
 //    the error Σ w_j x_j δ_j has std ≤ u/√3·‖w∘x‖₂ ≈ u/√3·std(y), its max over the outputs is
 //    ≈ 0.7u·max|y|; we allow 2u (+ the f32 bound).
 TEST_F(CudaOps, GemmMatchesCpuLinearForEveryDtype) {
+  // cuBLAS as kvinfer loads it (at run time: no test links libcublas), one handle on the test's stream.
+  const cuda::CublasApi& blas = cuda::cublas();
   cublasHandle_t handle = nullptr;
-  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
-  ASSERT_EQ(cublasSetStream(handle, stream_), CUBLAS_STATUS_SUCCESS);  // cuda::gemm leaves the binding to its caller
+  ASSERT_EQ(blas.create(&handle), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(blas.set_stream(handle, stream_), CUBLAS_STATUS_SUCCESS);  // cuda::gemm leaves the binding to its caller
   struct Shape { int64_t n, out, in; };
   for (Shape s : {Shape{1, 32001, 67}, Shape{3, 1001, 4097}, Shape{17, 257, 1031}})
     for (DType t : kDtypes) {
@@ -668,7 +697,7 @@ TEST_F(CudaOps, GemmMatchesCpuLinearForEveryDtype) {
       EXPECT_LE(max_rel_err(y, ref_narrowed), t == DType::F32 ? tol32 : 4 * tol32) << what << " in " << s.in;
       EXPECT_LE(max_rel_err(y, ref), 2 * u + tol32) << what << " in " << s.in;
     }
-  cublasDestroy(handle);
+  blas.destroy(handle);
 }
 
 // The dequantisation kernel uses kernels/core/quant.h as the CPU does: the f16 it writes is

@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <cstdlib>
@@ -115,6 +116,94 @@ __global__ void divergent_mma_kernel(float* out) {
   out[threadIdx.x] = d[0];
 }
 
+// Sum over the block, as kernels/elementwise.cu's block_sum: `scratch` holds a float per warp,
+// written by lane 0 of each warp, read by every lane after the barrier.
+__device__ float block_sum(float v, float* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < static_cast<int>(blockDim.x) / 32 ? scratch[lane] : 0.0f;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Two block sums in a row over one scratch, as layer_norm's mean and variance. Without the
+// barrier between them a warp that runs ahead rewrites scratch while others still read the first.
+template <bool kBarrier>
+__global__ void two_sums_kernel(const float* x, float* out) {
+  __shared__ float scratch[32];
+  const float v = x[threadIdx.x];
+  const float s1 = block_sum(v, scratch);
+  if (kBarrier) __syncthreads();
+  const float s2 = block_sum(v * v, scratch);
+  out[threadIdx.x] = s1;
+  out[blockDim.x + threadIdx.x] = s2;
+}
+
+// The neighbour exchange through dynamic shared memory.
+template <bool kBarrier>
+__global__ void dynamic_neighbour_kernel(float* out) {
+  float* s = kvinfer::cuda::dynamic_shared<float>();
+  s[threadIdx.x] = static_cast<float>(threadIdx.x);
+  if (kBarrier) __syncthreads();
+  out[threadIdx.x] = s[(threadIdx.x + 1) % blockDim.x];
+}
+
+// Block b > 0 continues block b - 1's result: right only if the blocks run in order, which a
+// launch never promises.
+__global__ void chain_kernel(float* v) {
+  if (threadIdx.x != 0) return;
+  v[blockIdx.x] = blockIdx.x == 0 ? 0.0f : v[blockIdx.x - 1] + 1.0f;
+}
+
+// Block b takes the next ticket when it runs: a plain counter, since the simulation runs one block
+// at a time and one without a barrier runs whole, so the tickets are the order blocks ran in.
+__global__ void ticket_kernel(int* next, int* ticket) {
+  if (threadIdx.x == 0) ticket[blockIdx.x] = (*next)++;
+}
+
+// Each block raises its flag, passes a barrier, then counts the other blocks that have raised
+// theirs and not yet finished: never any when blocks run one after another.
+__global__ void in_flight_kernel(int* flag, int* done, int* seen, int blocks) {
+  if (threadIdx.x == 0) flag[blockIdx.x] = 1;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int others = 0;
+    for (int b = 0; b < blocks; ++b) others += b != static_cast<int>(blockIdx.x) && flag[b] == 1 && done[b] != 1;
+    seen[blockIdx.x] = others;
+    done[blockIdx.x] = 1;
+  }
+}
+
+// A static __shared__ array holds each block's own values across a barrier.
+__global__ void private_static_kernel(float* out) {
+  __shared__ float s[64];
+  s[threadIdx.x] = static_cast<float>(blockIdx.x * 1000 + threadIdx.x);
+  __syncthreads();
+  out[blockIdx.x * 64 + threadIdx.x] = s[(threadIdx.x + 1) % 64];
+}
+
+// A float4 load from one float past a 16-byte boundary.
+__global__ void misaligned_float4_kernel(const float* in, float* out) {
+  const float4 v = *reinterpret_cast<const float4*>(in + 1 + 4 * threadIdx.x);
+  out[threadIdx.x] = v.x + v.y + v.z + v.w;
+}
+
+// A 4-byte load from 2 bytes past a multiple of 4 (a 16-bit row read 32 bits at a time).
+__global__ void misaligned_word_kernel(const uint16_t* in, uint32_t* out) {
+  out[threadIdx.x] = *reinterpret_cast<const uint32_t*>(in + 1 + 2 * threadIdx.x);
+}
+
+// An async copy of 16 bytes from 8 bytes past a 16-byte boundary.
+__global__ void misaligned_pipeline_kernel(const float* in, float* out) {
+  float* s = kvinfer::cuda::dynamic_shared<float>();
+  __pipeline_memcpy_async(s + 4 * threadIdx.x, in + 2 + 4 * threadIdx.x, 16);
+  __pipeline_commit();
+  __pipeline_wait_prior(0);
+  out[threadIdx.x] = s[4 * threadIdx.x];
+}
+
 __global__ void read_kernel(const float* in, float* out) { out[threadIdx.x] = in[threadIdx.x]; }
 
 __global__ void add_one_kernel(float* x) { x[threadIdx.x] += 1.0f; }
@@ -128,6 +217,20 @@ cudaError_t run_and_sync(void (*kernel)(float*), float* out) {
   const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, out);
   return e != cudaSuccess ? e : cudaDeviceSynchronize();
 }
+
+// The simulation's checks for a scope (kvi_sim::set_checks), then those before: a test of one
+// mode runs the same whatever mode ctest gave the process.
+struct ScopedChecks {
+  kvi_sim::Checks before = kvi_sim::checks();
+  explicit ScopedChecks(kvi_sim::Checks c) { kvi_sim::set_checks(c); }
+  ~ScopedChecks() { kvi_sim::set_checks(before); }
+  ScopedChecks(const ScopedChecks&) = delete;
+  ScopedChecks& operator=(const ScopedChecks&) = delete;
+};
+constexpr kvi_sim::Checks kLockstep{kvi_sim::Schedule::Lockstep, false, false};
+constexpr kvi_sim::Checks kRunAhead{kvi_sim::Schedule::RunAhead, false, false};
+constexpr kvi_sim::Checks kShuffled{kvi_sim::Schedule::Lockstep, true, false};
+constexpr kvi_sim::Checks kRacecheck{kvi_sim::Schedule::Lockstep, false, true};
 
 class CudaSim : public ::testing::Test {
  protected:
@@ -145,6 +248,7 @@ TEST_F(CudaSim, FreshDeviceMemoryIsPoison) {
 }
 
 TEST_F(CudaSim, AMissingBarrierChangesTheResult) {
+  const ScopedChecks mode(kLockstep);
   Dev<float> with(kThreads), without(kThreads);
   kvinfer::cuda::launch("neighbour", neighbour_kernel<true>, 1, kThreads, 0, nullptr, with.p);
   kvinfer::cuda::launch("neighbour", neighbour_kernel<false>, 1, kThreads, 0, nullptr, without.p);
@@ -156,6 +260,174 @@ TEST_F(CudaSim, AMissingBarrierChangesTheResult) {
   }
   // Threads run in a shuffled order: about half read their neighbour's slot before it is written.
   EXPECT_GT(wrong, kThreads / 8) << "the order of the block's threads is not shuffled";
+}
+
+// layer_norm's pattern (two block sums over one scratch, elementwise.cu): in lockstep the warps
+// read the first sum before any can write the second, so a missing barrier between them goes
+// unseen; a warp that runs ahead to its next barrier rewrites scratch under the others.
+TEST_F(CudaSim, AWarpThatRunsAheadExposesAMissingBarrierBetweenReductions) {
+  std::vector<float> x(kThreads);
+  double sum = 0, sum_sq = 0;
+  for (int i = 0; i < kThreads; ++i) {
+    x[static_cast<size_t>(i)] = static_cast<float>(i % 7) - 2.0f;
+    sum += x[static_cast<size_t>(i)], sum_sq += x[static_cast<size_t>(i)] * x[static_cast<size_t>(i)];
+  }
+  Dev<float> dx(kThreads);
+  ASSERT_EQ(cudaMemcpy(dx.p, x.data(), kThreads * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  const auto wrong_sums = [&](kvi_sim::Checks mode, bool barrier) {
+    const ScopedChecks scoped(mode);
+    Dev<float> out(2 * kThreads);
+    if (barrier)
+      kvinfer::cuda::launch("two_sums", two_sums_kernel<true>, 1, kThreads, 0, nullptr, dx.p, out.p);
+    else
+      kvinfer::cuda::launch("two_sums", two_sums_kernel<false>, 1, kThreads, 0, nullptr, dx.p, out.p);
+    const auto got = out.host();
+    int wrong = 0;
+    for (int i = 0; i < kThreads; ++i)
+      wrong += got[static_cast<size_t>(i)] != sum || got[static_cast<size_t>(kThreads + i)] != sum_sq;
+    return wrong;
+  };
+  EXPECT_EQ(wrong_sums(kLockstep, false), 0) << "lockstep was meant to miss it (else this test shows nothing)";
+  EXPECT_GE(wrong_sums(kRunAhead, false), kThreads / 2) << "every warp but the first to run reads a rewritten scratch";
+  EXPECT_EQ(wrong_sums(kRunAhead, true), 0);
+}
+
+// With their order shuffled, a block that reads what an earlier-numbered block of the same launch
+// wrote gets poison or a stale value.
+TEST_F(CudaSim, ShuffledBlocksExposeAReadOfAnotherBlocksResult) {
+  constexpr int kBlocks = 64;
+  const auto chain = [&](kvi_sim::Checks mode) {
+    const ScopedChecks scoped(mode);
+    Dev<float> v(kBlocks);
+    kvinfer::cuda::launch("chain", chain_kernel, kBlocks, 32, 0, nullptr, v.p);
+    const auto got = v.host();
+    int wrong = 0;
+    for (int b = 0; b < kBlocks; ++b) wrong += got[static_cast<size_t>(b)] != static_cast<float>(b);
+    return wrong;
+  };
+  EXPECT_EQ(chain(kLockstep), 0);
+  EXPECT_GT(chain(kShuffled), kBlocks / 4);
+}
+
+// The order itself is shuffled, not only blocks taking turns: three resident blocks started in
+// numbered order (interleaving alone) would run nearly every block within a few places of its
+// number, and the chain above would still break. A random order moves about 3/4 of 64 blocks
+// more than 8 places.
+TEST_F(CudaSim, ShuffledBlocksStartInASeededOrder) {
+  constexpr int kBlocks = 64;
+  const auto moved_far = [&](kvi_sim::Checks mode) {
+    const ScopedChecks scoped(mode);
+    Dev<int> next(1), ticket(kBlocks);
+    EXPECT_EQ(cudaMemset(next.p, 0, 4), cudaSuccess);
+    kvinfer::cuda::launch("ticket", ticket_kernel, kBlocks, 32, 0, nullptr, next.p, ticket.p);
+    const auto got = ticket.host();
+    std::vector<int> sorted(got.begin(), got.end());
+    std::sort(sorted.begin(), sorted.end());
+    for (int b = 0; b < kBlocks; ++b) EXPECT_EQ(sorted[static_cast<size_t>(b)], b) << "every block ran once";
+    int far = 0;
+    for (int b = 0; b < kBlocks; ++b) far += std::abs(got[static_cast<size_t>(b)] - b) > 8;
+    return far;
+  };
+  EXPECT_EQ(moved_far(kLockstep), 0);
+  EXPECT_GT(moved_far(kShuffled), kBlocks / 4);
+}
+
+#if defined(KVINFER_SIM_ACCESS_CHECKS)
+// Shuffled blocks also take turns at their barriers (a few resident at once): a block then sees
+// another that has started and not finished, which blocks run one after another never show.
+// Static __shared__ arrays stay each block's own meanwhile.
+TEST_F(CudaSim, ShuffledBlocksInterleaveAtTheirBarriersAndKeepTheirSharedMemory) {
+  ASSERT_TRUE(kvi_sim::access_checks_compiled());
+  constexpr int kBlocks = 32;
+  const auto most_in_flight = [&](kvi_sim::Checks mode) {
+    const ScopedChecks scoped(mode);
+    Dev<int> flag(kBlocks), done(kBlocks), seen(kBlocks);
+    EXPECT_EQ(cudaMemset(flag.p, 0, kBlocks * 4), cudaSuccess);
+    EXPECT_EQ(cudaMemset(done.p, 0, kBlocks * 4), cudaSuccess);
+    kvinfer::cuda::launch("in_flight", in_flight_kernel, kBlocks, 64, 0, nullptr, flag.p, done.p, seen.p, kBlocks);
+    const auto s = seen.host();
+    return *std::max_element(s.begin(), s.end());
+  };
+  EXPECT_EQ(most_in_flight(kLockstep), 0);
+  EXPECT_GT(most_in_flight(kShuffled), 0);
+  const ScopedChecks scoped(kShuffled);
+  Dev<float> out(kBlocks * 64);
+  kvinfer::cuda::launch("private_static", private_static_kernel, kBlocks, 64, 0, nullptr, out.p);
+  const auto got = out.host();
+  for (int b = 0; b < kBlocks; ++b)
+    for (int t = 0; t < 64; ++t)
+      ASSERT_EQ(got[static_cast<size_t>(b * 64 + t)], static_cast<float>(b * 1000 + (t + 1) % 64)) << b << "," << t;
+}
+
+// Racecheck: a byte of shared memory that two warps touch between the same two barriers, one of
+// them writing, is a fault naming both threads and where each touched it; the same kernels with
+// their barriers pass.
+TEST_F(CudaSim, RacecheckNamesTheWriterAndTheReaderOfASharedByte) {
+  std::vector<float> x(kThreads, 1.0f);
+  Dev<float> dx(kThreads), out(2 * kThreads);
+  ASSERT_EQ(cudaMemcpy(dx.p, x.data(), kThreads * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  {
+    const ScopedChecks scoped(kRacecheck);
+    kvinfer::cuda::launch("two_sums", two_sums_kernel<true>, 1, kThreads, 0, nullptr, dx.p, out.p);
+    kvinfer::cuda::launch("neighbour", dynamic_neighbour_kernel<true>, 1, kThreads, kThreads * 4, nullptr, out.p);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+  EXPECT_EXIT(
+      {
+        kvi_sim::set_checks(kRacecheck);
+        kvinfer::cuda::launch("two_sums", two_sums_kernel<false>, 1, kThreads, 0, nullptr, dx.p, out.p);
+        std::exit(cudaDeviceSynchronize() == cudaErrorLaunchFailure ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0),
+      "shared-memory race \\(racecheck, write after read\\): byte [0-9]+ of .*static __shared__.*: read by thread "
+      "\\([0-9]+,0,0\\) \\(warp [0-9]\\) at .*, then written by thread \\([0-9]+,0,0\\) \\(warp [0-9]\\) at .*, with no "
+      "__syncthreads between them");
+  EXPECT_EXIT(
+      {
+        kvi_sim::set_checks(kRacecheck);
+        kvinfer::cuda::launch("neighbour", dynamic_neighbour_kernel<false>, 1, kThreads, kThreads * 4, nullptr, out.p);
+        std::exit(cudaDeviceSynchronize() == cudaErrorLaunchFailure ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "shared-memory race \\(racecheck, .*\\): byte [0-9]+ of the dynamic shared memory");
+}
+
+// A 4-byte load at an address that is not a multiple of 4 stops the kernel with
+// cudaErrorMisalignedAddress, as on a GPU (seen by the access hooks).
+TEST_F(CudaSim, AMisalignedWordIsAFault) {
+  EXPECT_EXIT(
+      {
+        Dev<uint16_t> in(4 * kThreads);
+        Dev<uint32_t> out(kThreads);
+        kvinfer::cuda::launch("mis_word", misaligned_word_kernel, 1, kThreads, 0, nullptr, in.p, out.p);
+        std::exit(cudaDeviceSynchronize() == cudaErrorMisalignedAddress ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "misaligned address: a 4-byte load at 0x[0-9a-f]+ \\(a multiple of 4");
+}
+#endif  // KVINFER_SIM_ACCESS_CHECKS
+
+// A vector load, or an async copy, at an address that is not a multiple of its size stops the
+// kernel with cudaErrorMisalignedAddress, as on a GPU.
+// (UBSan builds stop at the float4 dereference before the simulation can: their report is the check there.)
+TEST_F(CudaSim, MisalignedVectorAndAsyncCopyAccessesAreFaults) {
+#if !defined(KVINFER_TEST_UBSAN)
+  EXPECT_EXIT(
+      {
+        Dev<float> in(8 * kThreads);
+        Dev<float> out(kThreads);
+        kvinfer::cuda::launch("mis4", misaligned_float4_kernel, 1, kThreads, 0, nullptr, in.p, out.p);
+        std::exit(cudaDeviceSynchronize() == cudaErrorMisalignedAddress ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "misaligned address: a 16-byte vector load at 0x[0-9a-f]+ \\(a multiple of 16");
+#endif
+  EXPECT_EXIT(
+      {
+        Dev<float> in(8 * kThreads);
+        Dev<float> out(kThreads);
+        kvinfer::cuda::launch("mis_async", misaligned_pipeline_kernel, 1, kThreads, 16 * kThreads, nullptr, in.p,
+                              out.p);
+        std::exit(cudaDeviceSynchronize() == cudaErrorMisalignedAddress ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "misaligned address: thread .*__pipeline_memcpy_async of 16 bytes from 8");
 }
 
 TEST_F(CudaSim, DivergentBarriersAreAFaultNamingBothPlaces) {
@@ -406,6 +678,36 @@ TEST_F(CudaSim, StreamCaptureRecordsAndAGraphReplays) {
   cudaStreamDestroy(s);
 }
 
+// An async copy from pinned memory reads its source when it runs, as a DMA does: a buffer
+// rewritten before the stream gets there sends the new bytes. From pageable memory the bytes are
+// staged when the call returns (and counted: tests see which copies are pinned).
+TEST_F(CudaSim, PinnedCopiesReadTheirSourceWhenTheyRun) {
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  int* pinned = nullptr;
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), sizeof(int)), cudaSuccess);
+  int pageable = 1;
+  Dev<int> from_pinned(1), from_pageable(1);
+  *pinned = 1;
+  const uint64_t staged = kvi_sim::pageable_copies();
+  ASSERT_EQ(cudaMemcpyAsync(from_pinned.p, pinned, sizeof(int), cudaMemcpyHostToDevice, s), cudaSuccess);
+  EXPECT_EQ(kvi_sim::pageable_copies(), staged);
+  ASSERT_EQ(cudaMemcpyAsync(from_pageable.p, &pageable, sizeof(int), cudaMemcpyHostToDevice, s), cudaSuccess);
+  EXPECT_EQ(kvi_sim::pageable_copies(), staged + 1);
+  *pinned = 2, pageable = 2;  // before the stream ran either copy
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(from_pinned.host()[0], 2);
+  EXPECT_EQ(from_pageable.host()[0], 1);
+  cudaPointerAttributes a{};
+  ASSERT_EQ(cudaPointerGetAttributes(&a, pinned), cudaSuccess);
+  EXPECT_EQ(a.type, cudaMemoryTypeHost);
+  ASSERT_EQ(cudaPointerGetAttributes(&a, from_pinned.p), cudaSuccess);
+  EXPECT_EQ(a.type, cudaMemoryTypeDevice);
+  EXPECT_EQ(a.device, 0);
+  EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
+  cudaStreamDestroy(s);
+}
+
 // What a capture cannot hold fails and invalidates it: a synchronisation, a copy from host
 // memory, an allocation on the capturing thread (another thread may allocate in ThreadLocal mode).
 TEST_F(CudaSim, StreamCaptureRefusesWhatAGraphCannotHold) {
@@ -443,7 +745,7 @@ TEST_F(CudaSim, StreamCaptureRefusesWhatAGraphCannotHold) {
   cudaStreamDestroy(s);
 }
 
-TEST(CudaSimDevice, TheSimulatedDeviceIsTheOneAsked) {
+TEST(CudaSimDevice, TheSimulatedDevicesAreTheOnesAsked) {
   const char* want = std::getenv("KVINFER_SIM_DEVICE");
   int n = 0;
   if (want == nullptr) {
@@ -451,13 +753,27 @@ TEST(CudaSimDevice, TheSimulatedDeviceIsTheOneAsked) {
     EXPECT_EQ(n, 0);
     return;
   }
+  std::vector<std::string> ids;  // $KVINFER_SIM_DEVICE: sm_90, or a list such as sm_90,sm_86
+  for (std::string rest = want;;) {
+    const size_t comma = rest.find(',');
+    ids.push_back(rest.substr(0, comma));
+    if (comma == std::string::npos) break;
+    rest = rest.substr(comma + 1);
+  }
   ASSERT_EQ(cudaGetDeviceCount(&n), cudaSuccess);
-  cudaDeviceProp prop{};
-  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
-  const std::string id = "sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
-  EXPECT_EQ(id, want);
-  EXPECT_EQ(prop.sharedMemPerBlockOptin, id == "sm_90" ? 227u * 1024 : 99u * 1024);
-  EXPECT_EQ(prop.multiProcessorCount, id == "sm_90" ? 132 : 82);
+  ASSERT_EQ(n, static_cast<int>(ids.size()));
+  for (int d = 0; d < n; ++d) {
+    cudaDeviceProp prop{};
+    ASSERT_EQ(cudaGetDeviceProperties(&prop, d), cudaSuccess);
+    const std::string id = "sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
+    EXPECT_EQ(id, ids[static_cast<size_t>(d)]);
+    EXPECT_EQ(prop.sharedMemPerBlockOptin, id == "sm_90" ? 227u * 1024 : 99u * 1024);
+    EXPECT_EQ(prop.multiProcessorCount, id == "sm_90" ? 132 : 82);
+  }
+  cudaDeviceProp beyond{};
+  EXPECT_EQ(cudaGetDeviceProperties(&beyond, n), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaSetDevice(n), cudaErrorInvalidDevice);
+  cudaGetLastError();
 }
 
 }  // namespace

@@ -56,7 +56,7 @@ missing() { echo "gpu_check: missing $*: this script installs nothing (no networ
 #   decode step bytes (step 65, 576 positions): 2,069,258,240 = matrices ...
 #   decode floor: 0.502 ms/token = 1992.3 tokens/s (bytes a step / ...); achieved 1502.1 tokens/s = 75.4% of the floor
 # bench_cuda_attention's rows: context group heads "KV MiB" "time us" GB/s "% copy", after
-# "copy bandwidth (D2D 1 GiB, read + write): 4123 GB/s". A figure a log lacks prints as "-".
+# "copy bandwidth (D2D 1024 MiB, read + write): 4123 GB/s". A figure a log lacks prints as "-".
 
 # first_match FILE SED_SCRIPT: the first line sed -n prints, or "-".
 first_match() {

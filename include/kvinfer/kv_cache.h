@@ -36,8 +36,9 @@ class KvCache {
   // its other live caches; the error names the bytes needed and available. On CUDA the device's
   // free memory is checked too.
   KvCache(const Model& model, int64_t capacity_tokens, std::optional<DType> dtype = std::nullopt);
-  // A cache for any config (no weights needed). device: CPU or CUDA. The bytes are checked against
-  // the memory available now ($KVINFER_MEMORY_LIMIT, else detected) before anything is allocated.
+  // A cache for any config (no weights needed). device: CPU or CUDA (CUDA device 0). The bytes are
+  // checked against the memory available now ($KVINFER_MEMORY_LIMIT, else detected) before
+  // anything is allocated.
   KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype, Device device = Device::CPU);
 
   int64_t size() const { return size_; }          // positions filled
@@ -54,6 +55,8 @@ class KvCache {
   int64_t reusable(int64_t n) const { return n >= earliest_rewind() ? n : 0; }
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
+  // Which CUDA device holds it (its model's LoadOptions::device_index); 0 on the CPU.
+  int device_index() const { return device_index_; }
   int64_t num_layers() const { return num_layers_; }
   int64_t num_kv_heads() const { return num_kv_heads_; }
   int64_t head_dim() const { return head_dim_; }
@@ -89,7 +92,7 @@ class KvCache {
   friend struct KvCacheAccess;
   // account: the model's MemoryAccount (src/core/memory.h), or null; max_capacity: the model's
   // context length (what a copy may grow to).
-  KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype, Device device,
+  KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype, Device device, int device_index,
           std::shared_ptr<void> account, int64_t max_capacity);
   size_t head_offset(int64_t layer, int which, int64_t kv_head) const;
   size_t scale_offset(int64_t layer, int which, int64_t kv_head) const;
@@ -119,6 +122,7 @@ class KvCache {
   int64_t num_layers_, num_kv_heads_, head_dim_, capacity_;
   DType dtype_;
   Device device_;
+  int device_index_ = 0;
   int64_t size_ = 0;
   uint64_t bytes_ = 0;
   std::vector<int64_t> rows_;      // (layers) positions each holds: capacity_, or a window's ring

@@ -25,6 +25,10 @@ using LoadProgress = std::function<void(uint64_t done, uint64_t total)>;
 
 struct LoadOptions {
   Device device = Device::Auto;
+  // Which CUDA device (0 .. cuda_device_count() - 1) a CUDA model lives and runs on: its weights,
+  // its caches and its sessions' streams. Auto picks that device when it is usable, else the CPU;
+  // CUDA without it is an error naming the devices there are. Ignored on the CPU.
+  int device_index = 0;
   LoadProgress on_progress = {};
   // CPU only, quantised weights only (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K): quantise
   // each 32-value block (256 for the K-quants) of a product's input to 8 bits and multiply in
@@ -99,6 +103,8 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   Device device() const { return device_; }
+  // The CUDA device it lives on (LoadOptions::device_index); 0 on the CPU.
+  int device_index() const { return device_index_; }
   // The dtype of the projection weights (what the checkpoint stores).
   DType weight_dtype() const { return weight_dtype_; }
   // Bytes of all weights as stored (what one forward pass reads, embeddings aside).
@@ -139,6 +145,7 @@ class Model {
   std::unique_ptr<Internal> internal_;
   ModelConfig config_;
   Device device_;
+  int device_index_ = 0;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::filesystem::path source_;
   DType weight_dtype_;

@@ -29,8 +29,15 @@ KVI_HD uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>((bits + rounding) >> 16);
 }
 
-// IEEE 754 binary16 → f32, exact for normals, subnormals, infinities and NaN.
+// IEEE 754 binary16 → f32, exact for normals, subnormals, infinities and NaN. On the device one
+// instruction, cvt.f32.f16 (what __half2float emits): the same value for every input, exactly
+// (widening never rounds), NaN for NaN.
 KVI_HD float f16_to_f32(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+#else
   uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t mant = h & 0x3ffu;
@@ -42,6 +49,7 @@ KVI_HD float f16_to_f32(uint16_t h) {
     return sign ? -v : v;
   }
   return bits_to_f32(sign | ((exp + 112u) << 23) | (mant << 13));
+#endif
 }
 
 // f32 → IEEE binary16 with round to nearest even; overflow gives ±inf.

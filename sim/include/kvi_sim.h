@@ -15,6 +15,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 // ---- qualifiers ---------------------------------------------------------------------------------
 #define __global__
@@ -35,22 +36,60 @@ struct dim3 {
   unsigned x = 1, y = 1, z = 1;
   constexpr dim3(unsigned vx = 1, unsigned vy = 1, unsigned vz = 1) : x(vx), y(vy), z(vz) {}
 };
-struct alignas(8) float2 {
-  float x, y;
-};
-struct alignas(16) float4 {
-  float x, y, z, w;
-};
-struct alignas(16) uint4 {
-  unsigned x, y, z, w;
-};
-struct alignas(16) int4 {
-  int x, y, z, w;
-};
-inline float2 make_float2(float x, float y) { return {x, y}; }
-inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
-inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
-inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+// The vector types: a whole-vector copy is a vector load or store on a GPU (ld/st.v2, .v4),
+// which faults unless its address is a multiple of the vector's size: the copy constructor and
+// assignment check the source and the destination (kvi_sim::check_vector). A member access
+// (p->x) is a scalar access, as on a GPU, and is not checked here.
+namespace kvi_sim {
+// A kernel fault (cudaErrorMisalignedAddress) when p is not a multiple of `bytes` inside a kernel.
+void misaligned_vector(const void* p, unsigned bytes, bool store);
+template <unsigned kBytes>
+inline void check_vector(const void* p, bool store) {
+  if (reinterpret_cast<uintptr_t>(p) % kBytes != 0) misaligned_vector(p, kBytes, store);
+}
+}  // namespace kvi_sim
+#define KVI_SIM_VECTOR(V, T, N, ...)                                                                     \
+  struct alignas(sizeof(T) * N) V {                                                                      \
+    T __VA_ARGS__;                                                                                       \
+    V() = default;                                                                                       \
+    V(const V& o) { copy(o); }                                                                           \
+    V& operator=(const V& o) {                                                                           \
+      kvi_sim::check_vector<sizeof(T) * N>(this, true);                                                  \
+      copy(o);                                                                                           \
+      return *this;                                                                                      \
+    }                                                                                                    \
+                                                                                                         \
+   private:                                                                                              \
+    void copy(const V& o) {                                                                              \
+      kvi_sim::check_vector<sizeof(T) * N>(&o, false);                                                   \
+      std::memcpy(static_cast<void*>(this), static_cast<const void*>(&o), sizeof(T) * N);                \
+    }                                                                                                    \
+  };
+KVI_SIM_VECTOR(float2, float, 2, x, y)
+KVI_SIM_VECTOR(float4, float, 4, x, y, z, w)
+KVI_SIM_VECTOR(uint4, unsigned, 4, x, y, z, w)
+KVI_SIM_VECTOR(int4, int, 4, x, y, z, w)
+#undef KVI_SIM_VECTOR
+inline float2 make_float2(float x, float y) {
+  float2 v;
+  v.x = x, v.y = y;
+  return v;
+}
+inline float4 make_float4(float x, float y, float z, float w) {
+  float4 v;
+  v.x = x, v.y = y, v.z = z, v.w = w;
+  return v;
+}
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) {
+  uint4 v;
+  v.x = x, v.y = y, v.z = z, v.w = w;
+  return v;
+}
+inline int4 make_int4(int x, int y, int z, int w) {
+  int4 v;
+  v.x = x, v.y = y, v.z = z, v.w = w;
+  return v;
+}
 
 // ---- built-in variables: set by the simulator before each simulated thread runs ------------------
 extern thread_local uint3 threadIdx;
@@ -74,6 +113,7 @@ enum cudaError_t {
   cudaErrorIllegalState = 401,
   cudaErrorNotReady = 600,
   cudaErrorIllegalAddress = 700,
+  cudaErrorMisalignedAddress = 716,
   cudaErrorLaunchFailure = 719,
   cudaErrorStreamCaptureUnsupported = 900,
   cudaErrorStreamCaptureInvalidated = 901,
@@ -120,6 +160,8 @@ using cudaStream_t = CUstream_st*;
 using cudaEvent_t = CUevent_st*;
 using cudaGraph_t = CUgraph_st*;
 using cudaGraphExec_t = CUgraphExec_st*;
+constexpr unsigned cudaEventDefault = 0x0;
+constexpr unsigned cudaEventDisableTiming = 0x2;
 constexpr unsigned cudaStreamDefault = 0x0;
 constexpr unsigned cudaStreamNonBlocking = 0x1;
 
@@ -153,6 +195,19 @@ struct cudaDeviceProp {
   int memoryClockRate;
 };
 
+enum cudaMemoryType {
+  cudaMemoryTypeUnregistered = 0,
+  cudaMemoryTypeHost = 1,
+  cudaMemoryTypeDevice = 2,
+  cudaMemoryTypeManaged = 3,
+};
+struct cudaPointerAttributes {
+  cudaMemoryType type = cudaMemoryTypeUnregistered;
+  int device = 0;
+  void* devicePointer = nullptr;
+  void* hostPointer = nullptr;
+};
+
 struct cudaLaunchConfig_t {
   dim3 gridDim;
   dim3 blockDim;
@@ -179,6 +234,11 @@ cudaError_t cudaMalloc(T** ptr, size_t bytes) {
   return cudaMalloc(reinterpret_cast<void**>(ptr), bytes);
 }
 cudaError_t cudaFree(void* ptr);
+// Pinned host memory: an asynchronous copy from it reads the bytes when it runs (a DMA), not when
+// it is enqueued, and a graph may hold such a copy.
+cudaError_t cudaMallocHost(void** ptr, size_t bytes);
+cudaError_t cudaFreeHost(void* ptr);
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const void* ptr);
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes);
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
@@ -190,6 +250,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 cudaError_t cudaEventCreate(cudaEvent_t* event);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
@@ -206,8 +267,36 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 
 namespace kvi_sim {
 // Validates the launch against the simulated device's rules and enqueues `run` (which runs one
-// simulated thread: the kernel with its arguments) for every thread of every block.
-cudaError_t launch(const cudaLaunchConfig_t& config, const void* kernel, std::function<void()> run);
+// simulated thread: the kernel with its arguments) for every thread of every block. pointers:
+// the kernel's pointer arguments (null for the others); one into another device's memory faults.
+cudaError_t launch(const cudaLaunchConfig_t& config, const void* kernel, std::function<void()> run,
+                   std::vector<const void*> pointers = {});
+// Asynchronous copies from pageable host memory so far (tests: which copies are pinned).
+uint64_t pageable_copies();
+
+// What the simulation checks and how it schedules, read from the environment once:
+//   schedule        $KVINFER_SIM_SCHEDULE: lockstep (default: every runnable thread once a round,
+//                   shuffled; warps move nearly together) or runahead (the warps one at a time in
+//                   a shuffled order, each to its next block barrier or its end before the next);
+//   shuffle_blocks  $KVINFER_SIM_BLOCK_ORDER=shuffled: a launch's blocks start in a seeded order,
+//                   interleaved at their barriers (up to 3 at a time) when access checks are
+//                   compiled in; default ordered: one after another, as numbered;
+//   racecheck       $KVINFER_SIM_RACECHECK=1: two warps of a block touching a shared-memory byte
+//                   between the same two barriers, one of them writing, is a kernel fault.
+// Misaligned accesses are faults whenever access checks are compiled in.
+enum class Schedule : uint8_t { Lockstep, RunAhead };
+struct Checks {
+  Schedule schedule = Schedule::Lockstep;
+  bool shuffle_blocks = false;
+  bool racecheck = false;
+};
+Checks checks();
+void set_checks(const Checks& c);  // for later launches (tests)
+// Whether the kernels were compiled with the access hooks (sim/src/access.cpp): racecheck,
+// misaligned accesses and interleaved blocks need them (not in the sanitizer builds).
+bool access_checks_compiled();
+// The device whose memory holds p, or -1.
+int pointer_device(const void* p);
 cudaError_t func_set_attribute(const void* kernel, cudaFuncAttribute attr, int value);
 // The running block's dynamic shared memory.
 unsigned char* dynamic_shared_memory();
@@ -219,6 +308,15 @@ void sync_warp(unsigned mask, const char* file, int line);
 void pipeline_memcpy_async(void* dst, const void* src, size_t size, size_t zfill);
 void pipeline_commit();
 void pipeline_wait_prior(size_t n);
+
+template <typename T>
+const void* pointer_arg(const T& v) {
+  if constexpr (std::is_pointer_v<T>) {
+    return static_cast<const void*>(v);
+  } else {
+    return nullptr;
+  }
+}
 
 template <typename T>
 uint64_t to_bits(T v) {
@@ -240,8 +338,10 @@ cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* config, void (*kernel)(
   if (config == nullptr || kernel == nullptr) return kvi_sim::launch(cudaLaunchConfig_t{}, nullptr, {});
   // The arguments converted to the kernel's parameter types once, as a launch copies them.
   std::tuple<std::decay_t<Params>...> params(std::forward<Args>(args)...);
+  std::vector<const void*> pointers;
+  std::apply([&pointers](const auto&... p) { (pointers.push_back(kvi_sim::pointer_arg(p)), ...); }, params);
   return kvi_sim::launch(*config, reinterpret_cast<const void*>(kernel),
-                         [kernel, params] { std::apply(kernel, params); });
+                         [kernel, params] { std::apply(kernel, params); }, std::move(pointers));
 }
 
 template <typename T>

@@ -1,17 +1,20 @@
-// Runs a grid block by block. A block's threads are fibers; the scheduler runs every runnable
-// thread in a shuffled order until it reaches a barrier, a warp synchronisation or its end, then
-// releases the barrier once every thread of the block (or warp) has reached the same one.
-// Shared memory starts as poison (0xFF bytes: NaN in f32, f16 and bf16).
+// Runs a grid's blocks, in order or in a seeded order, interleaving up to kResident blocks at
+// their barriers where feasible. A block's threads are fibers; between synchronisation points
+// they take turns by the launch's Schedule (kvi_sim.h: Checks). A barrier opens once every thread of the
+// block (or warp) has reached the same one. Shared memory starts as poison (0xFF bytes: NaN in
+// f32, f16 and bf16).
+#include "block.h"
+
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
 #include "core/convert.h"
-#include "fiber.h"
-#include "internal.h"
 
 thread_local uint3 threadIdx;
 thread_local uint3 blockIdx;
@@ -20,59 +23,17 @@ thread_local dim3 gridDim;
 
 namespace kvi_sim {
 
+thread_local Block* g_block __attribute__((tls_model("initial-exec"))) = nullptr;
+
 namespace {
 
 constexpr unsigned char kPoison = 0xFF;
 constexpr unsigned kFullMask = 0xffffffffu;
+// Blocks that take turns at their barriers when a launch's blocks are shuffled: enough to
+// interleave a block's reads of shared results with another block's writes.
+constexpr size_t kResident = 3;
 
-enum class State : uint8_t { NotStarted, Runnable, AtBarrier, AtWarp, Done };
-enum class Sync : uint8_t { None, Barrier, Shuffle, SyncWarp, Mma };
-
-struct Copy {
-  unsigned char* dst;
-  const unsigned char* src;
-  size_t size, zfill;
-};
-
-struct Thread {
-  uint3 idx{};
-  unsigned linear = 0;
-  State state = State::NotStarted;
-  Sync sync = Sync::None;
-  const char* what = nullptr;  // the intrinsic it waits in
-  const char* file = nullptr;
-  int line = 0;
-  Fiber* fiber = nullptr;
-  uint64_t warp_gen = 0;  // generation of the warp exchange it waits in
-  std::vector<Copy> copies;        // issued, not yet completed
-  std::vector<size_t> batch_ends;  // committed batches: copies[..batch_ends[i]]
-};
-
-struct Warp {
-  unsigned lanes = 0;    // threads in this warp (32 but for a partial last warp)
-  unsigned arrived = 0;  // lanes waiting in the current exchange
-  uint64_t gen = 0;
-  uint64_t buf[2][32] = {};
-  struct MmaFrags {  // one mma.sync's operands as the lanes deposit them, and its result
-    uint32_t a[32][4], b[32][2];
-    float c[32][4], d[32][4];
-    bool done;
-  };
-  std::unique_ptr<MmaFrags[]> mma;  // [2], by generation as buf; allocated at a warp's first mma
-};
-
-struct Block {
-  std::vector<Thread> threads;
-  std::vector<Warp> warps;
-  std::unique_ptr<unsigned char[]> smem;
-  size_t smem_bytes = 0;
-  const std::function<void()>* run = nullptr;
-  unsigned live = 0, at_barrier = 0;
-  Thread* current = nullptr;
-  std::string fault;
-};
-
-thread_local Block* g_block = nullptr;
+thread_local uint64_t g_epochs = 0;
 
 [[noreturn]] void outside_kernel(const char* what) {
   std::fprintf(stderr, "kvinfer CUDA simulation: %s called outside a kernel\n", what);
@@ -85,10 +46,6 @@ Block& block(const char* what) {
 }
 
 std::string site(const char* file, int line) { return std::string(file ? file : "?") + ":" + std::to_string(line); }
-
-std::string thread_name(const Thread& t) {
-  return "thread (" + std::to_string(t.idx.x) + "," + std::to_string(t.idx.y) + "," + std::to_string(t.idx.z) + ")";
-}
 
 // The thread's fiber yields to the scheduler until the thread is runnable again.
 void wait(Block& b, Thread& t) {
@@ -115,6 +72,15 @@ uint64_t splitmix(uint64_t& s) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
+}
+
+// Fisher-Yates; a 32-bit draw scaled to [0, i) by a multiply (no division per element).
+template <typename T>
+void shuffle(std::vector<T>& v, uint64_t& rng) {
+  for (size_t i = v.size(); i > 1; --i) {
+    const uint64_t r = splitmix(rng) >> 32;
+    std::swap(v[i - 1], v[(r * i) >> 32]);
+  }
 }
 
 // All threads wait. A block barrier every live thread reached at the same place opens; anything
@@ -145,26 +111,21 @@ bool release_barrier(Block& b) {
     }
   for (Thread& t : b.threads) t.state = State::Runnable, t.sync = Sync::None;
   b.at_barrier = 0;
+  b.epoch = next_epoch();
   return true;
 }
 
-void run_block(Block& b, uint64_t seed) {
-  std::vector<Thread*> order;
-  order.reserve(b.threads.size());
-  uint64_t rng = seed;
-  while (b.live > 0) {
+// Resumes threads [first, last) of the block in shuffled rounds until none of them is runnable
+// (each waits at a barrier or a warp exchange, or is done), or the block faults.
+void run_rounds(Block& b, unsigned first, unsigned last, std::vector<Thread*>& order) {
+  for (;;) {
     order.clear();
-    for (Thread& t : b.threads)
+    for (unsigned i = first; i < last; ++i) {
+      Thread& t = b.threads[i];
       if (t.state == State::NotStarted || t.state == State::Runnable) order.push_back(&t);
-    if (order.empty()) {
-      if (!release_barrier(b)) return;
-      continue;
     }
-    // Fisher-Yates; a 32-bit draw scaled to [0, i) by a multiply (no division per element).
-    for (size_t i = order.size(); i > 1; --i) {
-      const uint64_t r = splitmix(rng) >> 32;
-      std::swap(order[i - 1], order[(r * i) >> 32]);
-    }
+    if (order.empty()) return;
+    shuffle(order, b.rng);
     for (Thread* t : order) {
       b.current = t;
       threadIdx = t->idx;
@@ -179,49 +140,135 @@ void run_block(Block& b, uint64_t seed) {
   }
 }
 
-}  // namespace
+// Runs the block to its next barrier, which it then opens, or to its end. False on a fault.
+bool run_phase(Block& b, Schedule schedule, std::vector<Thread*>& order) {
+  g_block = &b;
+  blockIdx = b.idx;
+  const auto n = static_cast<unsigned>(b.threads.size());
+  if (schedule == Schedule::Lockstep) {
+    run_rounds(b, 0, n, order);
+  } else {
+    std::vector<unsigned> warps(b.warps.size());
+    std::iota(warps.begin(), warps.end(), 0u);
+    shuffle(warps, b.rng);
+    for (unsigned w : warps) {
+      run_rounds(b, 32 * w, std::min(n, 32 * w + 32), order);
+      if (!b.fault.empty()) break;
+    }
+  }
+  if (!b.fault.empty()) return false;
+  return b.live == 0 || release_barrier(b);
+}
 
-bool run_grid(const Grid& g, std::string& fault) {
+void start_block(Block& b, const Grid& g, uint3 idx, uint64_t seed) {
   const unsigned n = g.block.x * g.block.y * g.block.z;
-  Block b;
+  b.idx = idx;
   b.run = &g.run;
   b.threads.resize(n);
+  for (unsigned i = 0; i < n; ++i) {
+    Thread& t = b.threads[i];
+    t = Thread{};
+    t.linear = i;
+    t.idx = {i % g.block.x, (i / g.block.x) % g.block.y, i / (g.block.x * g.block.y)};
+  }
   b.warps.resize((n + 31) / 32);
+  for (unsigned w = 0; w < b.warps.size(); ++w) {
+    b.warps[w] = Warp{};
+    b.warps[w].lanes = std::min(32u, n - 32 * w);
+  }
+  // Exact size, so that AddressSanitizer sees a read past the launch's dynamic shared memory.
   b.smem_bytes = g.smem;
+  b.smem.reset(new unsigned char[g.smem > 0 ? g.smem : 1]);
+  std::memset(b.smem.get(), kPoison, g.smem);
+  b.live = n;
+  b.at_barrier = 0;
+  b.current = nullptr;
+  b.fault.clear();
+  b.fault_error = cudaErrorLaunchFailure;
+  b.rng = seed;
+  b.epoch = next_epoch();
+  b.racecheck = g.racecheck;
+  b.static_saved.clear();
+  if (g.racecheck && b.shadow.size() != g.smem) b.shadow.assign(g.smem, Shadow{});
+}
+
+uint3 block_index(const dim3& grid, uint64_t linear) {
+  return {static_cast<unsigned>(linear % grid.x), static_cast<unsigned>(linear / grid.x % grid.y),
+          static_cast<unsigned>(linear / (uint64_t{grid.x} * grid.y))};
+}
+
+}  // namespace
+
+uint64_t next_epoch() { return ++g_epochs; }
+
+std::string thread_name(const Thread& t) {
+  return "thread (" + std::to_string(t.idx.x) + "," + std::to_string(t.idx.y) + "," + std::to_string(t.idx.z) + ")";
+}
+
+void thread_fault(Block& b, std::string why, cudaError_t err) {
+  if (b.fault.empty()) {
+    b.fault = std::move(why);
+    b.fault_error = err;
+  }
+  fiber_yield(b.current->fiber);  // never resumed: the scheduler abandons the block
+  std::abort();
+}
+
+bool run_grid(const Grid& g, std::string& fault, cudaError_t& err) {
+  const uint64_t count = uint64_t{g.grid.x} * g.grid.y * g.grid.z;
   Block* saved = g_block;
-  g_block = &b;
   gridDim = g.grid;
   blockDim = g.block;
-  uint64_t seed = g.seed;
+  uint64_t rng = g.seed;
+  // The order blocks start in: as numbered, or a seeded permutation.
+  std::vector<uint64_t> order;
+  if (g.shuffle_blocks) {
+    order.resize(count);
+    std::iota(order.begin(), order.end(), uint64_t{0});
+    shuffle(order, rng);
+  }
+  const auto nth = [&](uint64_t i) { return g.shuffle_blocks ? order[i] : i; };
+  // Shuffled blocks take turns at their barriers when the kernels are instrumented: static
+  // __shared__ arrays are one per host thread, and only the access hooks know which bytes of
+  // them a block holds (access.cpp swaps them); otherwise each block runs to its end. A grid of
+  // one block has nothing to interleave: it runs untracked, since noting every static shared
+  // access made top_k's one block (scattered 2-byte counters) 15 times slower.
+  const size_t resident =
+      g.shuffle_blocks && access_checks_compiled() && count > 1 ? static_cast<size_t>(std::min<uint64_t>(kResident, count)) : 1;
+  begin_launch_static_shared(resident > 1);
+  std::vector<std::unique_ptr<Block>> slots;
+  std::vector<Block*> live;
+  uint64_t next = 0;
+  for (size_t s = 0; s < resident && next < count; ++s) {
+    slots.push_back(std::make_unique<Block>());
+    start_block(*slots[s], g, block_index(g.grid, nth(next++)), splitmix(rng));
+    live.push_back(slots[s].get());
+  }
+  std::vector<Thread*> scratch;
+  Block* last = nullptr;
   bool ok = true;
-  for (unsigned z = 0; z < g.grid.z && ok; ++z)
-    for (unsigned y = 0; y < g.grid.y && ok; ++y)
-      for (unsigned x = 0; x < g.grid.x && ok; ++x) {
-        blockIdx = {x, y, z};
-        for (unsigned i = 0; i < n; ++i) {
-          Thread& t = b.threads[i];
-          t = Thread{};
-          t.linear = i;
-          t.idx = {i % g.block.x, (i / g.block.x) % g.block.y, i / (g.block.x * g.block.y)};
-        }
-        for (unsigned w = 0; w < b.warps.size(); ++w) {
-          b.warps[w] = Warp{};
-          b.warps[w].lanes = std::min(32u, n - 32 * w);
-        }
-        // Exact size, so that AddressSanitizer sees a read past the launch's dynamic shared memory.
-        b.smem.reset(new unsigned char[g.smem > 0 ? g.smem : 1]);
-        std::memset(b.smem.get(), kPoison, g.smem);
-        b.live = n;
-        b.at_barrier = 0;
-        b.fault.clear();
-        run_block(b, splitmix(seed));
-        if (!b.fault.empty()) {
-          fault = "block (" + std::to_string(x) + "," + std::to_string(y) + "," + std::to_string(z) + "): " + b.fault;
-          for (Thread& t : b.threads)
-            if (t.fiber) fiber_abandon(t.fiber);
-          ok = false;
-        }
+  while (ok && !live.empty()) {
+    const size_t pick = live.size() == 1 ? 0 : static_cast<size_t>(((splitmix(rng) >> 32) * live.size()) >> 32);
+    Block& b = *live[pick];
+    if (last != &b && resident > 1) swap_static_shared(last, &b);
+    last = &b;
+    if (!run_phase(b, g.schedule, scratch)) {
+      const uint3 i = b.idx;
+      fault = "block (" + std::to_string(i.x) + "," + std::to_string(i.y) + "," + std::to_string(i.z) + "): " + b.fault;
+      err = b.fault_error;
+      ok = false;
+    } else if (b.live == 0) {
+      if (next < count) {
+        start_block(b, g, block_index(g.grid, nth(next++)), splitmix(rng));
+      } else {
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(pick));
       }
+    }
+  }
+  if (!ok)
+    for (auto& s : slots)
+      for (Thread& t : s->threads)
+        if (t.fiber) fiber_abandon(t.fiber), t.fiber = nullptr;
   g_block = saved;
   return ok;
 }
@@ -247,25 +294,19 @@ void warp_arrive(Block& b, Thread& t, Sync kind, unsigned mask, const char* what
   Warp& w = b.warps[t.linear / 32];
   t.state = State::AtWarp, t.sync = kind, t.what = what, t.file = file, t.line = line;
   t.warp_gen = w.gen;
-  if (mask != kFullMask) {
-    b.fault = thread_name(t) + ": " + what + " at " + site(file, line) +
-              " with a partial mask; the simulation implements full-mask warp operations only";
-    fiber_yield(t.fiber);
-  }
-  if (w.lanes != 32) {
-    b.fault = thread_name(t) + ": full-mask " + what + " at " + site(file, line) + " in a warp of " +
-              std::to_string(w.lanes) + " threads (the block size is not a multiple of 32)";
-    fiber_yield(t.fiber);
-  }
+  if (mask != kFullMask)
+    thread_fault(b, thread_name(t) + ": " + what + " at " + site(file, line) +
+                        " with a partial mask; the simulation implements full-mask warp operations only");
+  if (w.lanes != 32)
+    thread_fault(b, thread_name(t) + ": full-mask " + what + " at " + site(file, line) + " in a warp of " +
+                        std::to_string(w.lanes) + " threads (the block size is not a multiple of 32)");
   if (++w.arrived == 32) {
     const unsigned base = t.linear / 32 * 32;
     for (unsigned i = 0; i < 32; ++i) {
       Thread& o = b.threads[base + i];
-      if (o.sync != kind || o.file != file || o.line != line) {
-        b.fault = "warp divergence: " + thread_name(t) + " is in " + what + " at " + site(file, line) + ", " +
-                  thread_name(o) + " in " + (o.what ? o.what : "?") + " at " + site(o.file, o.line);
-        fiber_yield(t.fiber);
-      }
+      if (o.sync != kind || o.file != file || o.line != line)
+        thread_fault(b, "warp divergence: " + thread_name(t) + " is in " + what + " at " + site(file, line) + ", " +
+                            thread_name(o) + " in " + (o.what ? o.what : "?") + " at " + site(o.file, o.line));
     }
     for (unsigned i = 0; i < 32; ++i) b.threads[base + i].state = State::Runnable;
     w.arrived = 0;
@@ -284,10 +325,8 @@ void sync_warp(unsigned mask, const char* file, int line) {
 uint64_t warp_exchange(unsigned mask, uint64_t bits, int src_lane, const char* what, const char* file, int line) {
   Block& b = block(what);
   Thread& t = *b.current;
-  if (src_lane < 0) {
-    b.fault = thread_name(t) + ": " + what + " at " + site(file, line) + " with a width other than 32 (not simulated)";
-    fiber_yield(t.fiber);
-  }
+  if (src_lane < 0)
+    thread_fault(b, thread_name(t) + ": " + what + " at " + site(file, line) + " with a width other than 32 (not simulated)");
   Warp& w = b.warps[t.linear / 32];
   const uint64_t gen = w.gen;
   w.buf[gen % 2][t.linear % 32] = bits;
@@ -301,15 +340,16 @@ void pipeline_memcpy_async(void* dst, const void* src, size_t size, size_t zfill
   const auto d = reinterpret_cast<uintptr_t>(dst), s = reinterpret_cast<uintptr_t>(src);
   std::string bad;
   if (size != 4 && size != 8 && size != 16) bad = "size " + std::to_string(size) + " (4, 8 or 16)";
-  else if (d % size != 0 || s % size != 0) bad = "addresses not aligned to the size " + std::to_string(size);
+  else if (d % size != 0 || s % size != 0)
+    thread_fault(b, "misaligned address: " + thread_name(t) + ": __pipeline_memcpy_async of " + std::to_string(size) +
+                        " bytes from " + std::to_string(s % size) + " and to " + std::to_string(d % size) +
+                        " bytes past a multiple of " + std::to_string(size),
+                 cudaErrorMisalignedAddress);
   else if (zfill > size) bad = "zfill " + std::to_string(zfill) + " > size";
   else if (const auto base = reinterpret_cast<uintptr_t>(b.smem.get()); d < base || d + size > base + b.smem_bytes)
     bad = "a destination outside the block's dynamic shared memory";
   else if (!is_device_range(src, size - zfill)) bad = "a source outside device memory";
-  if (!bad.empty()) {
-    b.fault = thread_name(t) + ": __pipeline_memcpy_async with " + bad;
-    fiber_yield(t.fiber);
-  }
+  if (!bad.empty()) thread_fault(b, thread_name(t) + ": __pipeline_memcpy_async with " + bad);
   t.copies.push_back({static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src), size, zfill});
 }
 
@@ -320,13 +360,15 @@ void pipeline_commit() {
 
 // The copies of every committed batch but the newest n land now, and only now.
 void pipeline_wait_prior(size_t n) {
-  Thread& t = *block("__pipeline_wait_prior").current;
+  Block& b = block("__pipeline_wait_prior");
+  Thread& t = *b.current;
   if (t.batch_ends.size() <= n) return;
   const size_t done = t.batch_ends[t.batch_ends.size() - 1 - n];
   for (size_t i = 0; i < done; ++i) {
     const Copy& c = t.copies[i];
     std::memcpy(c.dst, c.src, c.size - c.zfill);
     std::memset(c.dst + (c.size - c.zfill), 0, c.zfill);
+    shared_access(b, c.dst, c.size, true, nullptr);  // the issuing thread writes them now
   }
   t.copies.erase(t.copies.begin(), t.copies.begin() + static_cast<std::ptrdiff_t>(done));
   const size_t keep = n;

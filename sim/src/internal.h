@@ -10,7 +10,7 @@
 
 namespace kvi_sim {
 
-// The device $KVINFER_SIM_DEVICE names; null when unset (no device).
+// A simulated device: one of those $KVINFER_SIM_DEVICE names (a comma-separated list).
 struct DeviceSpec {
   const char* id;    // "sm_90"
   const char* name;  // cudaDeviceProp::name
@@ -21,6 +21,7 @@ struct DeviceSpec {
   size_t memory;             // simulated global memory
   int l2_bytes;
 };
+// The calling host thread's current device (cudaSetDevice); null when there is none.
 const DeviceSpec* device();
 
 struct Grid {
@@ -28,9 +29,13 @@ struct Grid {
   size_t smem = 0;
   std::function<void()> run;  // one simulated thread
   uint64_t seed = 0;
+  Schedule schedule = Schedule::Lockstep;
+  bool shuffle_blocks = false;  // blocks in a seeded order, interleaved where feasible
+  bool racecheck = false;       // shared-memory races are faults (access.cpp)
 };
-// Runs every block; on a fault returns false and sets `fault` to a description.
-bool run_grid(const Grid& g, std::string& fault);
+// Runs every block; on a fault returns false and sets `fault` to a description and `err` to the
+// error the launch reports (cudaErrorLaunchFailure, cudaErrorMisalignedAddress).
+bool run_grid(const Grid& g, std::string& fault, cudaError_t& err);
 
 // Enqueues `op` on `stream` in CUDA's order (legacy stream rules included); it runs when the
 // stream is synchronised. Returns the stream's error (invalid handle) or the sticky error.

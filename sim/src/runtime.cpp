@@ -1,8 +1,12 @@
-// The simulated CUDA runtime: device memory as exact-size host allocations filled with poison,
-// streams whose work runs when they are synchronised (in CUDA's order, legacy default stream
-// included), events, stream capture into graphs, device attributes of the simulated device, and
-// launches checked against the real launch rules.
+// The simulated CUDA runtime: one or more devices ($KVINFER_SIM_DEVICE=sm_90,sm_86), each host
+// thread with its current one (cudaSetDevice); device memory as exact-size host allocations
+// filled with poison, pinned host memory read when its copies run; streams of a device whose
+// work runs when they are synchronised (in CUDA's order, each device's legacy default stream
+// included), events, stream capture into graphs, device attributes, and launches checked against
+// the real launch rules (a kernel runs on its stream's device, which must be the current one).
 #include <algorithm>
+#include <atomic>
+#include <initializer_list>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +35,7 @@ struct CUgraphExec_st {
 struct CUstream_st {
   bool legacy = false;
   unsigned flags = 0;
+  int device = 0;
   std::deque<std::function<void()>> queue;
   // While capturing, work given to the stream is recorded into `capture` instead of queued.
   CUgraph_st* capture = nullptr;
@@ -40,6 +45,7 @@ struct CUstream_st {
 };
 
 struct CUevent_st {
+  int device = 0;  // the current device when it was created
   CUstream_st* stream = nullptr;
   bool recorded = false, complete = false;
   std::chrono::steady_clock::time_point at;
@@ -51,6 +57,7 @@ namespace {
 
 constexpr unsigned char kPoison = 0xFF;  // NaN in f32, f16 and bf16
 constexpr int kDefaultDynamicSmem = 48 * 1024;
+std::atomic<uint64_t> g_pageable_copies{0};  // asynchronous copies from pageable host memory
 
 const DeviceSpec kDevices[] = {
     {"sm_90", "kvinfer simulated sm_90 (H100/H200-like)", 9, 0, 132, 48 * 1024, 227 * 1024, 228 * 1024,
@@ -59,14 +66,44 @@ const DeviceSpec kDevices[] = {
      6 << 20},
 };
 
-const DeviceSpec* find_device() {
+// $KVINFER_SIM_DEVICE: a comma-separated list of simulated devices, numbered from 0.
+std::vector<const DeviceSpec*> find_devices() {
   const char* v = std::getenv("KVINFER_SIM_DEVICE");
-  if (v == nullptr || *v == '\0') return nullptr;
-  for (const DeviceSpec& d : kDevices)
-    if (std::string_view(v) == d.id) return &d;
-  std::fprintf(stderr, "kvinfer CUDA simulation: KVINFER_SIM_DEVICE=%s is not a simulated device (sm_90 or sm_86)\n",
-               v);
-  return nullptr;
+  std::vector<const DeviceSpec*> found;
+  if (v == nullptr || *v == '\0') return found;
+  std::string_view list(v);
+  for (size_t at = 0; at <= list.size();) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    const std::string_view id = list.substr(at, comma - at);
+    const DeviceSpec* d = nullptr;
+    for (const DeviceSpec& spec : kDevices)
+      if (id == spec.id) d = &spec;
+    if (d == nullptr) {
+      std::fprintf(stderr,
+                   "kvinfer CUDA simulation: KVINFER_SIM_DEVICE=%s: '%.*s' is not a simulated device (sm_90 or "
+                   "sm_86, comma-separated)\n",
+                   v, static_cast<int>(id.size()), id.data());
+      return {};
+    }
+    found.push_back(d);
+    at = comma + 1;
+  }
+  return found;
+}
+
+// $name: one of `values` (an empty or unset variable is the first); -1, said on stderr, if not.
+int env_choice(const char* name, std::initializer_list<const char*> values) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return 0;
+  int i = 0;
+  std::string accepted;
+  for (const char* value : values) {
+    if (std::string_view(v) == value) return i;
+    accepted += (i++ ? " or " : "") + std::string(value);
+  }
+  std::fprintf(stderr, "kvinfer CUDA simulation: %s=%s is not %s (no device is simulated)\n", name, v,
+               accepted.c_str());
+  return -1;
 }
 
 uint64_t seed_from_env() {
@@ -74,25 +111,57 @@ uint64_t seed_from_env() {
   return v != nullptr ? std::strtoull(v, nullptr, 0) : 0x6b76696e666572ull;
 }
 
-// One lock for the whole runtime: host threads that share the simulated device take turns, and
-// a stream's work runs on the host thread that synchronises it.
+// One simulated device: its memory use, legacy default stream, kernels' attributes and sticky error.
+struct DeviceState {
+  const DeviceSpec* spec = nullptr;
+  size_t allocated = 0;
+  CUstream_st legacy;
+  std::map<const void*, int> max_dynamic_smem;  // kernel → cudaFuncAttributeMaxDynamicSharedMemorySize
+  cudaError_t sticky = cudaSuccess;
+};
+
+// One lock for the whole runtime: host threads that share the simulated devices take turns, and
+// a stream's work runs on the host thread that synchronises it (so one kernel runs at a time).
 struct Runtime {
   std::recursive_mutex mu;
-  const DeviceSpec* dev = find_device();
-  std::map<uintptr_t, size_t> allocations;  // base → bytes
-  size_t allocated = 0;
-  std::map<const void*, int> max_dynamic_smem;  // kernel → cudaFuncAttributeMaxDynamicSharedMemorySize
+  std::vector<std::unique_ptr<DeviceState>> devices;
+  std::map<uintptr_t, std::pair<size_t, int>> allocations;  // base → (bytes, device)
+  std::map<uintptr_t, size_t> pinned;                       // cudaMallocHost: base → bytes
   std::set<CUstream_st*> streams;
-  CUstream_st legacy{true, 0, {}, nullptr, false, cudaStreamCaptureModeGlobal, {}};
-  cudaError_t sticky = cudaSuccess;
   uint64_t seed = seed_from_env();
   uint64_t launches = 0;
+  Checks checks;  // $KVINFER_SIM_SCHEDULE, $KVINFER_SIM_BLOCK_ORDER, $KVINFER_SIM_RACECHECK
+  Runtime() {
+    const int sched = env_choice("KVINFER_SIM_SCHEDULE", {"lockstep", "runahead"});
+    const int order = env_choice("KVINFER_SIM_BLOCK_ORDER", {"ordered", "shuffled"});
+    const int race = env_choice("KVINFER_SIM_RACECHECK", {"0", "1"});
+    if (sched < 0 || order < 0 || race < 0) return;  // a bad setting: no device, said on stderr
+    checks.schedule = sched == 1 ? Schedule::RunAhead : Schedule::Lockstep;
+    checks.shuffle_blocks = order == 1;
+    checks.racecheck = race == 1;
+    for (const DeviceSpec* spec : find_devices()) {
+      auto d = std::make_unique<DeviceState>();
+      d->spec = spec;
+      d->legacy.legacy = true;
+      d->legacy.device = static_cast<int>(devices.size());
+      devices.push_back(std::move(d));
+    }
+  }
 };
 
 Runtime& rt() {
   static Runtime* r = new Runtime;  // never destroyed: streams may be synchronised at exit
   return *r;
 }
+
+thread_local int t_device = 0;  // cudaSetDevice's, per host thread as in CUDA
+
+// The current device's state, or null when no device is simulated.
+DeviceState* current(Runtime& r) {
+  return r.devices.empty() ? nullptr : r.devices[static_cast<size_t>(t_device)].get();
+}
+
+DeviceState& device_of(Runtime& r, const CUstream_st* s) { return *r.devices[static_cast<size_t>(s->device)]; }
 
 thread_local cudaError_t t_last_error = cudaSuccess;
 
@@ -101,14 +170,16 @@ cudaError_t ret(cudaError_t err) {
   return err;
 }
 
-// Most calls need the device and fail with the sticky error once a kernel has faulted.
+// Most calls need a device and fail with its sticky error once a kernel has faulted on it.
 cudaError_t check_ready(Runtime& r) {
-  if (r.dev == nullptr) return cudaErrorNoDevice;
-  return r.sticky;
+  const DeviceState* d = current(r);
+  if (d == nullptr) return cudaErrorNoDevice;
+  return d->sticky;
 }
 
+// A stream handle: null is the current device's legacy stream.
 CUstream_st* resolve(Runtime& r, cudaStream_t s) {
-  if (s == nullptr) return &r.legacy;
+  if (s == nullptr) return r.devices.empty() ? nullptr : &current(r)->legacy;
   return r.streams.count(s) ? s : nullptr;
 }
 
@@ -136,16 +207,22 @@ cudaError_t refuse_in_capture(CUstream_st* s) {
 }
 
 void drain(Runtime& r, CUstream_st* s) {
+  const int saved = t_device;
+  t_device = s->device;  // the work runs on its stream's device
   while (!s->queue.empty()) {
     auto op = std::move(s->queue.front());
     s->queue.pop_front();
-    if (r.sticky == cudaSuccess) op();  // after a fault nothing more runs
+    if (device_of(r, s).sticky == cudaSuccess) op();  // after a fault nothing more runs
   }
+  t_device = saved;
 }
 
-void drain_all(Runtime& r) {
-  drain(r, &r.legacy);
-  for (CUstream_st* s : r.streams) drain(r, s);
+// Every stream of the current device.
+void drain_device(Runtime& r) {
+  DeviceState& d = *current(r);
+  drain(r, &d.legacy);
+  for (CUstream_st* s : r.streams)
+    if (s->device == d.legacy.device) drain(r, s);
 }
 
 bool any_capture(Runtime& r) {
@@ -157,10 +234,11 @@ bool any_capture(Runtime& r) {
 cudaError_t enqueue_locked(Runtime& r, cudaStream_t stream, std::function<void()> op) {
   CUstream_st* s = resolve(r, stream);
   if (s == nullptr) return cudaErrorInvalidResourceHandle;
+  const cudaError_t sticky = device_of(r, s).sticky;
   if (s->capture != nullptr) {
     if (s->capture_invalidated) return cudaErrorStreamCaptureInvalidated;
     s->capture->ops.push_back(std::move(op));
-    return r.sticky;
+    return sticky;
   }
   if (s->legacy && any_capture(r)) {
     // The legacy stream would join the capturing streams' work: CUDA refuses and invalidates.
@@ -169,22 +247,34 @@ cudaError_t enqueue_locked(Runtime& r, cudaStream_t stream, std::function<void()
     return cudaErrorStreamCaptureImplicit;
   }
   if (s->legacy) {
-    // The legacy stream waits for the work of every blocking stream before its own.
+    // The legacy stream waits for the work of every blocking stream of its device before its own.
     for (CUstream_st* o : r.streams)
-      if (!(o->flags & cudaStreamNonBlocking)) drain(r, o);
+      if (o->device == s->device && !(o->flags & cudaStreamNonBlocking)) drain(r, o);
   } else if (!(s->flags & cudaStreamNonBlocking)) {
-    drain(r, &r.legacy);  // a blocking stream waits for the legacy stream's earlier work
+    drain(r, &device_of(r, s).legacy);  // a blocking stream waits for its legacy stream's earlier work
   }
   s->queue.push_back(std::move(op));
-  return r.sticky;
+  return sticky;
 }
 
-bool device_range_locked(Runtime& r, const void* p, size_t bytes) {
+// The device whose allocation holds [p, p + bytes), or -1.
+int allocation_device(Runtime& r, const void* p, size_t bytes) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   auto it = r.allocations.upper_bound(a);
-  if (it == r.allocations.begin()) return false;
+  if (it == r.allocations.begin()) return -1;
   --it;
-  return a >= it->first && a - it->first <= it->second && bytes <= it->second - (a - it->first);
+  const size_t size = it->second.first;
+  return a >= it->first && a - it->first <= size && bytes <= size - (a - it->first) ? it->second.second : -1;
+}
+
+bool device_range_locked(Runtime& r, const void* p, size_t bytes) { return allocation_device(r, p, bytes) >= 0; }
+
+bool pinned_range_locked(Runtime& r, const void* p, size_t bytes) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = r.pinned.upper_bound(a);
+  if (it == r.pinned.begin()) return false;
+  --it;
+  return a - it->first <= it->second && bytes <= it->second - (a - it->first);
 }
 
 // Checks a copy's direction against where its pointers live; cudaMemcpyDefault is inferred.
@@ -200,10 +290,12 @@ cudaError_t resolve_kind(Runtime& r, void* dst, const void* src, size_t bytes, c
   return cudaSuccess;
 }
 
-// A copy as a stream operation. Host sources are staged at once (the caller may reuse its buffer
-// when the call returns, as with pageable memory); the destination is written when it runs.
-std::function<void()> copy_op(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
-  if (kind == cudaMemcpyHostToDevice) {
+// A copy as a stream operation. Pageable host sources are staged at once (the caller may reuse
+// its buffer when the call returns); pinned ones are read when the copy runs, as a DMA does, so a
+// buffer rewritten before then sends its new bytes. The destination is written when it runs.
+std::function<void()> copy_op(Runtime& r, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  if (kind == cudaMemcpyHostToDevice && !pinned_range_locked(r, src, bytes)) {
+    ++g_pageable_copies;
     auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(src),
                                                                static_cast<const unsigned char*>(src) + bytes);
     return [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); };
@@ -213,7 +305,24 @@ std::function<void()> copy_op(void* dst, const void* src, size_t bytes, cudaMemc
 
 }  // namespace
 
-const DeviceSpec* device() { return rt().dev; }
+const DeviceSpec* device() {
+  const DeviceState* d = current(rt());
+  return d != nullptr ? d->spec : nullptr;
+}
+
+uint64_t pageable_copies() { return g_pageable_copies.load(); }
+
+Checks checks() {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  return r.checks;
+}
+
+void set_checks(const Checks& c) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  r.checks = c;
+}
 
 cudaError_t enqueue(cudaStream_t stream, std::function<void()> op) {
   Runtime& r = rt();
@@ -232,10 +341,20 @@ void device_fault(cudaError_t err, const std::string& why) {
   Runtime& r = rt();
   std::lock_guard lock(r.mu);
   std::fprintf(stderr, "kvinfer CUDA simulation: kernel fault: %s\n", why.c_str());
-  if (r.sticky == cudaSuccess) r.sticky = err;
+  DeviceState& d = *current(r);  // drain() made the faulting work's device current
+  if (d.sticky == cudaSuccess) d.sticky = err;
 }
 
-cudaError_t launch(const cudaLaunchConfig_t& c, const void* kernel, std::function<void()> run) {
+int pointer_device(const void* p) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  return allocation_device(r, p, 1);
+}
+
+int current_device() { return t_device; }
+
+cudaError_t launch(const cudaLaunchConfig_t& c, const void* kernel, std::function<void()> run,
+                   std::vector<const void*> pointers) {
   Runtime& r = rt();
   std::lock_guard lock(r.mu);
   if (cudaError_t e = check_ready(r)) return ret(e);
@@ -247,14 +366,28 @@ cudaError_t launch(const cudaLaunchConfig_t& c, const void* kernel, std::functio
     return ret(cudaErrorInvalidConfiguration);
   if (g.x == 0 || g.y == 0 || g.z == 0 || g.x > 0x7fffffffu || g.y > 65535 || g.z > 65535)
     return ret(cudaErrorInvalidConfiguration);
-  auto attr = r.max_dynamic_smem.find(kernel);
-  const int allowed = attr != r.max_dynamic_smem.end() ? attr->second : kDefaultDynamicSmem;
-  if (c.dynamicSmemBytes > static_cast<size_t>(std::min(allowed, r.dev->smem_per_block_optin)))
+  DeviceState& d = *current(r);
+  auto attr = d.max_dynamic_smem.find(kernel);
+  const int allowed = attr != d.max_dynamic_smem.end() ? attr->second : kDefaultDynamicSmem;
+  if (c.dynamicSmemBytes > static_cast<size_t>(std::min(allowed, d.spec->smem_per_block_optin)))
     return ret(cudaErrorInvalidValue);
-  Grid grid{g, b, c.dynamicSmemBytes, std::move(run), r.seed ^ (0x9e3779b97f4a7c15ull * ++r.launches)};
-  auto op = [grid = std::move(grid)] {
+  // A kernel launch goes to a stream of the current device (CUDA refuses others).
+  const CUstream_st* s = resolve(r, c.stream);
+  if (s == nullptr || s->device != t_device) return ret(cudaErrorInvalidResourceHandle);
+  Grid grid{g, b, c.dynamicSmemBytes, std::move(run), r.seed ^ (0x9e3779b97f4a7c15ull * ++r.launches),
+            r.checks.schedule, r.checks.shuffle_blocks, r.checks.racecheck};
+  std::string foreign;  // a pointer argument into another device's memory: the kernel faults there
+  for (size_t i = 0; i < pointers.size(); ++i) {
+    const int owner = allocation_device(r, pointers[i], 1);
+    if (owner >= 0 && owner != t_device && foreign.empty())
+      foreign = "argument " + std::to_string(i) + " points into device " + std::to_string(owner) +
+                "'s memory, but the kernel runs on device " + std::to_string(t_device) + " (no peer access)";
+  }
+  auto op = [grid = std::move(grid), foreign] {
+    if (!foreign.empty()) return device_fault(cudaErrorIllegalAddress, foreign);
     std::string fault;
-    if (!run_grid(grid, fault)) device_fault(cudaErrorLaunchFailure, fault);
+    cudaError_t err = cudaErrorLaunchFailure;
+    if (!run_grid(grid, fault, err)) device_fault(err, fault);
   };
   return ret(enqueue_locked(r, c.stream, std::move(op)));
 }
@@ -264,9 +397,10 @@ cudaError_t func_set_attribute(const void* kernel, cudaFuncAttribute attr, int v
   std::lock_guard lock(r.mu);
   if (cudaError_t e = check_ready(r)) return ret(e);
   if (kernel == nullptr) return ret(cudaErrorInvalidDeviceFunction);
-  if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
-    if (value < 0 || value > r.dev->smem_per_block_optin) return ret(cudaErrorInvalidValue);
-    r.max_dynamic_smem[kernel] = value;
+  if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {  // for the current device only
+    DeviceState& d = *current(r);
+    if (value < 0 || value > d.spec->smem_per_block_optin) return ret(cudaErrorInvalidValue);
+    d.max_dynamic_smem[kernel] = value;
     return cudaSuccess;
   }
   if (attr == cudaFuncAttributePreferredSharedMemoryCarveout)
@@ -298,6 +432,7 @@ const char* cudaGetErrorName(cudaError_t err) {
     case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
     case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+    case cudaErrorMisalignedAddress: return "cudaErrorMisalignedAddress";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
   }
   return "cudaErrorUnknown";
@@ -322,15 +457,18 @@ const char* cudaGetErrorString(cudaError_t err) {
     case cudaErrorStreamCaptureImplicit:
       return "operation would make the legacy stream depend on a capturing blocking stream";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+    case cudaErrorMisalignedAddress: return "misaligned address";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
   }
   return "unknown error";
 }
 
+// The current device's sticky error first, as a GPU reports a fault of the context.
 cudaError_t cudaGetLastError() {
   Runtime& r = rt();
   std::lock_guard lock(r.mu);
-  const cudaError_t e = r.sticky != cudaSuccess ? r.sticky : kvi_sim::t_last_error;
+  const cudaError_t sticky = kvi_sim::check_ready(r) == cudaErrorNoDevice ? cudaSuccess : kvi_sim::current(r)->sticky;
+  const cudaError_t e = sticky != cudaSuccess ? sticky : kvi_sim::t_last_error;
   kvi_sim::t_last_error = cudaSuccess;
   return e;
 }
@@ -338,31 +476,51 @@ cudaError_t cudaGetLastError() {
 cudaError_t cudaPeekAtLastError() {
   Runtime& r = rt();
   std::lock_guard lock(r.mu);
-  return r.sticky != cudaSuccess ? r.sticky : kvi_sim::t_last_error;
+  const cudaError_t sticky = kvi_sim::check_ready(r) == cudaErrorNoDevice ? cudaSuccess : kvi_sim::current(r)->sticky;
+  return sticky != cudaSuccess ? sticky : kvi_sim::t_last_error;
 }
 
 cudaError_t cudaGetDeviceCount(int* count) {
   if (count == nullptr) return ret(cudaErrorInvalidValue);
-  *count = rt().dev != nullptr ? 1 : 0;
+  *count = static_cast<int>(rt().devices.size());
   return *count > 0 ? cudaSuccess : ret(cudaErrorNoDevice);
 }
 
 cudaError_t cudaGetDevice(int* device) {
   if (device == nullptr) return ret(cudaErrorInvalidValue);
-  *device = 0;
-  return rt().dev != nullptr ? cudaSuccess : ret(cudaErrorNoDevice);
+  *device = kvi_sim::t_device;
+  return rt().devices.empty() ? ret(cudaErrorNoDevice) : cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int device) {
-  if (rt().dev == nullptr) return ret(cudaErrorNoDevice);
-  return device == 0 ? cudaSuccess : ret(cudaErrorInvalidDevice);
+  Runtime& r = rt();
+  if (r.devices.empty()) return ret(cudaErrorNoDevice);
+  if (device < 0 || static_cast<size_t>(device) >= r.devices.size()) return ret(cudaErrorInvalidDevice);
+  kvi_sim::t_device = device;
+  return cudaSuccess;
 }
 
+namespace {
+// The spec of device `device`, or null (and `err` says why).
+const kvi_sim::DeviceSpec* spec_of(int device, cudaError_t& err) {
+  Runtime& r = rt();
+  if (r.devices.empty()) {
+    err = cudaErrorNoDevice;
+    return nullptr;
+  }
+  if (device < 0 || static_cast<size_t>(device) >= r.devices.size()) {
+    err = cudaErrorInvalidDevice;
+    return nullptr;
+  }
+  return r.devices[static_cast<size_t>(device)]->spec;
+}
+}  // namespace
+
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
-  const kvi_sim::DeviceSpec* d = rt().dev;
-  if (d == nullptr) return ret(cudaErrorNoDevice);
+  cudaError_t err = cudaSuccess;
+  const kvi_sim::DeviceSpec* d = spec_of(device, err);
+  if (d == nullptr) return ret(err);
   if (value == nullptr) return ret(cudaErrorInvalidValue);
-  if (device != 0) return ret(cudaErrorInvalidDevice);
   switch (attr) {
     case cudaDevAttrMaxThreadsPerBlock: *value = 1024; break;
     case cudaDevAttrMaxBlockDimX: case cudaDevAttrMaxBlockDimY: *value = 1024; break;
@@ -383,10 +541,10 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
-  const kvi_sim::DeviceSpec* d = rt().dev;
-  if (d == nullptr) return ret(cudaErrorNoDevice);
+  cudaError_t err = cudaSuccess;
+  const kvi_sim::DeviceSpec* d = spec_of(device, err);
+  if (d == nullptr) return ret(err);
   if (prop == nullptr) return ret(cudaErrorInvalidValue);
-  if (device != 0) return ret(cudaErrorInvalidDevice);
   *prop = cudaDeviceProp{};
   std::snprintf(prop->name, sizeof prop->name, "%s", d->name);
   prop->totalGlobalMem = d->memory;
@@ -407,13 +565,14 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   return cudaSuccess;
 }
 
+// Waits for the current device's streams only.
 cudaError_t cudaDeviceSynchronize() {
   Runtime& r = rt();
   std::lock_guard lock(r.mu);
-  if (r.dev == nullptr) return ret(cudaErrorNoDevice);
+  if (r.devices.empty()) return ret(cudaErrorNoDevice);
   if (cudaError_t e = kvi_sim::capture_forbids(r)) return ret(e);
-  kvi_sim::drain_all(r);
-  return ret(r.sticky);
+  kvi_sim::drain_device(r);
+  return ret(kvi_sim::current(r)->sticky);
 }
 
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
@@ -424,29 +583,83 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   if (cudaError_t e = kvi_sim::check_ready(r)) return ret(e);
   if (cudaError_t e = kvi_sim::capture_forbids(r)) return ret(e);
   if (bytes == 0) return cudaSuccess;
-  if (bytes > r.dev->memory - r.allocated) return ret(cudaErrorMemoryAllocation);
+  kvi_sim::DeviceState& d = *kvi_sim::current(r);
+  if (bytes > d.spec->memory - d.allocated) return ret(cudaErrorMemoryAllocation);
   // Exact size (256-byte aligned as cudaMalloc's), so that AddressSanitizer sees an access past the end.
   void* p = nullptr;
   if (posix_memalign(&p, 256, bytes) != 0) return ret(cudaErrorMemoryAllocation);
   std::memset(p, kvi_sim::kPoison, bytes);
-  r.allocations[reinterpret_cast<uintptr_t>(p)] = bytes;
-  r.allocated += bytes;
+  r.allocations[reinterpret_cast<uintptr_t>(p)] = {bytes, kvi_sim::t_device};
+  d.allocated += bytes;
   *ptr = p;
   return cudaSuccess;
 }
 
+// Frees memory of any device; waits for that device's work first, as on a GPU.
 cudaError_t cudaFree(void* ptr) {
   Runtime& r = rt();
   std::lock_guard lock(r.mu);
   if (ptr == nullptr) return cudaSuccess;
-  if (r.dev == nullptr) return ret(cudaErrorNoDevice);
+  if (r.devices.empty()) return ret(cudaErrorNoDevice);
   auto it = r.allocations.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == r.allocations.end()) return ret(cudaErrorInvalidValue);
   if (cudaError_t e = kvi_sim::capture_forbids(r)) return ret(e);
-  kvi_sim::drain_all(r);  // cudaFree waits for the device, as on a GPU
-  r.allocated -= it->second;
+  const int saved = kvi_sim::t_device;
+  kvi_sim::t_device = it->second.second;
+  kvi_sim::drain_device(r);
+  kvi_sim::current(r)->allocated -= it->second.first;
+  kvi_sim::t_device = saved;
   r.allocations.erase(it);
   std::free(ptr);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  if (ptr == nullptr) return ret(cudaErrorInvalidValue);
+  *ptr = nullptr;
+  if (cudaError_t e = kvi_sim::check_ready(r)) return ret(e);
+  if (cudaError_t e = kvi_sim::capture_forbids(r)) return ret(e);
+  void* p = nullptr;
+  if (posix_memalign(&p, 4096, bytes > 0 ? bytes : 1) != 0) return ret(cudaErrorMemoryAllocation);
+  r.pinned[reinterpret_cast<uintptr_t>(p)] = bytes;
+  *ptr = p;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void* ptr) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  if (ptr == nullptr) return cudaSuccess;
+  auto it = r.pinned.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == r.pinned.end()) return ret(cudaErrorInvalidValue);
+  if (cudaError_t e = kvi_sim::capture_forbids(r)) return ret(e);
+  for (auto& d : r.devices) {  // a copy still pending may read it
+    const int saved = kvi_sim::t_device;
+    kvi_sim::t_device = d->legacy.device;
+    kvi_sim::drain_device(r);
+    kvi_sim::t_device = saved;
+  }
+  r.pinned.erase(it);
+  std::free(ptr);
+  return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const void* ptr) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  if (attr == nullptr) return ret(cudaErrorInvalidValue);
+  *attr = cudaPointerAttributes{};
+  attr->device = -2;
+  if (const int d = kvi_sim::allocation_device(r, ptr, 1); d >= 0) {
+    attr->type = cudaMemoryTypeDevice;
+    attr->device = d;
+    attr->devicePointer = const_cast<void*>(ptr);
+  } else if (kvi_sim::pinned_range_locked(r, ptr, 1)) {
+    attr->type = cudaMemoryTypeHost;
+    attr->hostPointer = const_cast<void*>(ptr);
+  }
   return cudaSuccess;
 }
 
@@ -455,14 +668,15 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   std::lock_guard lock(r.mu);
   if (free_bytes == nullptr || total_bytes == nullptr) return ret(cudaErrorInvalidValue);
   if (cudaError_t e = kvi_sim::check_ready(r)) return ret(e);
-  *free_bytes = r.dev->memory - r.allocated;
-  *total_bytes = r.dev->memory;
+  const kvi_sim::DeviceState& d = *kvi_sim::current(r);
+  *free_bytes = d.spec->memory - d.allocated;
+  *total_bytes = d.spec->memory;
   return cudaSuccess;
 }
 
-// cudaMemcpy runs in the legacy stream's order. Host to device returns once the source is staged
-// (the device copy lands with the legacy stream's next synchronisation, as a DMA from pageable
-// memory may); device to host returns when the bytes are there.
+// cudaMemcpy runs in the current device's legacy stream order. Host to device returns once the
+// source is staged (the device copy lands with the legacy stream's next synchronisation, as a DMA
+// from pageable memory may); device to host returns when the bytes are there.
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   Runtime& r = rt();
   std::lock_guard lock(r.mu);
@@ -474,23 +688,25 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
     std::memmove(dst, src, bytes);
     return cudaSuccess;
   }
-  if (cudaError_t e = kvi_sim::enqueue_locked(r, nullptr, kvi_sim::copy_op(dst, src, bytes, kind))) return ret(e);
-  if (kind == cudaMemcpyDeviceToHost) kvi_sim::drain(r, &r.legacy);
-  return ret(r.sticky);
+  if (cudaError_t e = kvi_sim::enqueue_locked(r, nullptr, kvi_sim::copy_op(r, dst, src, bytes, kind))) return ret(e);
+  if (kind == cudaMemcpyDeviceToHost) kvi_sim::drain(r, &kvi_sim::current(r)->legacy);
+  return ret(kvi_sim::current(r)->sticky);
 }
 
+// Any stream, of any device (CUDA allows copies on a stream that is not the current device's).
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
   Runtime& r = rt();
   std::lock_guard lock(r.mu);
   if (cudaError_t e = kvi_sim::check_ready(r)) return ret(e);
   if (bytes == 0) return cudaSuccess;
   if (cudaError_t e = kvi_sim::resolve_kind(r, dst, src, bytes, kind)) return ret(e);
-  // A graph reads host memory when it runs, which only pinned memory allows; the simulation has
-  // none, so a capture takes device-to-device copies only.
+  // A graph reads host memory when it runs, which only pinned memory allows: a capture takes
+  // device-to-device copies and copies from pinned memory.
   CUstream_st* s = kvi_sim::resolve(r, stream);
-  if (s != nullptr && s->capture != nullptr && kind != cudaMemcpyDeviceToDevice)
+  if (s != nullptr && s->capture != nullptr && kind != cudaMemcpyDeviceToDevice &&
+      !(kind == cudaMemcpyHostToDevice && kvi_sim::pinned_range_locked(r, src, bytes)))
     return ret(kvi_sim::refuse_in_capture(s));
-  return ret(kvi_sim::enqueue_locked(r, stream, kvi_sim::copy_op(dst, src, bytes, kind)));
+  return ret(kvi_sim::enqueue_locked(r, stream, kvi_sim::copy_op(r, dst, src, bytes, kind)));
 }
 
 cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t stream) {
@@ -514,6 +730,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
   if (cudaError_t e = kvi_sim::check_ready(r)) return ret(e);
   auto* s = new CUstream_st;
   s->flags = flags;
+  s->device = kvi_sim::t_device;  // a stream belongs to the device current at its creation
   r.streams.insert(s);
   *stream = s;
   return cudaSuccess;
@@ -533,26 +750,32 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   Runtime& r = rt();
   std::lock_guard lock(r.mu);
-  if (r.dev == nullptr) return ret(cudaErrorNoDevice);
+  if (r.devices.empty()) return ret(cudaErrorNoDevice);
   CUstream_st* s = kvi_sim::resolve(r, stream);
   if (s == nullptr) return ret(cudaErrorInvalidResourceHandle);
   if (s->capture != nullptr) return ret(kvi_sim::refuse_in_capture(s));
   if (cudaError_t e = kvi_sim::capture_forbids(r)) return ret(e);
   kvi_sim::drain(r, s);
-  return ret(r.sticky);
+  return ret(kvi_sim::device_of(r, s).sticky);
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t* event) {
   if (event == nullptr) return ret(cudaErrorInvalidValue);
   *event = new CUevent_st;
+  (*event)->device = kvi_sim::t_device;
   return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
+  if (flags & ~(cudaEventDefault | cudaEventDisableTiming)) return ret(cudaErrorInvalidValue);
+  return cudaEventCreate(event);
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
   if (event == nullptr) return ret(cudaErrorInvalidResourceHandle);
   Runtime& r = rt();
   std::lock_guard lock(r.mu);
-  kvi_sim::drain_all(r);  // a pending record may still name it
+  if (event->stream != nullptr) kvi_sim::drain(r, event->stream);  // a pending record may still name it
   delete event;
   return cudaSuccess;
 }
@@ -565,6 +788,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   CUstream_st* s = kvi_sim::resolve(r, stream);
   if (s == nullptr) return ret(cudaErrorInvalidResourceHandle);
   if (s->capture != nullptr) return ret(kvi_sim::refuse_in_capture(s));  // event nodes: not simulated
+  if (s->device != event->device) return ret(cudaErrorInvalidResourceHandle);  // as CUDA: one device
   event->stream = s;
   event->recorded = true;
   event->complete = false;
@@ -580,7 +804,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (event == nullptr) return ret(cudaErrorInvalidResourceHandle);
   if (cudaError_t e = kvi_sim::capture_forbids(r)) return ret(e);
   if (event->recorded && !event->complete) kvi_sim::drain(r, event->stream);
-  return ret(r.sticky);
+  return ret(event->stream != nullptr ? kvi_sim::device_of(r, event->stream).sticky : cudaSuccess);
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
@@ -656,7 +880,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   // The graph's operations run in their captured order, as one piece of the stream's work.
   return ret(kvi_sim::enqueue_locked(r, stream, [ops = exec->ops] {
     for (const auto& op : ops) {
-      if (rt().sticky != cudaSuccess) return;
+      if (kvi_sim::current(rt())->sticky != cudaSuccess) return;
       op();
     }
   }));

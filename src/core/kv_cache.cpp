@@ -39,13 +39,13 @@ int64_t within_context(int64_t capacity_tokens, int64_t context_length) {
 
 KvCache::KvCache(const Model& model, int64_t capacity_tokens, std::optional<DType> dtype)
     : KvCache(model.config(), within_context(capacity_tokens, model.context_length()),
-              dtype.value_or(default_kv_dtype(model.weight_dtype())), model.device(), ModelAccess::memory(model),
-              model.context_length()) {}
+              dtype.value_or(default_kv_dtype(model.weight_dtype())), model.device(), model.device_index(),
+              ModelAccess::memory(model), model.context_length()) {}
 
 KvCache::KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype, Device device)
-    : KvCache(config, capacity_tokens, dtype, device, nullptr, std::numeric_limits<int64_t>::max()) {}
+    : KvCache(config, capacity_tokens, dtype, device, 0, nullptr, std::numeric_limits<int64_t>::max()) {}
 
-KvCache::KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype, Device device,
+KvCache::KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype, Device device, int device_index,
                  std::shared_ptr<void> account, int64_t max_capacity)
     : num_layers_(config.num_layers),
       num_kv_heads_(config.num_kv_heads),
@@ -53,6 +53,7 @@ KvCache::KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype
       capacity_(capacity_tokens),
       dtype_(dtype),
       device_(device),
+      device_index_(device == Device::CUDA ? device_index : 0),
       account_(std::move(account)),
       max_capacity_(max_capacity) {
   const auto memory = std::static_pointer_cast<MemoryAccount>(account_);
@@ -80,13 +81,14 @@ KvCache::KvCache(const ModelConfig& config, int64_t capacity_tokens, DType dtype
     memory->reserve(bytes_, what);  // what is left of the model's figure after its weights and caches
     const uint64_t reserved = bytes_;
     reservation_ = std::shared_ptr<void>(nullptr, [memory, reserved](void*) { memory->release(reserved); });
-  } else {
-    require_memory(memory_budget(device), bytes_, what);  // the memory available now
   }
   if (device == Device::CUDA) {
+    const cuda_backend::DeviceScope on(device_index_);  // the model's device, for the check and the memory
+    if (!memory) require_memory(memory_budget(device), bytes_, what);  // the memory available now
     data_ = {static_cast<std::byte*>(cuda_backend::device_alloc(bytes_, what)), free_device};
     return;
   }
+  if (!memory) require_memory(memory_budget(device), bytes_, what);
   // Left uninitialised: positions are written before they are read, and untouched pages
   // cost no memory until the sequence grows into them.
   data_ = {new (std::nothrow) std::byte[bytes_], free_host};
@@ -137,14 +139,14 @@ KvCache KvCache::copy(std::optional<int64_t> capacity_tokens) const {
     shape.sliding_window = window_;
     shape.sliding_layers = sliding_;
   }
-  KvCache out(shape, capacity, dtype_, device_, account_, max_capacity_);
+  KvCache out(shape, capacity, dtype_, device_, device_index_, account_, max_capacity_);
   out.assign_prefix(*this, size_);
   return out;
 }
 
 void KvCache::assign_prefix(const KvCache& src, int64_t n) {
   if (src.num_layers_ != num_layers_ || src.num_kv_heads_ != num_kv_heads_ || src.head_dim_ != head_dim_ ||
-      src.dtype_ != dtype_ || src.device_ != device_)
+      src.dtype_ != dtype_ || src.device_ != device_ || src.device_index_ != device_index_)
     throw Error(ErrorKind::InvalidArgument,
                 fmt::format("assign_prefix: a {} × {} × {} {} cache on {} cannot take rows of a {} × {} × {} {} cache on {}",
                             num_layers_, num_kv_heads_, head_dim_, dtype_name(dtype_), device_name(device_),

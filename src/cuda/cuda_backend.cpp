@@ -46,13 +46,26 @@ std::atomic<int64_t> g_captured{0}, g_launched{0};
 
 class Context {
  public:
-  Context()
-      : blas_workspace(kCublasWorkspaceBytes, "cuBLAS workspace"),
+  // Made with `device` current (create_context).
+  explicit Context(int device_index)
+      : device(device_index),
+        blas_workspace(kCublasWorkspaceBytes, "cuBLAS workspace"),
         step(2 * sizeof(int32_t), "decode step (token id, position)") {
     const cuda::CublasApi& api = cuda::cublas();  // loads cuBLAS the first time; throws when missing
-    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&step_host), 2 * sizeof(int32_t)));
+    if (cudaEventCreateWithFlags(&step_copied, cudaEventDisableTiming) != cudaSuccess) {
+      cudaFreeHost(step_host);
+      throw Error(ErrorKind::Device, "CUDA: cudaEventCreateWithFlags failed for the decode step's copy");
+    }
+    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+      cudaEventDestroy(step_copied);
+      cudaFreeHost(step_host);
+      throw Error(ErrorKind::Device, "CUDA: cudaStreamCreateWithFlags failed for a session's stream");
+    }
     if (api.create(&blas) != CUBLAS_STATUS_SUCCESS) {
       cudaStreamDestroy(stream);
+      cudaEventDestroy(step_copied);
+      cudaFreeHost(step_host);
       throw Error(ErrorKind::Device, "cuBLAS: cublasCreate failed");
     }
     // Once for the handle's life (cuda::gemm sets neither): the stream first, since
@@ -62,13 +75,21 @@ class Context {
         api.set_pointer_mode(blas, CUBLAS_POINTER_MODE_HOST) != CUBLAS_STATUS_SUCCESS) {
       api.destroy(blas);
       cudaStreamDestroy(stream);
+      cudaEventDestroy(step_copied);
+      cudaFreeHost(step_host);
       throw Error(ErrorKind::Device, "cuBLAS: cannot bind the session's stream, workspace and pointer mode to its handle");
     }
   }
   ~Context() {
-    for (StepGraph& g : graphs) cudaGraphExecDestroy(g.exec);
-    cuda::cublas().destroy(blas);  // loaded: the constructor succeeded
-    cudaStreamDestroy(stream);
+    try {
+      const DeviceScope on(device);
+      for (StepGraph& g : graphs) cudaGraphExecDestroy(g.exec);
+      cuda::cublas().destroy(blas);  // loaded: the constructor succeeded
+      cudaStreamDestroy(stream);
+      cudaEventDestroy(step_copied);
+      cudaFreeHost(step_host);
+    } catch (...) {  // the device is gone: nothing left to release there
+    }
   }
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -82,6 +103,7 @@ class Context {
     return buf.get();
   }
 
+  const int device;             // the CUDA device it lives on
   DeviceBuffer blas_workspace;  // (kCublasWorkspaceBytes) bytes, this handle's alone
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
@@ -95,6 +117,8 @@ class Context {
 
   // Decode steps as graphs (decode_step).
   DeviceBuffer step;                    // (2) int32: the step's token id and position
+  int32_t* step_host = nullptr;         // (2) pinned: their host copy, sent by a true async copy
+  cudaEvent_t step_copied = nullptr;    // recorded after that copy: it has read step_host
   const int32_t* step_ids = nullptr;    // step's, while a step is enqueued in step mode; else null
   bool use_graphs = graphs_wanted();
   std::vector<StepGraph> graphs;        // most recently used last
@@ -112,7 +136,10 @@ class Context {
   std::vector<std::pair<int32_t, float>> sample_candidates;  // top_k_candidates' result
 };
 
-std::shared_ptr<Context> create_context() { return std::make_shared<Context>(); }
+std::shared_ptr<Context> create_context(int device) {
+  const DeviceScope on(device);
+  return std::make_shared<Context>(device);
+}
 
 int64_t dequant_tile_rows(int64_t rows, int64_t cols, uint64_t tile_bytes) {
   int64_t r = static_cast<int64_t>(tile_bytes / (static_cast<uint64_t>(cols) * sizeof(uint16_t)));
@@ -542,8 +569,11 @@ void in_step_mode(Context& c, const std::function<void()>& body) {
   c.step_ids = nullptr;
 }
 
+// The caller's key and the one scratch buffer a step reads (the decode attention workspace). The
+// prefill-only scratch (ids, narrowed GEMM inputs, dequantised tiles, the MoE order) is not used
+// in step mode: a larger prefill that grows it must not force a new capture.
 std::vector<const void*> full_key(const Context& c, std::vector<const void*> key) {
-  for (const DeviceBuffer* b : {&c.ids, &c.x_lowp, &c.w_tile, &c.workspace}) key.push_back(b->get());
+  key.push_back(c.workspace.get());
   return key;
 }
 
@@ -574,8 +604,13 @@ cudaGraphExec_t capture(Context& c, const std::function<void()>& body) {
 void decode_step(Context& c, int32_t token, int64_t start, const std::function<std::vector<const void*>()>& key,
                  const std::function<void()>& body) {
   if (!c.use_graphs) return body();
-  const int32_t step[2] = {token, static_cast<int32_t>(start)};
-  CUDA_CHECK(cudaMemcpyAsync(c.step.get(), step, sizeof step, cudaMemcpyHostToDevice, c.stream));
+  // From pinned memory the copy is a true async DMA that reads step_host when it runs: the last
+  // step's copy must be done with it before it is rewritten.
+  CUDA_CHECK(cudaEventSynchronize(c.step_copied));
+  c.step_host[0] = token;
+  c.step_host[1] = static_cast<int32_t>(start);
+  CUDA_CHECK(cudaMemcpyAsync(c.step.get(), c.step_host, 2 * sizeof(int32_t), cudaMemcpyHostToDevice, c.stream));
+  CUDA_CHECK(cudaEventRecord(c.step_copied, c.stream));
   std::vector<const void*> k = full_key(c, key());
   auto it = std::find_if(c.graphs.begin(), c.graphs.end(), [&](const StepGraph& g) { return g.key == k; });
   if (it != c.graphs.end()) {

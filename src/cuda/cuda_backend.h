@@ -25,7 +25,9 @@ namespace kvinfer::cuda_backend {
 // (token ids, narrowed GEMM inputs, an f16 tile of a quantised matrix for prefill GEMMs, the
 // split-K workspace of decode attention).
 class Context;
-std::shared_ptr<Context> create_context();
+// A context on CUDA device `device` (its stream, scratch and cuBLAS handle live there). The
+// calls below that take a Context must run with that device current (DeviceScope).
+std::shared_ptr<Context> create_context(int device = 0);
 
 // cuBLAS's workspace per session: what NVIDIA recommends for Hopper, enough for every GEMM here.
 constexpr uint64_t kCublasWorkspaceBytes = uint64_t{32} << 20;
@@ -89,8 +91,10 @@ void add_gated(Context& c, float* out, const float* gate, const float* y, int64_
 // pass of one token); in step mode the token id and position are read from device memory (the
 // ops take them from the context), so a graph captured once replays for every later position.
 // `key` lists the device memory the step uses beyond the weights (activations, the cache): a
-// graph serves the steps whose key is its own. A key's first step runs eagerly in step mode (it
-// sizes every buffer), its second is captured, later ones replay (a launch and an 8-byte copy).
+// graph serves the steps whose key is its own (with the decode attention workspace; never the
+// prefill-only scratch, whose growth does not touch a step). A key's first step runs eagerly in
+// step mode (it sizes every buffer), its second is captured, later ones replay (a launch and an
+// 8-byte copy from pinned memory).
 // With $KVINFER_CUDA_GRAPHS=0 (read when the session is created) body() runs as any other call.
 void decode_step(Context& c, int32_t token, int64_t start, const std::function<std::vector<const void*>()>& key,
                  const std::function<void()>& body);

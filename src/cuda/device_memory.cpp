@@ -11,6 +11,31 @@
 
 namespace kvinfer::cuda_backend {
 
+namespace {
+// The device whose memory holds p, or -1 (host memory, or not CUDA's).
+int device_of(const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return a.type == cudaMemoryTypeDevice ? a.device : -1;
+}
+}  // namespace
+
+DeviceScope::DeviceScope(int index) {
+  if (index < 0) return;
+  int now = 0;
+  CUDA_CHECK(cudaGetDevice(&now));
+  if (now == index) return;
+  CUDA_CHECK(cudaSetDevice(index));
+  previous_ = now;
+}
+
+DeviceScope::~DeviceScope() {
+  if (previous_ >= 0) cudaSetDevice(previous_);
+}
+
 void* device_alloc(size_t bytes, std::string_view what) {
   if (bytes == 0) return nullptr;
   size_t free_bytes = 0, total_bytes = 0;
@@ -31,7 +56,13 @@ size_t device_free_bytes() {
 }
 
 void device_free(void* p) noexcept {
-  if (p) cudaFree(p);
+  if (!p) return;
+  try {
+    const DeviceScope on(device_of(p));
+    cudaFree(p);
+  } catch (...) {  // cudaSetDevice failed: free it from here
+    cudaFree(p);
+  }
 }
 
 // cudaMemcpy from pageable memory may return before its DMA lands, and the legacy stream it runs
@@ -39,6 +70,7 @@ void device_free(void* p) noexcept {
 // the bytes.
 void copy_to_device(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
+  const DeviceScope on(device_of(dst));
   CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
@@ -46,12 +78,14 @@ void copy_to_device(void* dst, const void* src, size_t bytes) {
 // Waits for the device first: the bytes may come from any stream's work.
 void copy_to_host(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
+  const DeviceScope on(device_of(src));
   CUDA_CHECK(cudaDeviceSynchronize());
   CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 
 void copy_on_device(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
+  const DeviceScope on(device_of(src));
   CUDA_CHECK(cudaDeviceSynchronize());
   CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
   CUDA_CHECK(cudaDeviceSynchronize());
@@ -88,9 +122,9 @@ CopyBandwidth measure_copy_bandwidth(size_t bytes, int reps) {
   return {2.0 * static_cast<double>(bytes) / median_s, bytes, reps};
 }
 
-std::string device_description() {
+std::string device_description(int index) {
   cudaDeviceProp prop{};
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
   return prop.name;
 }
 

@@ -8,18 +8,33 @@
 
 namespace kvinfer::cuda_backend {
 
-// Allocates `bytes` of device memory. When they do not fit, throws kvinfer::Error naming
-// `what`, the bytes needed and the bytes free on the device.
+// Makes CUDA device `index` the calling thread's current device while it lives (CUDA's current
+// device is per host thread: allocations, streams and launches go to it), then puts back the one
+// before. index < 0 changes nothing (a CPU model's calls).
+class DeviceScope {
+ public:
+  explicit DeviceScope(int index);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+// Allocates `bytes` of device memory on the current device. When they do not fit, throws
+// kvinfer::Error naming `what`, the bytes needed and the bytes free on the device.
 void* device_alloc(size_t bytes, std::string_view what);
-void device_free(void* p) noexcept;
-// The bytes of device memory free now (cudaMemGetInfo).
+void device_free(void* p) noexcept;  // on the device that holds p
+// The bytes of the current device's memory free now (cudaMemGetInfo).
 size_t device_free_bytes();
-// Synchronous, and ordered with every stream: the bytes are in place for any stream's later work
-// (copy_to_device), or every stream's earlier work is done before they are read (copy_to_host).
+// Synchronous, and ordered with every stream of the device that holds the device memory: the
+// bytes are in place for any stream's later work (copy_to_device), or every stream's earlier work
+// is done before they are read (copy_to_host).
 void copy_to_device(void* dst, const void* src, size_t bytes);
 void copy_to_host(void* dst, const void* src, size_t bytes);
-// Device to device, ordered the same way: every stream's earlier work is done before the bytes are
-// read, and they are in place for any stream's later work.
+// Device to device (on the device that holds src), ordered the same way: every stream's earlier
+// work is done before the bytes are read, and they are in place for any stream's later work.
 void copy_on_device(void* dst, const void* src, size_t bytes);
 
 // The device's copy bandwidth, the ceiling of memory-bound kernels (the benchmarks' reference):
@@ -33,8 +48,8 @@ struct CopyBandwidth {
   int reps = 0;
 };
 CopyBandwidth measure_copy_bandwidth(size_t bytes = size_t{1} << 30, int reps = 10);
-// The CUDA device's name (cudaGetDeviceProperties of device 0).
-std::string device_description();
+// CUDA device `index`'s name (cudaGetDeviceProperties).
+std::string device_description(int index = 0);
 
 // The CUDA simulation build (-DKVINFER_CUDA_SIM=ON, sim/): its "device" runs every GPU thread on
 // the CPU, so its timings and bandwidths measure nothing about a GPU.

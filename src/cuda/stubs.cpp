@@ -14,12 +14,17 @@ namespace {
 }  // namespace
 
 class Context {};
-std::shared_ptr<Context> create_context() { unavailable(); }
+std::shared_ptr<Context> create_context(int) { unavailable(); }
 uint64_t session_scratch_bytes(const ModelWeights&, uint64_t) { unavailable(); }
 int64_t dequant_tile_rows(int64_t, int64_t, uint64_t) { unavailable(); }
 void set_dequant_tile_bytes(Context&, uint64_t) { unavailable(); }
 uint64_t dequant_scratch_bytes(Context&) { unavailable(); }
 std::unique_ptr<ModelWeights> upload(const ModelWeights&, const std::function<void(uint64_t, uint64_t)>&) { unavailable(); }
+// A CPU model's scope (index -1) is the only one a build without CUDA meets.
+DeviceScope::DeviceScope(int index) {
+  if (index >= 0) unavailable();
+}
+DeviceScope::~DeviceScope() = default;
 void* device_alloc(size_t, std::string_view) { unavailable(); }
 void device_free(void* p) noexcept { (void)p; }
 size_t device_free_bytes() { unavailable(); }
@@ -27,7 +32,7 @@ void copy_to_device(void*, const void*, size_t) { unavailable(); }
 void copy_to_host(void*, const void*, size_t) { unavailable(); }
 void copy_on_device(void*, const void*, size_t) { unavailable(); }
 CopyBandwidth measure_copy_bandwidth(size_t, int) { unavailable(); }
-std::string device_description() { unavailable(); }
+std::string device_description(int) { unavailable(); }
 void embed(Context&, const Matrix&, std::span<const int32_t>, float*, EmbedIds) { unavailable(); }
 void rms_norm(Context&, const float*, const Vector&, int64_t, int64_t, float, float*) { unavailable(); }
 void layer_norm(Context&, const float*, const Vector&, const Vector&, int64_t, int64_t, float, float*) {

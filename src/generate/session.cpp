@@ -11,6 +11,7 @@
 #include "cpu/cpu_ops.h"
 #include "cpu/threads.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/device_memory.h"
 #include "kvinfer/error.h"
 #include "kvinfer/kv_plan.h"
 #include "models/forward.h"
@@ -19,6 +20,16 @@
 namespace kvinfer {
 
 struct Session::Scratch : ForwardScratch {};
+
+namespace {
+// The model's CUDA device, current for a call's device work (CUDA's current device is per host
+// thread, and a session may be used from any); -1 for a CPU model.
+int cuda_index(const Model& m) { return m.device() == Device::CUDA ? m.device_index() : -1; }
+
+std::string where(Device d, int index) {
+  return d == Device::CUDA && index > 0 ? fmt::format("cuda:{}", index) : std::string(device_name(d));
+}
+}  // namespace
 
 Session::Session(std::shared_ptr<const Model> model, const SessionOptions& options)
     : model_(std::move(model)), options_(options), scratch_(std::make_unique<Scratch>()) {
@@ -34,7 +45,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
   scratch_->exec.int8_activations = model_->int8_activations();
   scratch_->exec.check_finite = model_->check_finite();
   if (model_->device() == Device::CUDA) {
-    auto context = cuda_backend::create_context();
+    auto context = cuda_backend::create_context(model_->device_index());
     scratch_->exec.cuda = context.get();
     scratch_->cuda_context = std::move(context);
   }
@@ -130,9 +141,10 @@ void check_input(const Model& model, const KvCache& kv, std::span<const int32_t>
                             "({} × {} × {})",
                             who, kv.num_layers(), kv.num_kv_heads(), kv.head_dim(), c.num_layers, c.num_kv_heads,
                             c.head_dim));
-  if (kv.device() != model.device())
+  if (kv.device() != model.device() || kv.device_index() != model.device_index())
     throw Error(ErrorKind::InvalidArgument, fmt::format("{}KV cache on {} but the model runs on {}", who,
-                                                        device_name(kv.device()), device_name(model.device())));
+                                                        where(kv.device(), kv.device_index()),
+                                                        where(model.device(), model.device_index())));
   if (ids.empty()) throw Error(ErrorKind::InvalidArgument, fmt::format("{}forward pass over an empty list of token ids", who));
   const auto n = static_cast<int64_t>(ids.size());
   if (n > kv.remaining())
@@ -204,6 +216,7 @@ std::span<const float> Session::batch(std::span<const BatchItem> items) {
 }
 
 std::span<const float> Session::run(std::span<const BatchItem> items, bool copy) {
+  const cuda_backend::DeviceScope on(cuda_index(*model_));
   ForwardScratch& s = *scratch_;
   std::vector<BatchSegment>& batch = s.batch;  // (items) each item's rows among the call's
   batch.clear();
@@ -267,6 +280,7 @@ std::span<const float> Session::run_checked(bool copy) {
 }
 
 std::span<const float> Session::copy_logits(std::span<const float> device) {
+  const cuda_backend::DeviceScope on(cuda_index(*model_));
   scratch_->logits_host.resize(device.size());  // grows once to the largest call's rows × vocab
   cuda_backend::to_host(*scratch_->exec.cuda, device.data(), scratch_->logits_host.data(),
                         static_cast<int64_t>(device.size()));
@@ -298,6 +312,7 @@ int32_t Session::sample(Sampler& sampler) {
     const std::pair<int32_t, float> best{last_.argmax, last_.max_value};
     return sampler.sample_top_k({&best, 1});
   }
+  const cuda_backend::DeviceScope on(cuda_index(*model_));
   return cuda_backend::sample_row(*scratch_->exec.cuda, sampler, row_of(last_.device).data(), vocab,
                                   [&] { return row_of(logits()); });
 }

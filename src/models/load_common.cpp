@@ -39,13 +39,21 @@ constexpr bool kSimulated = true;  // Device::Auto never picks the simulated dev
 constexpr bool kSimulated = false;
 #endif
 
-Device resolve_device(const std::filesystem::path& path, Device requested) {
-  if (requested == Device::Auto) return !kSimulated && cuda_device_count() > 0 ? Device::CUDA : Device::CPU;
-  if (requested == Device::CUDA && cuda_device_count() == 0)
+Device resolve_device(const std::filesystem::path& path, Device requested, int index) {
+  if (index < 0)
+    throw Error(ErrorKind::InvalidArgument,
+                fmt::format("{}: LoadOptions::device_index is {}; CUDA devices are numbered from 0", path, index));
+  if (requested == Device::CPU) return requested;
+  const int count = cuda_device_count();
+  if (requested == Device::Auto) return !kSimulated && index < count ? Device::CUDA : Device::CPU;
+  if (count == 0)
     throw Error(ErrorKind::Device, fmt::format("{}: Device::CUDA requested but no CUDA device is usable here{}", path,
                             kSimulated   ? " (this is the CUDA simulation build: set KVINFER_SIM_DEVICE=sm_90 or sm_86)"
                             : kWithCuda ? ""
                                         : " (this build has no CUDA backend)"));
+  if (index >= count)
+    throw Error(ErrorKind::Device, fmt::format("{}: CUDA device {} requested but this machine has {} (0 .. {})", path,
+                                               index, count, count - 1));
   return requested;
 }
 
@@ -454,6 +462,7 @@ std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<M
   return make_model({.config = c,
                      .weights = std::move(w),
                      .device = device,
+                     .device_index = options.device_index,
                      .tokenizer = std::move(tokenizer),
                      .source = path,
                      .int8_activations = options.int8_activations,

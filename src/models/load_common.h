@@ -26,7 +26,7 @@ std::shared_ptr<const Model> load_hf(const std::filesystem::path& dir, const Loa
 std::shared_ptr<const Model> load_gguf(const std::filesystem::path& file, const LoadOptions& options);
 
 // Device::Auto resolved; throws naming `path` when CUDA is asked for and none is usable.
-Device resolve_device(const std::filesystem::path& path, Device requested);
+Device resolve_device(const std::filesystem::path& path, Device requested, int index = 0);
 
 // What a loaded model keeps alive: the mapped checkpoint (with LoadOptions::weights_in_place only;
 // finish_load releases it otherwise) and the f32 vectors made from it.

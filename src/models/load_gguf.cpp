@@ -15,6 +15,7 @@
 #include "formats/gguf_config.h"
 #include "kvinfer/error.h"
 #include "kvinfer/tokenizer.h"
+#include "cuda/device_memory.h"
 #include "models/load_common.h"
 #include "tokenizer/load.h"
 
@@ -176,7 +177,8 @@ void check_all_used(const GgufFile& f, const GgufSource& source, const ModelConf
 }  // namespace
 
 std::shared_ptr<const Model> load_gguf(const std::filesystem::path& path, const LoadOptions& options) {
-  const Device device = resolve_device(path, options.device);
+  const Device device = resolve_device(path, options.device, options.device_index);
+  const cuda_backend::DeviceScope on(device == Device::CUDA ? options.device_index : -1);  // budget, upload
   const MemoryBudget budget = load_budget(device, options);  // before anything is allocated
   auto file = std::make_shared<const GgufFile>(path);
   ModelConfig c = gguf_config(*file);

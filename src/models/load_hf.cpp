@@ -12,6 +12,7 @@
 #include "formats/hf_checkpoint.h"
 #include "kvinfer/error.h"
 #include "kvinfer/tokenizer.h"
+#include "cuda/device_memory.h"
 #include "models/load_common.h"
 #include "tokenizer/load.h"
 
@@ -172,7 +173,8 @@ void check_layer_tensors(const HfCheckpoint& ckpt, const HfSource& source, const
 }  // namespace
 
 std::shared_ptr<const Model> load_hf(const std::filesystem::path& path, const LoadOptions& options) {
-  const Device device = resolve_device(path, options.device);
+  const Device device = resolve_device(path, options.device, options.device_index);
+  const cuda_backend::DeviceScope on(device == Device::CUDA ? options.device_index : -1);  // budget, upload
   const MemoryBudget budget = load_budget(device, options);  // before anything is allocated
   auto ckpt = std::make_shared<const HfCheckpoint>(path);
   const ModelConfig& c = ckpt->config();

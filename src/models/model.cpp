@@ -81,6 +81,7 @@ std::shared_ptr<const Model> ModelAccess::make(ModelParts p) {
   auto m = std::shared_ptr<Model>(new Model(std::move(internal)));
   m->config_ = std::move(p.config);
   m->device_ = p.device;
+  m->device_index_ = p.device == Device::CUDA ? p.device_index : 0;
   m->tokenizer_ = std::move(p.tokenizer);
   m->source_ = std::move(p.source);
   m->weight_dtype_ = w.layers.empty() ? w.embed.dtype : w.layers[0].q.weight.dtype;

@@ -27,6 +27,7 @@ struct ModelParts {
   ModelConfig config;
   std::unique_ptr<ModelWeights> weights;
   Device device = Device::CPU;
+  int device_index = 0;  // the CUDA device (LoadOptions::device_index)
   std::shared_ptr<const Tokenizer> tokenizer = nullptr;
   std::filesystem::path source = {};
   bool int8_activations = false;

@@ -11,6 +11,7 @@
 #include "cpu/cpu_ops.h"
 #include "cpu/threads.h"
 #include "kvinfer/error.h"
+#include "cuda/device_memory.h"
 #include "models/load_common.h"
 #include "models/weights.h"
 
@@ -270,7 +271,8 @@ std::shared_ptr<const Model> random_model(const ModelConfig& c, const RandomMode
                             "KV heads {}, head_dim {})",
                             c.vocab_size, c.hidden_size, c.intermediate_size, c.num_layers, c.num_heads,
                             c.num_kv_heads, c.head_dim));
-  const Device device = resolve_device("random_model", options.device);
+  const Device device = resolve_device("random_model", options.device, options.device_index);
+  const cuda_backend::DeviceScope on(device == Device::CUDA ? options.device_index : -1);  // budget, upload
   // The weights are made in host memory first (then uploaded for CUDA): checked before any is.
   const uint64_t host_bytes = matrix_bytes(c, dt);
   const MemoryBudget host = memory_budget(Device::CPU);
@@ -344,6 +346,7 @@ std::shared_ptr<const Model> random_model(const ModelConfig& c, const RandomMode
 
   LoadOptions load;
   load.device = device;
+  load.device_index = options.device_index;
   load.int8_activations = options.int8_activations;
   load.threads = options.threads;
   if (device == Device::CUDA) load.on_progress = options.on_progress;  // the upload; host bytes are made already

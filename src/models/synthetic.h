@@ -33,6 +33,7 @@ struct RandomModelOptions {
   DType weight_dtype = DType::F32;
   uint64_t seed = 0;
   Device device = Device::Auto;
+  int device_index = 0;           // LoadOptions::device_index
   LoadProgress on_progress = {};  // bytes of weights made (or uploaded) of the total
   bool int8_activations = false;  // LoadOptions::int8_activations
   int threads = 0;                // LoadOptions::threads (and the threads that make the weights)
