@@ -5,26 +5,27 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "kvinfer/tokenizer.h"
 
-#ifndef KVINFER_TEST_DATA
-#error "KVINFER_TEST_DATA must name tests/data"
+#if !defined(KVINFER_TEST_DATA) || !defined(KVINFER_TOKENIZER_DATA)
+#error "KVINFER_TEST_DATA must name tests/data, KVINFER_TOKENIZER_DATA the unpacked tokenizers (cmake/test_data.cmake)"
 #endif
 
 namespace {
 
 const std::vector<std::unique_ptr<kvinfer::Tokenizer>>& tokenizers() {
   static const auto all = [] {
-    const std::string data = KVINFER_TEST_DATA;
+    const std::string data = KVINFER_TEST_DATA, tokenizers = KVINFER_TOKENIZER_DATA;
     std::vector<std::unique_ptr<kvinfer::Tokenizer>> t;
-    for (const char* dir : {"/tokenizers/hf/gpt2", "/tokenizers/hf/llama2", "/tokenizers/hf/qwen2_5",
-                            "/models/chatml_tiny"})
-      t.push_back(std::make_unique<kvinfer::Tokenizer>(kvinfer::Tokenizer::from_hf(data + dir)));
+    for (const std::string& dir : {tokenizers + "/hf/gpt2", tokenizers + "/hf/llama2", tokenizers + "/hf/qwen2_5",
+                                   data + "/models/chatml_tiny"})
+      t.push_back(std::make_unique<kvinfer::Tokenizer>(kvinfer::Tokenizer::from_hf(dir)));
     t.push_back(std::make_unique<kvinfer::Tokenizer>(
-        kvinfer::Tokenizer::from_gguf(data + "/tokenizers/gguf-vocab/ggml-vocab-llama-spm.gguf")));
+        kvinfer::Tokenizer::from_gguf(tokenizers + "/gguf-vocab/ggml-vocab-llama-spm.gguf")));
     return t;
   }();
   return all;

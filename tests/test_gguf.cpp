@@ -28,7 +28,7 @@ using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using json = nlohmann::json;
 
-const fs::path kVocabDir = fs::path(KVINFER_TEST_DATA) / "tokenizers" / "gguf-vocab";
+const fs::path kVocabDir = fs::path(KVINFER_TOKENIZER_DATA) / "gguf-vocab";
 const fs::path kTypesGguf = fs::path(KVINFER_TEST_DATA) / "gguf" / "types.gguf";
 const fs::path kTypesJson = fs::path(KVINFER_TEST_DATA) / "gguf" / "types.json";
 

@@ -145,7 +145,7 @@ TEST(GrammarFormat, HostileSizesAreBounded) {
 // ---- token tables: the precomputed masks agree with reading every token's bytes ----
 
 const Tokenizer& tokenizer(const std::string& which) {
-  const auto dir = std::filesystem::path(KVINFER_TEST_DATA) / "tokenizers";
+  const auto dir = std::filesystem::path(KVINFER_TOKENIZER_DATA);
   static const Tokenizer qwen = Tokenizer::from_hf(dir / "hf" / "qwen2_5");
   static const Tokenizer spm = Tokenizer::from_gguf(dir / "gguf-vocab" / "ggml-vocab-llama-spm.gguf");
   return which == "qwen2_5" ? qwen : spm;

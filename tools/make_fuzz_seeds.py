@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Small seeds for the tokenizer.json fuzz target (fuzz/seeds/tokenizer_json/), cut from the real
-tokenizer.json files in tests/data/tokenizers/hf (see its PROVENANCE.md): each keeps the file's
+tokenizer.json files of tests/data/tokenizers/hf (packed; see its PROVENANCE.md): each keeps the file's
 structure (normalizer, pre-tokenizer, model type, decoder, post-processor, added tokens) and the
 first 300 entries of its vocabulary, with the merges whose parts and result are all kept. Real
 files of 2-9 MB make a fuzzer execute a few times a second; these take milliseconds.
@@ -9,8 +9,10 @@ files of 2-9 MB make a fuzzer execute a few times a second; these take milliseco
 import json
 import pathlib
 
+from tokenizer_data import unpacked
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SRC = ROOT / "tests/data/tokenizers/hf"
+SRC = unpacked() / "hf"  # tests/data/tokenizers/hf, its tokenizer.json files unpacked
 OUT = ROOT / "fuzz/seeds/tokenizer_json"
 KEEP = 300
 

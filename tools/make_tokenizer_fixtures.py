@@ -20,9 +20,11 @@ import json
 import pathlib
 
 import tokenizers
+from tokenizer_data import unpacked
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DATA = ROOT / "tests" / "data" / "tokenizers"
+DATA = ROOT / "tests" / "data" / "tokenizers"  # where the fixtures go
+UNPACKED = unpacked()  # the same folder with its packed files
 HF_NAMES = ["gpt2", "llama2", "llama3", "qwen2_5"]
 
 ENGLISH = (
@@ -194,7 +196,7 @@ def main():
 
     texts = corpus()
     for name in HF_NAMES:
-        tok = tokenizers.Tokenizer.from_file(str(DATA / "hf" / name / "tokenizer.json"))
+        tok = tokenizers.Tokenizer.from_file(str(UNPACKED / "hf" / name / "tokenizer.json"))
         write(DATA / "expected" / f"{name}.json",
               {"source": f"hf/{name}/tokenizer.json", "tokenizers": tokenizers.__version__,
                "cases": hf_cases(tok, texts)})

@@ -24,9 +24,11 @@ import jinja2  # noqa: E402
 import transformers  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
+from tokenizer_data import unpacked  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "data" / "chat" / "tools_expected.json"
-TOKENIZERS = {"qwen2_5": ROOT / "tests" / "data" / "tokenizers" / "hf" / "qwen2_5"}
+TOKENIZERS = {"qwen2_5": unpacked() / "hf" / "qwen2_5"}  # tests/data/tokenizers/hf/qwen2_5, unpacked
 
 WEATHER = {
     "type": "function",
