@@ -3,7 +3,8 @@
 # under 60 MiB, and every executable in it needs only the C/C++ runtime (libc, libm, libdl,
 # libpthread, librt, libstdc++, libgcc_s, the dynamic loader), the driver (libcuda) and CUDA's
 # libraries (libcudart, libcublas, libcublasLt), with no run path into this machine; each NEEDED
-# library resolves here (ldd). Prints each executable's list.
+# library resolves here (ldd); and the checkout it sits in leaves it room under the device tool's
+# 64 MiB (at most 56 MiB of tracked and untracked-not-ignored files). Prints each executable's list.
 #
 #   tools/gpu_bundle_check.sh BUNDLE [BIN_DIR]   BIN_DIR: the executables (default: unpacked from
 #                                                 BUNDLE/payload.tar.xz into a temporary folder)
@@ -29,6 +30,22 @@ size="$(du -sb "$bundle" | cut -f1)"
 if [[ $size -ge $limit ]]; then
   echo "gpu_bundle_check: $bundle is $((size >> 20)) MiB: over the 60 MiB a device run may carry" >&2
   bad=1
+fi
+# The device tool sends the checkout (tracked and untracked-not-ignored files) with the carried
+# bundle, 64 MiB in all: the checkout must leave the sm_90 bundle (6.6 MiB) room, 8 MiB.
+root="$(git -C "$bundle/.." rev-parse --show-toplevel 2>/dev/null || true)"
+if [[ -n "$root" ]]; then
+  checkout="$(cd "$root" && git ls-files -z --cached --others --exclude-standard | xargs -0 -r stat -c %s -- 2>/dev/null |
+    awk '{ s += $1 } END { print s + 0 }')"
+  room=$((64 << 20))
+  if [[ $checkout -gt $((room - (8 << 20))) ]]; then
+    echo "gpu_bundle_check: the checkout $root is $((checkout >> 20)) MiB: over the 56 MiB that leave the bundle room under the device tool's 64" >&2
+    bad=1
+  elif ! grep -q '^kind=sim' "$bundle/MANIFEST.txt" 2>/dev/null && [[ $((checkout + size)) -ge $room ]]; then
+    echo "gpu_bundle_check: the checkout ($((checkout >> 20)) MiB) and $bundle ($((size >> 20)) MiB) are over the device tool's 64 MiB" >&2
+    bad=1
+  fi
+  echo "checkout to send with it: $((checkout >> 20)) MiB (the device tool takes 64 MiB in all)"
 fi
 count=0
 for f in "$bins"/*; do
