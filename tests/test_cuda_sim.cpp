@@ -163,6 +163,7 @@ __global__ void ticket_kernel(int* next, int* ticket) {
   if (threadIdx.x == 0) ticket[blockIdx.x] = (*next)++;
 }
 
+#if defined(KVINFER_SIM_ACCESS_CHECKS)  // the kernels of the access-checks tests only
 // Each block raises its flag, passes a barrier, then counts the other blocks that have raised
 // theirs and not yet finished: never any when blocks run one after another.
 __global__ void in_flight_kernel(int* flag, int* done, int* seen, int blocks) {
@@ -183,17 +184,22 @@ __global__ void private_static_kernel(float* out) {
   __syncthreads();
   out[blockIdx.x * 64 + threadIdx.x] = s[(threadIdx.x + 1) % 64];
 }
+#endif
 
+#if !defined(KVINFER_TEST_UBSAN)  // UBSan stops at the misaligned load first
 // A float4 load from one float past a 16-byte boundary.
 __global__ void misaligned_float4_kernel(const float* in, float* out) {
   const float4 v = *reinterpret_cast<const float4*>(in + 1 + 4 * threadIdx.x);
   out[threadIdx.x] = v.x + v.y + v.z + v.w;
 }
+#endif
 
+#if defined(KVINFER_SIM_ACCESS_CHECKS)
 // A 4-byte load from 2 bytes past a multiple of 4 (a 16-bit row read 32 bits at a time).
 __global__ void misaligned_word_kernel(const uint16_t* in, uint32_t* out) {
   out[threadIdx.x] = *reinterpret_cast<const uint32_t*>(in + 1 + 2 * threadIdx.x);
 }
+#endif
 
 // An async copy of 16 bytes from 8 bytes past a 16-byte boundary.
 __global__ void misaligned_pipeline_kernel(const float* in, float* out) {
@@ -230,7 +236,9 @@ struct ScopedChecks {
 constexpr kvi_sim::Checks kLockstep{kvi_sim::Schedule::Lockstep, false, false};
 constexpr kvi_sim::Checks kRunAhead{kvi_sim::Schedule::RunAhead, false, false};
 constexpr kvi_sim::Checks kShuffled{kvi_sim::Schedule::Lockstep, true, false};
+#if defined(KVINFER_SIM_ACCESS_CHECKS)
 constexpr kvi_sim::Checks kRacecheck{kvi_sim::Schedule::Lockstep, false, true};
+#endif
 
 class CudaSim : public ::testing::Test {
  protected:
