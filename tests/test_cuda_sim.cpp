@@ -753,6 +753,19 @@ TEST_F(CudaSim, StreamCaptureRefusesWhatAGraphCannotHold) {
   cudaStreamDestroy(s);
 }
 
+// CUDA lets an event outlive the stream it was recorded on (a session's context destroys its
+// stream before its events): destroying it then must not touch the stream (ASan's build sees it).
+TEST_F(CudaSim, AnEventOutlivesTheStreamItWasRecordedOn) {
+  cudaStream_t s = nullptr;
+  cudaEvent_t e = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(e, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+  EXPECT_EQ(cudaEventSynchronize(e), cudaSuccess);
+  EXPECT_EQ(cudaEventDestroy(e), cudaSuccess);
+}
+
 TEST(CudaSimDevice, TheSimulatedDevicesAreTheOnesAsked) {
   const char* want = std::getenv("KVINFER_SIM_DEVICE");
   int n = 0;

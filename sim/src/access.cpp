@@ -111,8 +111,10 @@ std::string who(const Block& b, unsigned thread, const void* pc) {
 
 [[noreturn]] void race(Block& b, const char* kind, const std::string& byte, const std::string& first,
                        const std::string& second) {
-  thread_fault(b, std::string("shared-memory race (racecheck, ") + kind + "): " + byte + ": " + first + ", then " +
-                      second + ", with no __syncthreads between them");
+  thread_fault(b, [&] {
+    return std::string("shared-memory race (racecheck, ") + kind + "): " + byte + ": " + first + ", then " + second +
+           ", with no __syncthreads between them";
+  });
 }
 
 void check_byte(Block& b, Shadow& s, unsigned t, bool write, const void* pc, const std::string& (*where)(size_t),
@@ -163,7 +165,8 @@ inline void access(const void* p, size_t n, size_t align, bool write, const void
     char buf[160];
     std::snprintf(buf, sizeof buf, "misaligned address: a %zu-byte %s at %p (a multiple of %zu is required) by ", n,
                   write ? "store" : "load", p, align);
-    thread_fault(*b, buf + who(*b, b->current->linear, pc), cudaErrorMisalignedAddress);
+    thread_fault(
+        *b, [&] { return buf + who(*b, b->current->linear, pc); }, cudaErrorMisalignedAddress);
   }
   if (!b->racecheck && !t_track_static) return;
   const auto smem = reinterpret_cast<uintptr_t>(b->smem.get());
@@ -190,7 +193,8 @@ void misaligned_vector(const void* p, unsigned bytes, bool store) {
   char buf[160];
   std::snprintf(buf, sizeof buf, "misaligned address: a %u-byte vector %s at %p (a multiple of %u is required) by ",
                 bytes, store ? "store" : "load", p, bytes);
-  thread_fault(*b, buf + thread_name(*b->current), cudaErrorMisalignedAddress);
+  thread_fault(
+      *b, [&] { return buf + thread_name(*b->current); }, cudaErrorMisalignedAddress);
 }
 
 bool access_checks_compiled() { return g_instrumented.load(std::memory_order_relaxed); }

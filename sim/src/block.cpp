@@ -205,11 +205,14 @@ std::string thread_name(const Thread& t) {
   return "thread (" + std::to_string(t.idx.x) + "," + std::to_string(t.idx.y) + "," + std::to_string(t.idx.z) + ")";
 }
 
-void thread_fault(Block& b, std::string why, cudaError_t err) {
+void note_fault(Block& b, std::string why, cudaError_t err) {
   if (b.fault.empty()) {
     b.fault = std::move(why);
     b.fault_error = err;
   }
+}
+
+void abandon_thread(Block& b) {
   fiber_yield(b.current->fiber);  // never resumed: the scheduler abandons the block
   std::abort();
 }
@@ -295,18 +298,24 @@ void warp_arrive(Block& b, Thread& t, Sync kind, unsigned mask, const char* what
   t.state = State::AtWarp, t.sync = kind, t.what = what, t.file = file, t.line = line;
   t.warp_gen = w.gen;
   if (mask != kFullMask)
-    thread_fault(b, thread_name(t) + ": " + what + " at " + site(file, line) +
-                        " with a partial mask; the simulation implements full-mask warp operations only");
+    thread_fault(b, [&] {
+      return thread_name(t) + ": " + what + " at " + site(file, line) +
+             " with a partial mask; the simulation implements full-mask warp operations only";
+    });
   if (w.lanes != 32)
-    thread_fault(b, thread_name(t) + ": full-mask " + what + " at " + site(file, line) + " in a warp of " +
-                        std::to_string(w.lanes) + " threads (the block size is not a multiple of 32)");
+    thread_fault(b, [&] {
+      return thread_name(t) + ": full-mask " + what + " at " + site(file, line) + " in a warp of " +
+             std::to_string(w.lanes) + " threads (the block size is not a multiple of 32)";
+    });
   if (++w.arrived == 32) {
     const unsigned base = t.linear / 32 * 32;
     for (unsigned i = 0; i < 32; ++i) {
       Thread& o = b.threads[base + i];
       if (o.sync != kind || o.file != file || o.line != line)
-        thread_fault(b, "warp divergence: " + thread_name(t) + " is in " + what + " at " + site(file, line) + ", " +
-                            thread_name(o) + " in " + (o.what ? o.what : "?") + " at " + site(o.file, o.line));
+        thread_fault(b, [&] {
+          return "warp divergence: " + thread_name(t) + " is in " + what + " at " + site(file, line) + ", " +
+                 thread_name(o) + " in " + (o.what ? o.what : "?") + " at " + site(o.file, o.line);
+        });
     }
     for (unsigned i = 0; i < 32; ++i) b.threads[base + i].state = State::Runnable;
     w.arrived = 0;
@@ -326,7 +335,9 @@ uint64_t warp_exchange(unsigned mask, uint64_t bits, int src_lane, const char* w
   Block& b = block(what);
   Thread& t = *b.current;
   if (src_lane < 0)
-    thread_fault(b, thread_name(t) + ": " + what + " at " + site(file, line) + " with a width other than 32 (not simulated)");
+    thread_fault(b, [&] {
+      return thread_name(t) + ": " + what + " at " + site(file, line) + " with a width other than 32 (not simulated)";
+    });
   Warp& w = b.warps[t.linear / 32];
   const uint64_t gen = w.gen;
   w.buf[gen % 2][t.linear % 32] = bits;
@@ -341,15 +352,19 @@ void pipeline_memcpy_async(void* dst, const void* src, size_t size, size_t zfill
   std::string bad;
   if (size != 4 && size != 8 && size != 16) bad = "size " + std::to_string(size) + " (4, 8 or 16)";
   else if (d % size != 0 || s % size != 0)
-    thread_fault(b, "misaligned address: " + thread_name(t) + ": __pipeline_memcpy_async of " + std::to_string(size) +
-                        " bytes from " + std::to_string(s % size) + " and to " + std::to_string(d % size) +
-                        " bytes past a multiple of " + std::to_string(size),
-                 cudaErrorMisalignedAddress);
+    thread_fault(
+        b,
+        [&] {
+          return "misaligned address: " + thread_name(t) + ": __pipeline_memcpy_async of " + std::to_string(size) +
+                 " bytes from " + std::to_string(s % size) + " and to " + std::to_string(d % size) +
+                 " bytes past a multiple of " + std::to_string(size);
+        },
+        cudaErrorMisalignedAddress);
   else if (zfill > size) bad = "zfill " + std::to_string(zfill) + " > size";
   else if (const auto base = reinterpret_cast<uintptr_t>(b.smem.get()); d < base || d + size > base + b.smem_bytes)
     bad = "a destination outside the block's dynamic shared memory";
   else if (!is_device_range(src, size - zfill)) bad = "a source outside device memory";
-  if (!bad.empty()) thread_fault(b, thread_name(t) + ": __pipeline_memcpy_async with " + bad);
+  if (!bad.empty()) thread_fault(b, [&] { return thread_name(t) + ": __pipeline_memcpy_async with " + bad; });
   t.copies.push_back({static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src), size, zfill});
 }
 

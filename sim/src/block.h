@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fiber.h"
@@ -84,8 +85,17 @@ struct Block {
 // The block whose threads run on this host thread now (null outside a kernel). initial-exec:
 // the access hooks read it on every instrumented load and store.
 extern thread_local Block* g_block __attribute__((tls_model("initial-exec")));
+// Records the block's first fault (the launch then fails with err).
+void note_fault(Block& b, std::string why, cudaError_t err);
+// Stops the running thread for good: its fiber is never resumed.
+[[noreturn]] void abandon_thread(Block& b);
 // Stops the running thread for good with a fault of the block (the launch then fails with err).
-[[noreturn]] void thread_fault(Block& b, std::string why, cudaError_t err = cudaErrorLaunchFailure);
+// why() builds the message: its temporaries must end before the fiber is abandoned, or they leak.
+template <typename Why>
+[[noreturn]] void thread_fault(Block& b, Why&& why, cudaError_t err = cudaErrorLaunchFailure) {
+  note_fault(b, std::forward<Why>(why)(), err);
+  abandon_thread(b);
+}
 // "thread (x,y,z)".
 std::string thread_name(const Thread& t);
 // A fresh barrier interval for racecheck.

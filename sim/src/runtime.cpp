@@ -163,6 +163,16 @@ DeviceState* current(Runtime& r) {
 
 DeviceState& device_of(Runtime& r, const CUstream_st* s) { return *r.devices[static_cast<size_t>(s->device)]; }
 
+// Not destroyed: a device's legacy stream, or one cudaStreamCreate made and cudaStreamDestroy has
+// not freed. (An event may outlive the stream it was recorded on.)
+// Compared by address only: a destroyed one must not be read.
+bool alive(const Runtime& r, CUstream_st* s) {
+  if (r.streams.count(s) > 0) return true;
+  for (const auto& d : r.devices)
+    if (s == &d->legacy) return true;
+  return false;
+}
+
 thread_local cudaError_t t_last_error = cudaSuccess;
 
 cudaError_t ret(cudaError_t err) {
@@ -775,7 +785,9 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   if (event == nullptr) return ret(cudaErrorInvalidResourceHandle);
   Runtime& r = rt();
   std::lock_guard lock(r.mu);
-  if (event->stream != nullptr) kvi_sim::drain(r, event->stream);  // a pending record may still name it
+  // A pending record may still name it: drain its stream, unless that stream was destroyed (its
+  // work ran then; CUDA lets an event outlive the stream it was recorded on).
+  if (event->stream != nullptr && kvi_sim::alive(r, event->stream)) kvi_sim::drain(r, event->stream);
   delete event;
   return cudaSuccess;
 }
@@ -803,8 +815,10 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   std::lock_guard lock(r.mu);
   if (event == nullptr) return ret(cudaErrorInvalidResourceHandle);
   if (cudaError_t e = kvi_sim::capture_forbids(r)) return ret(e);
-  if (event->recorded && !event->complete) kvi_sim::drain(r, event->stream);
-  return ret(event->stream != nullptr ? kvi_sim::device_of(r, event->stream).sticky : cudaSuccess);
+  // A destroyed stream ran its work first: its record is complete.
+  if (event->recorded && !event->complete && kvi_sim::alive(r, event->stream)) kvi_sim::drain(r, event->stream);
+  // Recorded only on a stream of the event's own device (cudaEventRecord).
+  return ret(event->stream != nullptr ? r.devices[static_cast<size_t>(event->device)]->sticky : cudaSuccess);
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
