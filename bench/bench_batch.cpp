@@ -98,9 +98,8 @@ int main(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "CPU threads (0: one per core)")->capture_default_str();
   app.add_option("--json", json_path, "write the figures as JSON");
   app.add_option("--svg", svg_path, "write the plot (aggregate tokens/s against the batch size) as SVG");
-  bool int8_activations = false;
-  app.add_flag("--int8-activations", int8_activations,
-               "CPU, quantised weights: 8-bit activations and integer products (llama.cpp's way; faster, not exact)");
+  tool::ActivationsChoice activations;
+  tool::add_activations_options(app, activations);
   app.footer(tool::kExitStatusHelp);
   return tool::run(app, argc, argv, [&] {
     for (int64_t b : batches)
@@ -119,7 +118,7 @@ int main(int argc, char** argv) {
       }
     }
     auto model = kvinfer::Model::load(
-        model_path, {.device = dev.device, .device_index = dev.index, .int8_activations = int8_activations, .threads = t});
+        model_path, {.device = dev.device, .device_index = dev.index, .activations = activations.value(), .threads = t});
     kvinfer::Session session(model);
     std::mt19937_64 rng(1);
     std::vector<double> prefill;

@@ -216,7 +216,7 @@ void BM_fma_peak(benchmark::State& state, int lanes) {
 // chains), so the best repetition is the nearest to what the code reaches on a quiet machine;
 // docs/benchmarks-history.md quotes it beside the median. BM_linear_int8_vs_peak: the same for the
 // 8-bit activation products (--int8-activations), against the same FP32 peak.
-void run_linear_vs_peak(benchmark::State& state, DType t, bool int8_activations) {
+void run_linear_vs_peak(benchmark::State& state, DType t, kvinfer::ActivationMode activations) {
   const int64_t n = state.range(0), in = 2048, out = 2048;
   const auto w = random_values(t, out * in, 5);
   const kvinfer::Linear layer{{t, w.data(), out, in}, {}};
@@ -229,7 +229,7 @@ void run_linear_vs_peak(benchmark::State& state, DType t, bool int8_activations)
     const auto t0 = Clock::now();
     burst_flops += static_cast<double>(fma_burst(lanes, team_size()));
     const auto t1 = Clock::now();
-    cpu::linear(layer, x.data(), n, y.data(), int8_activations);
+    cpu::linear(layer, x.data(), n, y.data(), activations);
     benchmark::DoNotOptimize(y.data());
     const auto t2 = Clock::now();
     burst_s += std::chrono::duration<double>(t1 - t0).count();
@@ -242,8 +242,10 @@ void run_linear_vs_peak(benchmark::State& state, DType t, bool int8_activations)
   state.counters["peak_share"] =
       benchmark::Counter(burst_flops > 0 && product_s > 0 ? (product_flops / product_s) / (burst_flops / burst_s) : 0.0);
 }
-void BM_linear_vs_peak(benchmark::State& state, DType t) { run_linear_vs_peak(state, t, false); }
-void BM_linear_int8_vs_peak(benchmark::State& state, DType t) { run_linear_vs_peak(state, t, true); }
+void BM_linear_vs_peak(benchmark::State& state, DType t) { run_linear_vs_peak(state, t, kvinfer::ActivationMode::Exact); }
+void BM_linear_int8_vs_peak(benchmark::State& state, DType t) {
+  run_linear_vs_peak(state, t, kvinfer::ActivationMode::Int8);
+}
 void vs_peak_args(benchmark::internal::Benchmark* b) {
   b->UseManualTime()->ArgName("rows")->Arg(16)->Arg(64)->Arg(512);
   b->ComputeStatistics("max", [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); });
@@ -314,29 +316,36 @@ void BM_from_f32(benchmark::State& state, DType t) {
 // add per weight and row); widening W (widen_flops per weight) is not counted, so FLOP/s compare
 // across dtypes. linear splits W's rows across OpenMP threads, so its rates are per wall-clock
 // second (the default, the main thread's CPU time, would leave out the other threads' work).
-void run_linear(benchmark::State& state, DType t, bool int8_activations) {
+void run_linear(benchmark::State& state, DType t, kvinfer::ActivationMode activations) {
   const int64_t n = state.range(0), in = 2048, out = 2048;
   const auto w = random_values(t, out * in, 5);
   const kvinfer::Linear layer{{t, w.data(), out, in}, {}};
   const auto x = random_floats(n * in, 6);
   std::vector<float> y(static_cast<size_t>(n * out));
   for (auto _ : state) {
-    cpu::linear(layer, x.data(), n, y.data(), int8_activations);
+    cpu::linear(layer, x.data(), n, y.data(), activations);
     benchmark::DoNotOptimize(y.data());
   }
   set_counters(state, static_cast<int64_t>(layer.weight.bytes()) + (n * in + n * out) * kF32, 2 * n * in * out);
 }
-void BM_linear(benchmark::State& state, DType t) { run_linear(state, t, false); }
+void BM_linear(benchmark::State& state, DType t) { run_linear(state, t, kvinfer::ActivationMode::Exact); }
 [[maybe_unused]] const bool kLinear = per_dtype("BM_linear", BM_linear, kWeightTypes, [](auto* b) {
   b->UseRealTime()->ArgName("rows")->Arg(1)->Arg(64)->Arg(512);
 });
 
 // BM_linear with 8-bit activations (cpu/linear_int8.h; --int8-activations): the input rows are
 // quantised per 32 values and multiplied in integers. Same shape, bytes and FLOPs as BM_linear.
-void BM_linear_int8(benchmark::State& state, DType t) { run_linear(state, t, true); }
+void BM_linear_int8(benchmark::State& state, DType t) { run_linear(state, t, kvinfer::ActivationMode::Int8); }
 constexpr DType kInt8Types[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1};
 [[maybe_unused]] const bool kLinearInt8 = per_dtype("BM_linear_int8", BM_linear_int8, kInt8Types, [](auto* b) {
   b->UseRealTime()->ArgName("rows")->Arg(1)->Arg(64)->Arg(512);
+});
+
+// BM_linear with 15-bit activations (cpu/linear_int15.h; --activations int15): two integer passes
+// a weight block. Same shape, bytes and FLOPs as BM_linear.
+void BM_linear_int15(benchmark::State& state, DType t) { run_linear(state, t, kvinfer::ActivationMode::Int15); }
+[[maybe_unused]] const bool kLinearInt15 = per_dtype("BM_linear_int15", BM_linear_int15, kInt8Types, [](auto* b) {
+  b->UseRealTime()->ArgName("rows")->Arg(1)->Arg(64);
 });
 
 #if defined(KVINFER_BENCH_OPENBLAS)

@@ -196,7 +196,9 @@ std::string format_table(const Report& r) {
   s += fmt::format("weights    {}, {}; one decode step reads {}\n", in.weight_dtype, kvinfer::format_bytes(in.weight_bytes),
                    kvinfer::format_bytes(in.step_weight_bytes));
   s += fmt::format("device     {}, {} thread{}{}\n", in.device, in.threads, in.threads == 1 ? "" : "s",
-                   in.int8_activations ? ", 8-bit activations (--int8-activations)" : "");
+                   in.activations == kvinfer::ActivationMode::Exact
+                       ? std::string()
+                       : fmt::format(", --activations {}", kvinfer::activation_mode_name(in.activations)));
   s += fmt::format("prompt     P = {} tokens ({})\n", in.prompt_tokens, in.prompt_source);
   s += fmt::format("generate   N = {} tokens\n", in.tokens);
   s += fmt::format("kv cache   {}, {} for P + N = {} positions ({} per position); at the end {} positions = {}\n",
@@ -324,7 +326,7 @@ std::string format_json(const Report& r) {
                  {"weight_bytes", in.weight_bytes},
                  {"step_weight_bytes", in.step_weight_bytes},
                  {"device", in.device},
-                 {"int8_activations", in.int8_activations},
+                 {"activations", std::string(kvinfer::activation_mode_name(in.activations))},
                  {"threads", in.threads},
                  {"prompt_tokens", in.prompt_tokens},
                  {"tokens", in.tokens},

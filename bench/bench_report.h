@@ -23,7 +23,7 @@ struct BenchInfo {
   uint64_t weight_bytes = 0;       // Model::weight_bytes()
   uint64_t step_weight_bytes = 0;  // Model::step_weight_bytes(): weights one decode step reads
   std::string device;              // "cpu" or "cuda", resolved
-  bool int8_activations = false;   // --int8-activations
+  kvinfer::ActivationMode activations = kvinfer::ActivationMode::Exact;  // --activations
   int threads = 1;
   int64_t prompt_tokens = 0;  // P
   int64_t tokens = 0;         // N

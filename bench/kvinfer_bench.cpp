@@ -41,7 +41,7 @@ struct Args {
   int64_t prompt_tokens = 16, tokens = 1000, off_every = 1, seed = 0;
   int64_t threads = 0;
   bool list_shapes = false, no_probe = false, prompt_tokens_given = false, dtype_given = false;
-  bool int8_activations = false;
+  tool::ActivationsChoice activations;
   bool weights_in_place = false;
 };
 
@@ -138,7 +138,7 @@ std::shared_ptr<const kvinfer::Model> make_model(const Args& a, int threads, boo
     const kvinfer::ModelConfig config = kvinfer::synthetic_config(a.shape);
     check_positions(config, a.prompt_tokens, a.tokens);
     kvinfer::RandomModelOptions o{weight_dtype(a.dtype), static_cast<uint64_t>(a.seed), device.device, device.index,
-                                  {}, a.int8_activations, threads};
+                                  {}, a.activations.value(), threads};
     if (tty) o.on_progress = [](uint64_t d, uint64_t t) { draw_progress("building random weights", d, t); };
     model = kvinfer::random_model(config, o);
     info.model = a.shape;
@@ -149,7 +149,7 @@ std::shared_ptr<const kvinfer::Model> make_model(const Args& a, int threads, boo
     const fs::path config_json = fs::path(a.model) / "config.json";
     if (a.prompt_text.empty() && fs::is_directory(a.model) && kvinfer::input_exists(config_json))
       check_positions(kvinfer::load_config(config_json), a.prompt_tokens, a.tokens);
-    kvinfer::LoadOptions o{device.device, device.index, {}, a.int8_activations};
+    kvinfer::LoadOptions o{device.device, device.index, {}, a.activations.value()};
     o.weights_in_place = a.weights_in_place;
     o.threads = threads;
     if (tty) o.on_progress = [](uint64_t d, uint64_t t) { draw_progress("loading weights", d, t); };
@@ -161,7 +161,7 @@ std::shared_ptr<const kvinfer::Model> make_model(const Args& a, int threads, boo
   info.weight_bytes = model->weight_bytes();
   info.step_weight_bytes = model->step_weight_bytes();
   info.device = std::string(kvinfer::device_name(model->device()));
-  info.int8_activations = model->int8_activations();
+  info.activations = model->activations();
   return model;
 }
 
@@ -365,9 +365,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-bandwidth-probe", a.no_probe,
                "skip measuring the memory read bandwidth (and, on CUDA, the device copy bandwidth): the decode "
                "floor is then not computed");
-  app.add_flag("--int8-activations", a.int8_activations,
-               "CPU, quantised weights: 8-bit activations and integer products (llama.cpp's way; "
-               "faster, not exact); default: off");
+  tool::add_activations_options(app, a.activations);
   app.add_flag("--weights-in-place", a.weights_in_place,
                "-m: use the weights in place from the file mapping (4 KiB pages, row-major) instead of copying "
                "them onto huge pages (and packing them for decode) at load; default: off, copied");

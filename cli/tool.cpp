@@ -224,6 +224,25 @@ DeviceChoice parse_device(std::string_view text, std::string_view option) {
   return d;
 }
 
+kvinfer::ActivationMode ActivationsChoice::value() const {
+  if (int8 || mode == "int8") return kvinfer::ActivationMode::Int8;
+  if (mode == "int15") return kvinfer::ActivationMode::Int15;
+  if (mode == "exact") return kvinfer::ActivationMode::Exact;
+  throw UsageError(fmt::format("--activations: {:?} is not exact, int15 or int8", mode));
+}
+
+void add_activations_options(CLI::App& app, ActivationsChoice& choice) {
+  auto* mode =
+      app.add_option("--activations", choice.mode,
+                     "CPU, quantised weights: how products meet them. exact: f32 products, HF's results on the "
+                     "dequantised weights; int8: 8-bit activations and integer products, as llama.cpp does (every ggml "
+                     "type; faster, the next-token distributions move by a mean KL of 3-5e-3); int15: 15-bit "
+                     "activations, two integer passes (Q4_0, Q4_1, Q8_0; others exact), 128 times finer than int8")
+          ->check(CLI::IsMember({"exact", "int15", "int8"}))
+          ->capture_default_str();
+  app.add_flag("--int8-activations", choice.int8, "--activations int8")->excludes(mode);
+}
+
 CLI::Validator device_value() {
   return CLI::Validator(
       [](std::string& value) -> std::string {

@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "kvinfer/device.h"
+#include "kvinfer/dtype.h"
 #include "kvinfer/error.h"
 
 namespace tool {
@@ -73,5 +74,14 @@ inline constexpr const char* kDeviceHelp =
 DeviceChoice parse_device(std::string_view text, std::string_view option = "--device");
 // The same check as a CLI11 validator (the message names the accepted forms).
 CLI::Validator device_value();
+
+// --activations exact|int15|int8 and its shorthand --int8-activations (LoadOptions::activations),
+// taken the same way by every tool that loads a model.
+struct ActivationsChoice {
+  std::string mode = "exact";
+  bool int8 = false;  // --int8-activations
+  kvinfer::ActivationMode value() const;
+};
+void add_activations_options(CLI::App& app, ActivationsChoice& choice);
 
 }  // namespace tool

@@ -63,9 +63,7 @@ void add_model_options(CLI::App& app, ModelOptions& o, const char* ctx_help) {
                              tool::kThreadsPerCore))
       ->check(tool::at_least(0))
       ->capture_default_str();
-  app.add_flag("--int8-activations", o.int8_activations,
-               "CPU, quantised weights (Q4_0 .. Q8_0, Q4_K, Q5_K, Q6_K): 8-bit activations and integer products, as llama.cpp does "
-               "(faster, not exact: logits move by about 1 %); default: off, exact products");
+  tool::add_activations_options(app, o.activations);
   app.add_flag("--weights-in-place", o.weights_in_place,
                "CPU: use the weights in place from the file mapping (4 KiB pages, shared with other processes) "
                "instead of copying them onto huge pages (and packing them for decode) at load; the file must then not be "
@@ -276,7 +274,7 @@ std::unique_ptr<kvinfer::DraftModel> load_draft_model(const SpeculativeFlags& o,
   if (o.draft_model.empty() && !o.draft_int8_activations) return nullptr;
   ModelOptions d = target_options;
   d.model = o.draft_model.empty() ? model_path(target_options.model).string() : o.draft_model;
-  d.int8_activations = o.draft_int8_activations;
+  d.activations = {.mode = o.draft_int8_activations ? "int8" : "exact"};
   d.ctx = 0;  // its cache is `capacity` tokens, checked by KvCache against its context length
   d.extend_context = false;
   try {
@@ -372,7 +370,7 @@ std::shared_ptr<const kvinfer::Model> load_model(const ModelOptions& o) {
   }
   const tool::DeviceChoice dev = tool::parse_device(o.device);
   kvinfer::LoadOptions options{.device = dev.device, .device_index = dev.index, .on_progress = {},
-                               .int8_activations = o.int8_activations};
+                               .activations = o.activations.value()};
   options.weights_in_place = o.weights_in_place;
   options.threads = tool::checked_threads(o.threads, "-t/--threads");
   // A cache of --ctx tokens is planned: weights and cache are checked against the memory

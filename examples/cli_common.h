@@ -23,7 +23,7 @@ struct ModelOptions {
   int64_t ctx = 0;
   bool extend_context = false;  // -c may exceed the model's context length (LoadOptions::context_length)
   int64_t threads = 0;  // CPU threads; 0: kvinfer::default_cpu_threads()
-  bool int8_activations = false;  // LoadOptions::int8_activations
+  tool::ActivationsChoice activations;  // LoadOptions::activations
   bool weights_in_place = false;  // LoadOptions::weights_in_place
 };
 

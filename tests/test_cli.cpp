@@ -152,7 +152,7 @@ TEST(GenerateCli, HelpListsEveryOptionWithItsDefault) {
   for (const char* def : {"--temp FLOAT=0.8", "--top-k INT=40", "--top-p FLOAT=0.95", "--min-p FLOAT=0.05",
                           "--repeat-penalty FLOAT=1", "--seed INT=-1", "-n,--max-new-tokens INT=256",
                           "--device TEXT:{auto,cpu,cuda,cuda:N}=auto", "--kv-dtype TEXT=auto", "-c,--ctx INT=0",
-                          "-t,--threads INT=0"})
+                          "-t,--threads INT=0", "--activations TEXT:{exact,int15,int8}=exact"})
     EXPECT_NE(r.out.find(def), std::string::npos) << def;
 }
 
@@ -165,6 +165,8 @@ TEST(GenerateCli, ErrorsAreOneLineAndNonZero) {
       {"-m", kModel, "-p", "x", "--no-such-flag"},               // unknown option
       {"-m", kModel, "-p", std::string(300, 'a'), "-c", "16"},   // prompt longer than the cache
       {"-m", kModel, "-p", "x", "--device", "tpu"},              // unknown device
+      {"-m", kModel, "-p", "x", "--activations", "int4"},        // unknown activation mode
+      {"-m", kModel, "-p", "x", "--activations", "int15", "--int8-activations"},  // two modes
   };
   for (const auto& args : bad) {
     Output r = run(KVINFER_GENERATE_BIN, args);

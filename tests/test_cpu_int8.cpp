@@ -1,4 +1,4 @@
-// The 8-bit activation products (cpu/linear_int8.h, LoadOptions::int8_activations) against the
+// The 8-bit activation products (cpu/linear_int8.h, LoadOptions::activations = Int8) against the
 // arithmetic their header documents, bit for bit, and against the exact product.
 #include <gtest/gtest.h>
 
@@ -260,7 +260,7 @@ TEST_P(Int8LinearTest, IsTheDocumentedArithmeticCloseToExactAndBatchInvariant) {
   Linear layer{w.m, Vector{bias.data(), out}};
   auto x = randn(static_cast<size_t>(n * in), 63);
   std::vector<float> y(static_cast<size_t>(n * out), std::nanf(""));
-  cpu::linear(layer, x.data(), n, y.data(), /*int8_activations=*/true);
+  cpu::linear(layer, x.data(), n, y.data(), ActivationMode::Int8);
 
   std::vector<cpu::Int8Block> xb(static_cast<size_t>(n * in / 32));
   std::vector<int8_t> xq(static_cast<size_t>(n * in));
@@ -282,7 +282,7 @@ TEST_P(Int8LinearTest, IsTheDocumentedArithmeticCloseToExactAndBatchInvariant) {
 
   std::vector<float> single(static_cast<size_t>(out));
   for (int64_t r = 0; r < n; ++r) {
-    cpu::linear(layer, x.data() + r * in, 1, single.data(), true);
+    cpu::linear(layer, x.data() + r * in, 1, single.data(), ActivationMode::Int8);
     EXPECT_EQ(0, std::memcmp(single.data(), y.data() + r * out, single.size() * sizeof(float))) << "row " << r;
   }
 #if defined(_OPENMP)
@@ -294,7 +294,7 @@ TEST_P(Int8LinearTest, IsTheDocumentedArithmeticCloseToExactAndBatchInvariant) {
   for (int run = 0; run < 2; ++run) {
     omp_set_num_threads(run == 0 ? 1 : 3);
     yb[run].assign(static_cast<size_t>(n * big), std::nanf(""));
-    cpu::linear(lb, x.data(), n, yb[run].data(), true);
+    cpu::linear(lb, x.data(), n, yb[run].data(), ActivationMode::Int8);
   }
   omp_set_num_threads(threads);
   EXPECT_EQ(0, std::memcmp(yb[0].data(), yb[1].data(), yb[0].size() * sizeof(float)));
@@ -422,7 +422,7 @@ TEST_P(Int8SuperTest, IsTheDocumentedArithmeticCloseToExactAndBatchInvariant) {
   Linear layer{w.m, Vector{bias.data(), out}};
   auto x = randn(static_cast<size_t>(n * in), 163);
   std::vector<float> y(static_cast<size_t>(n * out), std::nanf(""));
-  cpu::linear(layer, x.data(), n, y.data(), /*int8_activations=*/true);
+  cpu::linear(layer, x.data(), n, y.data(), ActivationMode::Int8);
 
   std::vector<cpu::Int8Super> xs(static_cast<size_t>(n * in / 256));
   std::vector<int8_t> xq(static_cast<size_t>(n * in));
@@ -444,7 +444,7 @@ TEST_P(Int8SuperTest, IsTheDocumentedArithmeticCloseToExactAndBatchInvariant) {
 
   std::vector<float> single(static_cast<size_t>(out));
   for (int64_t r = 0; r < n; ++r) {
-    cpu::linear(layer, x.data() + r * in, 1, single.data(), true);
+    cpu::linear(layer, x.data() + r * in, 1, single.data(), ActivationMode::Int8);
     EXPECT_EQ(0, std::memcmp(single.data(), y.data() + r * out, single.size() * sizeof(float))) << "row " << r;
   }
 #if defined(_OPENMP)
@@ -456,7 +456,7 @@ TEST_P(Int8SuperTest, IsTheDocumentedArithmeticCloseToExactAndBatchInvariant) {
   for (int run = 0; run < 2; ++run) {
     omp_set_num_threads(run == 0 ? 1 : 3);
     yb[run].assign(static_cast<size_t>(n * big), std::nanf(""));
-    cpu::linear(lb, x.data(), n, yb[run].data(), true);
+    cpu::linear(lb, x.data(), n, yb[run].data(), ActivationMode::Int8);
   }
   omp_set_num_threads(threads);
   EXPECT_EQ(0, std::memcmp(yb[0].data(), yb[1].data(), yb[0].size() * sizeof(float)));

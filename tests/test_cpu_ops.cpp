@@ -218,7 +218,7 @@ TEST_P(LinearTest, BitIdenticalWhateverTheThreadCount) {
 }
 
 // One call over several products of one input (q, k, v) gives each the bits of its own linear()
-// call: weight types that take different kernels side by side, decode and prefill, exact and
+// call: weight types that take different kernels side by side, decode and prefill, exact, 15- and
 // 8-bit activations, 1 and 3 threads.
 TEST(CpuOps, LinearsGivesEachProductTheBitsOfLinear) {
   const int64_t in = 512;
@@ -240,7 +240,7 @@ TEST(CpuOps, LinearsGivesEachProductTheBitsOfLinear) {
   const int thread_counts[1] = {1};
 #endif
   for (int64_t n : {1, 5})
-    for (bool int8 : {false, true})
+    for (ActivationMode mode : {ActivationMode::Exact, ActivationMode::Int15, ActivationMode::Int8})
       for (int th : thread_counts) {
 #if defined(_OPENMP)
         omp_set_num_threads(th);
@@ -252,12 +252,12 @@ TEST(CpuOps, LinearsGivesEachProductTheBitsOfLinear) {
           together[p].assign(static_cast<size_t>(n * outs[p]), std::nanf(""));
           alone[p].assign(together[p].size(), std::nanf(""));
           products.push_back({&layers[p], together[p].data()});
-          cpu::linear(layers[p], x.data(), n, alone[p].data(), int8);
+          cpu::linear(layers[p], x.data(), n, alone[p].data(), mode);
         }
-        cpu::linears(products, x.data(), n, int8);
+        cpu::linears(products, x.data(), n, mode);
         for (size_t p = 0; p < 3; ++p)
           EXPECT_EQ(0, std::memcmp(together[p].data(), alone[p].data(), alone[p].size() * sizeof(float)))
-              << "product " << p << " n " << n << " int8 " << int8 << " threads " << th;
+              << "product " << p << " n " << n << " " << activation_mode_name(mode) << " threads " << th;
       }
 #if defined(_OPENMP)
   omp_set_num_threads(threads);

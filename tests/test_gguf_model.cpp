@@ -365,15 +365,15 @@ std::vector<float> all_logits(const std::shared_ptr<const Model>& m, std::span<c
   return {l.begin(), l.end()};
 }
 
-// LoadOptions::int8_activations on Q8_0 models: the logits move (the activations are rounded to
+// LoadOptions::activations = Int8 on Q8_0 models: the logits move (the activations are rounded to
 // 8 bits) but stay close to the exact ones, and cache-on == cache-off still holds bit for bit.
 TEST(GgufInt8Activations, CloseToExactAndCacheOnEqualsCacheOff) {
   const std::vector<int32_t> seq = {1, 5, 9, 3, 7, 2, 8, 4};
   for (const char* file : {"llama_gqa4.q8_0.gguf", "qwen2_bias.q8_0.gguf", "gpt2_tiny.q8_0.gguf"}) {
     SCOPED_TRACE(file);
     const auto exact = Model::load(kGgufDir / file, {.device = Device::CPU});
-    const auto fast = Model::load(kGgufDir / file, {.device = Device::CPU, .int8_activations = true});
-    ASSERT_TRUE(fast->int8_activations());
+    const auto fast = Model::load(kGgufDir / file, {.device = Device::CPU, .activations = ActivationMode::Int8});
+    ASSERT_EQ(fast->activations(), ActivationMode::Int8);
     const auto want = all_logits(exact, seq), got = all_logits(fast, seq);
     float scale = 0.0f;
     for (float v : want) scale = std::max(scale, std::fabs(v));

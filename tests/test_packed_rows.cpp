@@ -107,7 +107,7 @@ TEST_P(PackedRows, EachFieldLiesWhereTheKernelsReadIt) {
 }
 
 // y = x · Wᵀ + b with W packed has the bits it has with W row-major: decode (the packed kernels)
-// and prefill (blocks unpacked first), exact and 8-bit, with rows past the last whole 16, in one
+// and prefill (blocks unpacked first), exact, 15- and 8-bit, with rows past the last whole 16, in one
 // call with another product, on 1 and 3 threads.
 TEST_P(PackedRows, ProductsGiveTheRowMajorBits) {
   const DType t = GetParam();
@@ -120,8 +120,8 @@ TEST_P(PackedRows, ProductsGiveTheRowMajorBits) {
     const Linear rowmajor{w.m, Vector{bias.data(), out}}, packed{p.m, Vector{bias.data(), out}};
     const Linear rowmajor2{w2.m, {}}, packed2{p2.m, {}};
     for (int64_t n : {1, 2, 17})
-      for (bool int8 : {false, true}) {
-        if (int8 && t == DType::BF16) continue;
+      for (ActivationMode mode : {ActivationMode::Exact, ActivationMode::Int15, ActivationMode::Int8}) {
+        if (mode != ActivationMode::Exact && t == DType::BF16) continue;
         for (int th : test::thread_counts()) {
           const test::ScopedThreads scoped(th);
           const auto x = randn(static_cast<size_t>(n * in), static_cast<uint32_t>(n + out));
@@ -129,10 +129,10 @@ TEST_P(PackedRows, ProductsGiveTheRowMajorBits) {
           std::vector<float> got(want.size(), std::nanf("")), got2(want2.size(), std::nanf(""));
           const LinearInto a[2] = {{&rowmajor, want.data()}, {&rowmajor2, want2.data()}};
           const LinearInto b[2] = {{&packed, got.data()}, {&packed2, got2.data()}};
-          cpu::linears(a, x.data(), n, int8);
-          cpu::linears(b, x.data(), n, int8);
-          const std::string what = "out " + std::to_string(out) + " n " + std::to_string(n) + " int8 " +
-                                   std::to_string(int8) + " threads " + std::to_string(th);
+          cpu::linears(a, x.data(), n, mode);
+          cpu::linears(b, x.data(), n, mode);
+          const std::string what = "out " + std::to_string(out) + " n " + std::to_string(n) + " " +
+                                   std::string(activation_mode_name(mode)) + " threads " + std::to_string(th);
           EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float))) << what;
           EXPECT_EQ(0, std::memcmp(got2.data(), want2.data(), want2.size() * sizeof(float))) << what;
         }

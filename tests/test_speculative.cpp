@@ -346,7 +346,7 @@ TEST(Speculative, EveryKvDtypeBitForBit) {
 // lookup and by the same file with exact products.
 TEST(Speculative, Int8ActivationTargetBitForBit) {
   const fs::path file = fs::path(KVINFER_TEST_DATA) / "gguf" / "models" / "llama_gqa4.q8_0.gguf";
-  const auto fast = Model::load(file, {.device = Device::CPU, .int8_activations = true});
+  const auto fast = Model::load(file, {.device = Device::CPU, .activations = ActivationMode::Int8});
   DraftModel exact(Model::load(file, {.device = Device::CPU}), *fast, 128);
   std::mt19937_64 rng(6);
   const std::vector<int32_t> prompt = repetitive_ids(rng, 128, 7, 3);
@@ -639,7 +639,7 @@ TEST(SpeculativeDefaultModel, GreedyEqualsPlainGreedyBitForBit) {
       "Repeat this sentence exactly: The quick brown fox jumps over the lazy dog while the cat sleeps on the warm "
       "windowsill.");
   const std::vector<int32_t> free_form = chat("Write a short poem about the sea.");
-  DraftModel int8(Model::load(default_model(), {.device = Device::CPU, .int8_activations = true}), *model, 512);
+  DraftModel int8(Model::load(default_model(), {.device = Device::CPU, .activations = ActivationMode::Int8}), *model, 512);
   const GenerationStats s = expect_exact(model, copy, greedy(48, false), lookup(3), {.dtype = DType::F16});
   EXPECT_GE(s.accepted_tokens * 2, s.generated_tokens) << "the copy task should accept most of its reply";
   expect_exact(model, free_form, greedy(32, false), lookup(3), {.dtype = DType::F16});

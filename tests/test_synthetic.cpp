@@ -277,9 +277,39 @@ TEST(RandomModel, QuantisedModelsRunWithFiniteLogits) {
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1}) {
     SCOPED_TRACE(std::string(dtype_name(t)) + ", 8-bit activations");
     auto m8 = random_model(tiny_quantised(Architecture::Llama),
-                           {.weight_dtype = t, .seed = 4, .device = Device::CPU, .int8_activations = true});
-    ASSERT_TRUE(m8->int8_activations());
+                           {.weight_dtype = t, .seed = 4, .device = Device::CPU, .activations = ActivationMode::Int8});
+    ASSERT_EQ(m8->activations(), ActivationMode::Int8);
     test::expect_cache_on_equals_off(m8, prompt, 6);
+  }
+}
+
+// 15-bit activations (cpu/linear_int15.h) on a whole model: cache on equals cache off bit for bit,
+// and the logits move from the exact ones, far less than with 8-bit activations.
+TEST(RandomModel, FifteenBitActivationsKeepTheInvariantAndStayCloseToExact) {
+  const std::vector<int32_t> prompt = {5, 17, 250, 3, 99};
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    std::vector<float> logits[3];  // exact, 15-bit, 8-bit
+    const ActivationMode modes[3] = {ActivationMode::Exact, ActivationMode::Int15, ActivationMode::Int8};
+    for (int i = 0; i < 3; ++i) {
+      auto m = random_model(tiny_quantised(Architecture::Llama),
+                            {.weight_dtype = t, .seed = 4, .device = Device::CPU, .activations = modes[i]});
+      ASSERT_EQ(m->activations(), modes[i]);
+      KvCache kv(*m, 16);
+      Session s(m);
+      const std::span<const float> l = s.prefill(kv, prompt);
+      logits[i].assign(l.begin(), l.end());
+      if (modes[i] == ActivationMode::Int15) test::expect_cache_on_equals_off(m, prompt, 6);
+    }
+    float scale = 0, diff15 = 0, diff8 = 0;
+    for (size_t i = 0; i < logits[0].size(); ++i) {
+      scale = std::max(scale, std::fabs(logits[0][i]));
+      diff15 = std::max(diff15, std::fabs(logits[1][i] - logits[0][i]));
+      diff8 = std::max(diff8, std::fabs(logits[2][i] - logits[0][i]));
+    }
+    EXPECT_GT(diff15, 0.0f);  // the mode is in effect
+    EXPECT_LT(diff15, 1e-3f * scale);
+    EXPECT_LT(diff15, diff8 / 20) << "8-bit: " << diff8;
   }
 }
 
@@ -337,7 +367,7 @@ TEST(RandomModel, KQuantModelsAreTheF32WeightsQuantisedAndRun) {
     test::expect_cache_on_equals_off(q, prompt, 4);
     // With 8-bit activations: close to the exact products, not equal to them, and the invariant
     // holds too.
-    auto q8 = random_model(c, {.weight_dtype = t, .seed = 5, .device = Device::CPU, .int8_activations = true});
+    auto q8 = random_model(c, {.weight_dtype = t, .seed = 5, .device = Device::CPU, .activations = ActivationMode::Int8});
     KvCache kv8(*q8, 16);
     Session s8(q8);
     const std::vector<float> exact(l.begin(), l.end());

@@ -63,6 +63,22 @@ constexpr uint64_t dtype_row_bytes(DType t, int64_t n) {
   return static_cast<uint64_t>(n / b.elements) * static_cast<uint64_t>(b.bytes);
 }
 
+// How the CPU multiplies quantised weights by a product's input (LoadOptions::activations).
+enum class ActivationMode : uint8_t {
+  Exact,  // every product exact in f32: HF's results on the dequantised weights
+  Int15,  // 15-bit activation codes per 32 values, integer products (Q8_0, Q4_0, Q4_1 weights)
+  Int8,   // 8-bit activation codes, integer products, as llama.cpp (every ggml type)
+};
+
+constexpr std::string_view activation_mode_name(ActivationMode a) {
+  switch (a) {
+    case ActivationMode::Exact: return "exact";
+    case ActivationMode::Int15: return "int15";
+    case ActivationMode::Int8: return "int8";
+  }
+  return "?";
+}
+
 constexpr std::string_view dtype_name(DType t) {
   switch (t) {
     case DType::F32: return "f32";

@@ -30,14 +30,14 @@ struct LoadOptions {
   // CUDA without it is an error naming the devices there are. Ignored on the CPU.
   int device_index = 0;
   LoadProgress on_progress = {};
-  // CPU only, quantised weights only (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K): quantise
-  // each 32-value block (256 for the K-quants) of a product's input to 8 bits and multiply in
-  // integers, as llama.cpp does. Faster decode (measured 1.1× with Q8_0,
-  // about 2× with Q4_1 weights; a prefill as fast as the exact one or faster with AVX-512 VNNI)
-  // but not exact: logits move by about 1e-2 (docs/benchmarks-history.md). Off: every product is exact in f32
-  // and matches HF on the dequantised weights. Cache-on == cache-off and thread-count
-  // independence hold either way.
-  bool int8_activations = false;
+  // CPU only, quantised weights only. Exact: every product is exact in f32 and matches HF on the
+  // dequantised weights. Int8 (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K): each 32-value
+  // block (256 for the K-quants) of a product's input quantised to 8 bits and multiplied in
+  // integers, as llama.cpp does: faster decode, but the next-token distributions move (mean KL
+  // 3-5e-3 from exact on SmolLM2 and Gemma 3, docs/benchmarks.md). Int15 (Q4_0, Q4_1, Q8_0; other
+  // weights exact): 15-bit codes, two integer passes, 128 times finer than Int8. Cache-on ==
+  // cache-off and thread-count independence hold in every mode.
+  ActivationMode activations = ActivationMode::Exact;
 
   // Memory checked up front. The weights, plus a KV cache of kv_tokens positions (0: none
   // planned) in kv_dtype (default: KvCache's default for these weights), must fit in the memory
@@ -126,8 +126,8 @@ class Model {
   // LoadOptions::context_length when the model was loaded with a longer one.
   int64_t context_length() const { return context_length_; }
 
-  // LoadOptions::int8_activations as loaded (sessions of this model use it).
-  bool int8_activations() const { return int8_activations_; }
+  // LoadOptions::activations as loaded (sessions of this model use it).
+  ActivationMode activations() const { return activations_; }
   // LoadOptions::check_finite (or $KVINFER_CHECK_FINITE=1) as loaded.
   bool check_finite() const { return check_finite_; }
   // CPU threads of its sessions' forward passes unless a Session chooses (LoadOptions::threads).
@@ -151,7 +151,7 @@ class Model {
   DType weight_dtype_;
   uint64_t weight_bytes_;
   uint64_t step_weight_bytes_;
-  bool int8_activations_;
+  ActivationMode activations_;
   bool check_finite_;
   int64_t context_length_;
   int threads_;

@@ -166,7 +166,7 @@ kvinfer_load_options kvinfer_load_options_default(void) {
   o.context_length = d.context_length;
   o.threads = d.threads;
   o.weights_in_place = d.weights_in_place;
-  o.int8_activations = d.int8_activations;
+  o.int8_activations = d.activations == kvinfer::ActivationMode::Int8;
   o.check_finite = d.check_finite;
   return o;
 }
@@ -188,7 +188,7 @@ kvinfer_status kvinfer_model_load(const char* path, const kvinfer_load_options* 
     lo.context_length = o.context_length;
     lo.threads = o.threads;
     lo.weights_in_place = o.weights_in_place;
-    lo.int8_activations = o.int8_activations;
+    lo.activations = o.int8_activations ? kvinfer::ActivationMode::Int8 : kvinfer::ActivationMode::Exact;
     lo.check_finite = o.check_finite;
     if (o.progress != nullptr)
       lo.on_progress = [cb = o.progress, user = o.progress_user](uint64_t done, uint64_t total) { cb(done, total, user); };

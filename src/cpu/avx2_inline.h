@@ -31,6 +31,11 @@ inline float lanes_sum(__m256 acc) {
   return lanes_tree(l);
 }
 
+// The 16 bytes at p in both 128-bit lanes (an input block's half, against two weight rows).
+inline __m256i both_lanes(const int8_t* p) {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
 // Signed bytes w times signed bytes q, summed by fours into 8 exact 32-bit lanes: |w| · (±q)
 // (vpmaddubsw takes one unsigned operand; a pair reaches 2 · 128 · 127 < 2¹⁵), then vpmaddwd.
 inline __m256i signed_dot4(__m256i w, __m256i q) {

@@ -37,14 +37,16 @@ void split_pairs(const float* src, float* dst, int64_t n);
 // y (n, out) = x (n, in) · Wᵀ (+ b): element (t, c) is dot(x row t, weight row c widened), or for
 // bf16 weights dot(split_pairs(x row t), split_pairs(weight row c widened)), on every path and
 // for every n (the bf16 decode kernel multiplies 16 values from one load in that order, see
-// linear_avx2.h). With int8_activations, the weight types int8_product_supported names take the
-// 8-bit activation products of cpu/linear_int8.h (close to the exact product, not equal to it);
-// other weights ignore it.
-void linear(const Linear& layer, const float* x, int64_t n, float* y, bool int8_activations = false);
+// linear_avx2.h). With ActivationMode::Int8, the weight types int8_product_supported names take the
+// 8-bit activation products of cpu/linear_int8.h, with Int15 those int15_product_supported names
+// the 15-bit ones of cpu/linear_int15.h (close to the exact product, not equal to it); other
+// weights ignore it.
+void linear(const Linear& layer, const float* x, int64_t n, float* y, ActivationMode activations = ActivationMode::Exact);
 // linear() for several layers of one input (q, k and v; gate and up) in one parallel region, with
-// the input quantised once for the 8-bit products: each y gets the bits linear() gives it, one
+// the input quantised once for the 8- or 15-bit products: each y gets the bits linear() gives it, one
 // wait for the threads instead of one per product.
-void linears(std::span<const LinearInto> products, const float* x, int64_t n, bool int8_activations = false);
+void linears(std::span<const LinearInto> products, const float* x, int64_t n,
+             ActivationMode activations = ActivationMode::Exact);
 // y (n, dim) = x / sqrt(mean(x²) + eps) · weight, per row, as HF's LlamaRMSNorm in f32.
 void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* y);
 // y (n, dim) = (x - mean) / sqrt(var + eps) · weight + bias, per row, as torch.nn.LayerNorm in
@@ -98,7 +100,8 @@ void moe_route(const float* logits, int64_t n, int64_t experts, int64_t k, bool 
 // and an expert no row chose is not read at all. Each row's result has the bits it gets alone
 // (linear's products are batch-invariant and a row's adds come in j order whatever n is).
 void moe_experts(const MoeWeights& m, const float* x, int64_t n, int64_t hidden, const int32_t* ids,
-                 const float* weights, int64_t k, const MoeScratch& scratch, float* out, bool int8_activations = false);
+                 const float* weights, int64_t k, const MoeScratch& scratch, float* out,
+                 ActivationMode activations = ActivationMode::Exact);
 // out (n, dim) += sigmoid(gate[t]) · y (n, dim): Qwen2-MoE's shared expert, scaled by its gate.
 void add_gated(float* out, const float* gate, const float* y, int64_t n, int64_t dim);
 

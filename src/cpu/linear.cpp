@@ -21,6 +21,7 @@
 #include "cpu/dot_quant_avx512.h"
 #include "cpu/linear_avx2.h"
 #include "cpu/linear_avx512.h"
+#include "cpu/linear_int15.h"
 #include "cpu/linear_int8.h"
 #include "cpu/int8_blocks.h"
 #include "cpu/int8_prepared.h"
@@ -140,13 +141,15 @@ void widen_bf16_pairs(const uint16_t* src, float* dst, int64_t n) {
 // How a product's weight rows meet its input rows.
 enum class Path {
   Int8,       // 8-bit activations, integer dot products (linear_int8.h)
+  Int15,      // 15-bit activations, two integer passes (linear_int15.h)
   HalfRows,   // decode, bf16/f16 widened in registers
   QuantRows,  // decode, ggml blocks decoded in registers
   Widened,    // a block of rows widened to f32 (if stored narrower), then f32 tiles
 };
 
-Path path_of(DType t, int64_t n, bool simd, bool int8_activations) {
-  if (int8_activations && int8_product_supported(t)) return Path::Int8;
+Path path_of(DType t, int64_t n, bool simd, ActivationMode activations) {
+  if (activations == ActivationMode::Int8 && int8_product_supported(t)) return Path::Int8;
+  if (activations == ActivationMode::Int15 && int15_product_supported(t)) return Path::Int15;
   if (n == 1 && simd && (t == DType::BF16 || t == DType::F16)) return Path::HalfRows;
   if (n == 1 && simd && is_quantized(t)) return Path::QuantRows;
   return Path::Widened;
@@ -177,6 +180,13 @@ struct Int8Input {
   const int8_t* qk;         // (n, in)
 };
 
+// The quantised input rows of a 15-bit product.
+struct Int15Input {
+  const Int8Block* blocks;  // (n, in / 32)
+  const int8_t* h;          // (n, in) high codes
+  const int8_t* l;          // (n, in) low codes
+};
+
 // A product's input rows, as each path takes them.
 struct Inputs {
   const float* x;         // (n, in)
@@ -185,6 +195,7 @@ struct Inputs {
                           // AVX-512 tiles, when a product widens other weights than bf16; or null
   const float* split_il;  // split interleaved so, when a product widens bf16 weights; or null
   Int8Input x8;           // with 8-bit activations
+  Int15Input x15;         // with 15-bit activations
 };
 
 // Rows [16b, 16b + 16) of y (n, out) = x · Wᵀ + bias, by `path`, with this thread's scratch.
@@ -238,6 +249,31 @@ void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_r
       for (int64_t t = 0; t < n; ++t)
         int8_rows_product(w.dtype, x8.blocks + t * (in / 32), x8.q + t * in, src, rows, in, y + t * out + o0, pf);
       break;
+    case Path::Int15: {  // prefill: AVX2 tiles; decode: one input row at a time (a packed block unpacked first)
+      const Int15Input& x15 = in_rows.x15;
+      const std::byte* rows_at = src;
+      if (n > 1 && cpu_has_avx2_fma_f16c()) {
+        auto* prepared = reinterpret_cast<std::byte*>(widened);  // (int8_prepared_bytes(dtype, in))
+        if (packed) {
+          // The records are smaller than the rows they hold: the unpacked rows go after them.
+          auto* unpacked = prepared + int8_prepared_bytes(w.dtype, in);  // (16, row_bytes)
+          unpack_rows(w, o0, rows, unpacked);
+          rows_at = unpacked;
+        }
+        avx2::int8_prepare(w.dtype, rows_at, rows, in, prepared);
+        avx2::int15_prepared_products(w.dtype, prepared, rows, in, x15.blocks, x15.h, x15.l, n, y + o0, out);
+        break;
+      }
+      if (packed) {
+        auto* unpacked = reinterpret_cast<std::byte*>(widened);  // (16, row_bytes)
+        unpack_rows(w, o0, rows, unpacked);
+        rows_at = unpacked;
+      }
+      for (int64_t t = 0; t < n; ++t)
+        int15_rows_product(w.dtype, x15.blocks + t * (in / 32), x15.h + t * in, x15.l + t * in, rows_at, rows, in,
+                           y + t * out + o0, pf);
+      break;
+    }
     case Path::HalfRows: {  // decode: 2 bytes a weight, read once, widened in registers
       const auto* h = reinterpret_cast<const uint16_t*>(src);
       if (packed)
@@ -323,12 +359,12 @@ float sum(const float* a, int64_t n) {
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
-void linear(const Linear& layer, const float* x, int64_t n, float* y, bool int8_activations) {
+void linear(const Linear& layer, const float* x, int64_t n, float* y, ActivationMode activations) {
   const LinearInto product{&layer, y};
-  linears({&product, 1}, x, n, int8_activations);
+  linears({&product, 1}, x, n, activations);
 }
 
-void linears(std::span<const LinearInto> products, const float* x, int64_t n, bool int8_activations) {
+void linears(std::span<const LinearInto> products, const float* x, int64_t n, ActivationMode activations) {
   if (products.empty()) return;
   const int64_t in = products.front().layer->weight.cols;
   // A long prefill goes in slices of input rows that stay in L2 while every block of weight rows
@@ -340,7 +376,7 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
     std::vector<LinearInto> part(products.begin(), products.end());
     for (int64_t r = 0; r < n; r += slice) {
       for (size_t p = 0; p < part.size(); ++p) part[p].y = products[p].y + r * products[p].layer->weight.rows;
-      linears(part, x + r * in, std::min(slice, n - r), int8_activations);
+      linears(part, x + r * in, std::min(slice, n - r), activations);
     }
     return;
   }
@@ -348,7 +384,7 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
   // The products' row blocks numbered one after another: block g of the call is block
   // g - first[p] of product p.
   std::vector<int64_t> first(products.size() + 1, 0);  // (products + 1) first block of each product
-  bool quantise = false, quantise_k = false, split = false, widens = false, widens_bf16 = false;
+  bool quantise = false, quantise_k = false, quantise15 = false, split = false, widens = false, widens_bf16 = false;
   int64_t widen_rows = 0;  // rows of the f32 staging buffer a thread needs (0: none)
   double macs = 0;
   for (size_t p = 0; p < products.size(); ++p) {
@@ -363,13 +399,16 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
                               dtype_name(w.dtype), w.cols));
     first[p + 1] = first[p] + (w.rows + kRowBlock - 1) / kRowBlock;
     macs += static_cast<double>(n) * static_cast<double>(in) * static_cast<double>(w.rows);
-    const Path path = path_of(w.dtype, n, simd, int8_activations);
+    const Path path = path_of(w.dtype, n, simd, activations);
     quantise = quantise || (path == Path::Int8 && !int8_super_type(w.dtype));
+    quantise15 = quantise15 || path == Path::Int15;
     quantise_k = quantise_k || (path == Path::Int8 && int8_super_type(w.dtype));
     widens = widens || (path == Path::Widened && w.dtype != DType::BF16);
     widens_bf16 = widens_bf16 || (path == Path::Widened && w.dtype == DType::BF16);
     if (path == Path::Widened && w.dtype != DType::F32) widen_rows = kRowBlock;
     if (path == Path::Int8 && int8_tiles(n, w.dtype) != Int8Tiles::None) widen_rows = kRowBlock;  // ≥ 32 · in bytes
+    // 15-bit prefill's records and a packed block unpacked (each < 16 · in · 2 bytes) fit 16 · in floats.
+    if (path == Path::Int15 && (packed_rows(w) > 0 || (n > 1 && simd))) widen_rows = kRowBlock;
     split = split || w.dtype == DType::BF16;
   }
   // Small products stay on one thread: waking (and spinning) a team costs more than they do.
@@ -382,11 +421,17 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
   std::vector<int8_t> xq(quantise ? static_cast<size_t>(n * in) : 0);    // (n, in) codes
   std::vector<Int8Super> xsup(static_cast<size_t>(n * ns));            // (n, in / 256) scales and sums
   std::vector<int8_t> xqk(quantise_k ? static_cast<size_t>(n * in) : 0);  // (n, in) codes
-  if (quantise || quantise_k) {
+  // With 15-bit activations, in the same way.
+  const int64_t nb15 = quantise15 ? in / 32 : 0;
+  std::vector<Int8Block> xb15(static_cast<size_t>(n * nb15));               // (n, in / 32) scales
+  std::vector<int8_t> xh(quantise15 ? static_cast<size_t>(n * in) : 0);      // (n, in) high codes
+  std::vector<int8_t> xl(quantise15 ? static_cast<size_t>(n * in) : 0);      // (n, in) low codes
+  if (quantise || quantise_k || quantise15) {
 #pragma omp parallel for schedule(static) if (parallel && n > 1)
     for (int64_t t = 0; t < n; ++t) {
       if (quantise) quantize_int8(x + t * in, in, xb.data() + t * nb, xq.data() + t * in);
       if (quantise_k) quantize_int8_super(x + t * in, in, xsup.data() + t * ns, xqk.data() + t * in);
+      if (quantise15) quantize_int15(x + t * in, in, xb15.data() + t * nb15, xh.data() + t * in, xl.data() + t * in);
     }
   }
   // For bf16 products, every input row in the pair order; on AVX-512 machines, prefill's f32
@@ -398,7 +443,8 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
   float* x_il = reused(Buffer::Interleaved, interleave ? il_size : 0);          // (⌈n/2⌉, in/8, 2, 8)
   float* split_il = reused(Buffer::SplitInterleaved, interleave_split ? il_size : 0);  // (⌈n/2⌉, in/8, 2, 8)
   const Inputs inputs{x, xs, interleave ? x_il : nullptr, interleave_split ? split_il : nullptr,
-                      {xb.data(), xq.data(), xsup.data(), xqk.data()}};
+                      {xb.data(), xq.data(), xsup.data(), xqk.data()},
+                      {xb15.data(), xh.data(), xl.data()}};
 
   // A decode's one row is split here, before the team starts: inside, the team would wait for it.
   const bool rearrange = n > 1 && (split || interleave || interleave_split);
@@ -437,7 +483,7 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
       if (h < 0 || h >= first.back()) return Prefetcher();
       const size_t q = locate(h);
       const Matrix& w = products[q].layer->weight;
-      if (path_of(w.dtype, n, simd, int8_activations) != Path::Widened) return Prefetcher();
+      if (path_of(w.dtype, n, simd, activations) != Path::Widened) return Prefetcher();
       if (w.dtype == DType::F32 && !tiles512) return Prefetcher();
       const size_t row_bytes = dtype_row_bytes(w.dtype, w.cols);
       const int64_t o0 = (h - first[q]) * kRowBlock, rows = std::min(kRowBlock, w.rows - o0);
@@ -448,7 +494,7 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, bo
       Prefetcher next = bytes_of(h);
       const size_t q = locate(g);
       const Linear& layer = *products[q].layer;
-      const Path path = path_of(layer.weight.dtype, n, simd, int8_activations);
+      const Path path = path_of(layer.weight.dtype, n, simd, activations);
       block_product(layer, path, g - first[q], inputs, n, scratch, products[q].y, next);
     };
     if (n > 1) {

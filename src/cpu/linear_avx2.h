@@ -53,6 +53,10 @@ void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const 
 void int8_prepare(DType t, const std::byte* w, int64_t rows, int64_t in, std::byte* prep);
 void int8_prepared_products(DType t, const std::byte* prep, int64_t rows, int64_t in, const Int8Block* blocks,
                             const int8_t* q, int64_t n, float* y, int64_t ldy);
+// The same for 15-bit activations (linear_int15.h; Q8_0, Q4_0, Q4_1) from int8_prepare's records:
+// y[r · ldy + c] = int15_rows_product's row c for input row r (codes h and l (n, in)).
+void int15_prepared_products(DType t, const std::byte* prep, int64_t rows, int64_t in, const Int8Block* blocks,
+                             const int8_t* h, const int8_t* l, int64_t n, float* y, int64_t ldy);
 
 // The same three for Q5_0 and Q5_1 (linear_int8_blocks_avx2.cpp; prep holds Int8BlockPrepared
 // records): the one-row kernels and the tiles of every x86 machine with AVX2.
@@ -70,6 +74,11 @@ void int8_super_prepare(DType t, const std::byte* w, int64_t rows, int64_t in, s
 void int8_super_prepared_products(DType t, const std::byte* prep, int64_t rows, int64_t in, const Int8Super* supers,
                                   const int8_t* q, int64_t n, float* y, int64_t ldy);
 void quantize_int8_super(const float* x, int64_t n, Int8Super* supers, int8_t* q);
+
+// int15_rows_product of linear_int15.h (Q8_0, Q4_0, Q4_1), bit for bit: the 8-bit kernels with
+// two passes over each unpacked weight block (linear_int8_avx2.cpp).
+void int15_rows_product(DType t, const Int8Block* blocks, const int8_t* h, const int8_t* l, const std::byte* w,
+                        int64_t rows, int64_t n, float* y, Prefetcher& pf);
 
 // quantize_int8 of linear_int8.h, bit for bit.
 void quantize_int8(const float* x, int64_t n, Int8Block* blocks, int8_t* q);

@@ -1,6 +1,7 @@
 // 8-bit activation products (linear_int8.h): the quantiser, the portable products and the
 // dispatch to the AVX-512 VNNI and AVX2 kernels (linear_int8_avx512.cpp, linear_int8_avx2.cpp),
-// which give the same bits.
+// which give the same bits. The 15-bit ones of linear_int15.h too: the same products with two
+// passes, and their quantiser.
 #include "cpu/linear_int8.h"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "cpu/cpu_features.h"
 #include "cpu/int8_blocks.h"
 #include "cpu/linear_avx2.h"
+#include "cpu/linear_int15.h"
 #include "cpu/linear_int8_avx512.h"
 
 namespace kvinfer::cpu {
@@ -34,9 +36,10 @@ void weight_codes(const std::byte* block, int32_t out[32]) {
 }
 
 // Value j of a block is in partial sum (j mod 16) / 4: each of the 4 partials sums values
-// 4m..4m + 3 and 16 + 4m..16 + 4m + 3.
+// 4m..4m + 3 and 16 + 4m..16 + 4m + 3. With 15-bit activations (l not null) q holds the high
+// codes and a partial is 128 · Σ w · h + Σ w · l (linear_int15.h).
 template <DType T>
-float row_product(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t n) {
+float row_product(const Int8Block* blocks, const int8_t* q, const int8_t* l, const std::byte* w, int64_t n) {
   using B = typename core::BlockOf<T>::type;
   float acc[4] = {}, off = 0.0f;
   for (int64_t b = 0; b < n / 32; ++b) {
@@ -45,8 +48,12 @@ float row_product(const Int8Block* blocks, const int8_t* q, const std::byte* w, 
     weight_codes<T>(block, codes);
     const float d = core::q_half(block, offsetof(B, d));
     const float p = d * blocks[b].d;
-    int32_t partial[4] = {};
+    int32_t partial[4] = {}, low[4] = {};
     for (int j = 0; j < 32; ++j) partial[(j % 16) / 4] += codes[j] * q[32 * b + j];
+    if (l) {
+      for (int j = 0; j < 32; ++j) low[(j % 16) / 4] += codes[j] * l[32 * b + j];
+      for (int m = 0; m < 4; ++m) partial[m] = 128 * partial[m] + low[m];
+    }
     for (int m = 0; m < 4; ++m) {
       const float term = p * static_cast<float>(partial[m]);
       acc[m] = acc[m] + term;
@@ -152,7 +159,7 @@ void rows_portable(const Int8Block* blocks, const int8_t* q, const std::byte* w,
     if constexpr (int8_block_type(T))
       y[c] = block_type_product<T>(blocks, q, row, n);
     else
-      y[c] = row_product<T>(blocks, q, row, n);
+      y[c] = row_product<T>(blocks, q, nullptr, row, n);
   }
 }
 
@@ -163,6 +170,24 @@ void super_rows_portable(const Int8Super* supers, const int8_t* q, const std::by
   for (int64_t c = 0; c < rows; ++c) y[c] = super_product<T>(supers, q, w + static_cast<size_t>(c) * row_bytes, n);
 }
 
+// max|x| over a 32-value block, or NaN when the block holds a NaN or an infinity.
+float block_amax(const float* xb) {
+  float amax = 0.0f;
+  bool finite = true;
+  for (int j = 0; j < 32; ++j) {
+    finite = finite && std::isfinite(xb[j]);
+    amax = std::max(amax, std::fabs(xb[j]));
+  }
+  return finite ? amax : std::numeric_limits<float>::quiet_NaN();
+}
+
+template <DType T>
+void int15_rows_portable(const Int8Block* blocks, const int8_t* h, const int8_t* l, const std::byte* w, int64_t rows,
+                         int64_t n, float* y) {
+  const size_t row_bytes = dtype_row_bytes(T, n);
+  for (int64_t c = 0; c < rows; ++c) y[c] = row_product<T>(blocks, h, l, w + static_cast<size_t>(c) * row_bytes, n);
+}
+
 }  // namespace
 
 void quantize_int8(const float* x, int64_t n, Int8Block* blocks, int8_t* q) {
@@ -170,14 +195,9 @@ void quantize_int8(const float* x, int64_t n, Int8Block* blocks, int8_t* q) {
   for (int64_t b = 0; b < n / 32; ++b) {
     const float* xb = x + 32 * b;
     int8_t* qb = q + 32 * b;
-    float amax = 0.0f;
-    bool finite = true;
-    for (int j = 0; j < 32; ++j) {
-      finite = finite && std::isfinite(xb[j]);
-      amax = std::max(amax, std::fabs(xb[j]));
-    }
-    if (!finite) {
-      blocks[b] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::quiet_NaN()};
+    const float amax = block_amax(xb);
+    if (std::isnan(amax)) {
+      blocks[b] = {amax, amax};
       std::memset(qb, 0, 32);
       continue;
     }
@@ -220,6 +240,43 @@ void int8_super_rows_product(DType t, const Int8Super* supers, const int8_t* q, 
     case DType::Q4_K: return super_rows_portable<DType::Q4_K>(supers, q, w, rows, n, y);
     case DType::Q5_K: return super_rows_portable<DType::Q5_K>(supers, q, w, rows, n, y);
     default: return super_rows_portable<DType::Q6_K>(supers, q, w, rows, n, y);
+  }
+}
+
+void quantize_int15(const float* x, int64_t n, Int8Block* blocks, int8_t* h, int8_t* l) {
+  constexpr float kMaxCode = 16256.0f;  // 127 · 128: h stays within int8 after rounding
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* xb = x + 32 * b;
+    int8_t *hb = h + 32 * b, *lb = l + 32 * b;
+    const float amax = block_amax(xb);
+    if (std::isnan(amax)) {
+      blocks[b] = {amax, amax};
+      std::memset(hb, 0, 32);
+      std::memset(lb, 0, 32);
+      continue;
+    }
+    const float d = amax / kMaxCode;
+    int32_t sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      // x / d can round above 16,256 (d rounded down); a / 128 is exact, its rounding to even ≤ 127.
+      const float a = d != 0.0f ? std::clamp(std::nearbyint(xb[j] / d), -kMaxCode, kMaxCode) : 0.0f;
+      const float high = std::nearbyint(a / 128.0f);
+      hb[j] = static_cast<int8_t>(high);
+      lb[j] = static_cast<int8_t>(a - 128.0f * high);
+      sum += static_cast<int32_t>(a);
+    }
+    blocks[b] = {d, d * static_cast<float>(sum)};
+  }
+}
+
+void int15_rows_product(DType t, const Int8Block* blocks, const int8_t* h, const int8_t* l, const std::byte* w,
+                        int64_t rows, int64_t n, float* y, Prefetcher& pf) {
+  // AVX-512 machines take the AVX2 kernels too: every machine gives the same bits.
+  if (cpu_has_avx2_fma_f16c()) return avx2::int15_rows_product(t, blocks, h, l, w, rows, n, y, pf);
+  switch (t) {
+    case DType::Q8_0: return int15_rows_portable<DType::Q8_0>(blocks, h, l, w, rows, n, y);
+    case DType::Q4_0: return int15_rows_portable<DType::Q4_0>(blocks, h, l, w, rows, n, y);
+    default: return int15_rows_portable<DType::Q4_1>(blocks, h, l, w, rows, n, y);
   }
 }
 

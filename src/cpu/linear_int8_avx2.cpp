@@ -43,6 +43,24 @@ inline __m256i both_rows(const std::byte* a, const std::byte* b) {
                                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
 }
 
+// A block's input codes, each 16-value half in both 128-bit lanes: the 8-bit codes q, or with
+// 15-bit activations (linear_int15.h) the high codes h and the low codes l.
+struct BlockInput {
+  __m256i lo, hi;      // q (or h) 0..15, 16..31
+  __m256i lo_l, hi_l;  // l 0..15, 16..31 (15-bit only)
+};
+
+template <bool Fine>
+inline BlockInput block_input(const int8_t* q, const int8_t* l, int64_t b) {
+  BlockInput in{both_lanes(q + 32 * b), both_lanes(q + 32 * b + 16), {}, {}};
+  if constexpr (Fine) {
+    in.lo_l = both_lanes(l + 32 * b);
+    in.hi_l = both_lanes(l + 32 * b + 16);
+  }
+  return in;
+}
+
+// The 4 partial sums of two rows' blocks against 8-bit codes x_lo, x_hi.
 template <DType T>
 inline __m256i pair_partials(const std::byte* row0_block, const std::byte* row1_block, __m256i x_lo, __m256i x_hi) {
   using B = typename core::BlockOf<T>::type;
@@ -55,6 +73,28 @@ inline __m256i pair_partials(const std::byte* row0_block, const std::byte* row1_
     const __m256i lo = _mm256_and_si256(qs, nibble), hi = _mm256_and_si256(_mm256_srli_epi16(qs, 4), nibble);
     const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x_lo), _mm256_maddubs_epi16(hi, x_hi));
     return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+  }
+}
+
+// The same against 15-bit codes: 128 · (partials of h) + (partials of l), exact in 32 bits. Q4's
+// nibbles are unpacked once for both passes.
+template <DType T>
+inline __m256i pair_partials_fine(const std::byte* row0_block, const std::byte* row1_block, const BlockInput& x) {
+  using B = typename core::BlockOf<T>::type;
+  const std::byte *qs0 = row0_block + offsetof(B, qs), *qs1 = row1_block + offsetof(B, qs);
+  if constexpr (T == DType::Q8_0) {
+    const __m256i w_lo = both_rows(qs0, qs1), w_hi = both_rows(qs0 + 16, qs1 + 16);
+    const __m256i h = _mm256_add_epi32(signed_dot4(w_lo, x.lo), signed_dot4(w_hi, x.hi));
+    const __m256i l = _mm256_add_epi32(signed_dot4(w_lo, x.lo_l), signed_dot4(w_hi, x.hi_l));
+    return _mm256_add_epi32(_mm256_slli_epi32(h, 7), l);
+  } else {
+    const __m256i qs = both_rows(qs0, qs1);
+    const __m256i nibble = _mm256_set1_epi8(0x0F);
+    const __m256i lo = _mm256_and_si256(qs, nibble), hi = _mm256_and_si256(_mm256_srli_epi16(qs, 4), nibble);
+    // |pairs| ≤ 2 · 2 · 15 · 127 < 2¹⁵ for h, less for l.
+    const __m256i h = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x.lo), _mm256_maddubs_epi16(hi, x.hi));
+    const __m256i l = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x.lo_l), _mm256_maddubs_epi16(hi, x.hi_l));
+    return _mm256_add_epi32(_mm256_madd_epi16(h, _mm256_set1_epi16(128)), _mm256_madd_epi16(l, _mm256_set1_epi16(1)));
   }
 }
 
@@ -83,10 +123,11 @@ inline __m128i scale_pairs(const std::byte* const* block) {
 // `Pairs` (1 or 2) pairs of rows, row[2i] and row[2i + 1] (a pointer may repeat: a lone row is
 // paired with itself). Lane 2r of `scales` is row r's p = d_w · d_x and lane 2r + 1 its Q4 offset
 // term (m_w or d_w) · ds_x, four rows' f16 pairs converted and multiplied in one vector; each p is
-// spread over its row's half by a permutation.
-template <DType T, int Pairs>
-void pair_rows(const Int8Block* blocks, const int8_t* q, const std::byte* const* row, int64_t n, float* y, int count,
-             Prefetcher& pf) {
+// spread over its row's half by a permutation. Fine: 15-bit activations, q the high codes and l the
+// low ones (linear_int15.h); else l is unused.
+template <DType T, int Pairs, bool Fine>
+void pair_rows(const Int8Block* blocks, const int8_t* q, const int8_t* l, const std::byte* const* row, int64_t n,
+               float* y, int count, Prefetcher& pf) {
   using B = typename core::BlockOf<T>::type;
   __m256 acc[Pairs];  // lane 4h + m: acc_m of row 2i + h
   for (auto& a : acc) a = _mm256_setzero_ps();
@@ -94,9 +135,7 @@ void pair_rows(const Int8Block* blocks, const int8_t* q, const std::byte* const*
   const __m256i spread[2] = {_mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2), _mm256_setr_epi32(4, 4, 4, 4, 6, 6, 6, 6)};
   for (int64_t b = 0; b < n / 32; ++b) {
     pf.advance(static_cast<size_t>(count) * sizeof(B));
-    const __m256i x_lo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32 * b)));
-    const __m256i x_hi =
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32 * b + 16)));
+    const BlockInput x = block_input<Fine>(q, l, b);
     const std::byte* block[2 * Pairs];
     for (int r = 0; r < 2 * Pairs; ++r) block[r] = row[r] + static_cast<size_t>(b) * sizeof(B);
     const __m128i dms = scale_pairs<T, 2 * Pairs>(block);
@@ -105,7 +144,12 @@ void pair_rows(const Int8Block* blocks, const int8_t* q, const std::byte* const*
     if constexpr (T != DType::Q8_0) off = _mm256_add_ps(off, scales);  // even lanes unused
 #pragma GCC unroll 2
     for (int i = 0; i < Pairs; ++i) {
-      const __m256 partials = _mm256_cvtepi32_ps(pair_partials<T>(block[2 * i], block[2 * i + 1], x_lo, x_hi));
+      __m256i sums;
+      if constexpr (Fine)
+        sums = pair_partials_fine<T>(block[2 * i], block[2 * i + 1], x);
+      else
+        sums = pair_partials<T>(block[2 * i], block[2 * i + 1], x.lo, x.hi);
+      const __m256 partials = _mm256_cvtepi32_ps(sums);
       const __m256 p = _mm256_permutevar8x32_ps(scales, spread[i]);
       acc[i] = _mm256_add_ps(acc[i], _mm256_mul_ps(p, partials));
     }
@@ -122,20 +166,20 @@ void pair_rows(const Int8Block* blocks, const int8_t* q, const std::byte* const*
   }
 }
 
-template <DType T>
-void rows_of(const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t count, int64_t n, float* y,
-                Prefetcher& pf) {
+template <DType T, bool Fine>
+void rows_of(const Int8Block* blocks, const int8_t* q, const int8_t* l, const std::byte* w, int64_t count, int64_t n,
+             float* y, Prefetcher& pf) {
   const size_t row_bytes = dtype_row_bytes(T, n);
   const auto at = [&](int64_t c) { return w + static_cast<size_t>(c) * row_bytes; };
   int64_t c = 0;
   for (; c + 4 <= count; c += 4) {
     const std::byte* row[4] = {at(c), at(c + 1), at(c + 2), at(c + 3)};
-    pair_rows<T, 2>(blocks, q, row, n, y + c, 4, pf);
+    pair_rows<T, 2, Fine>(blocks, q, l, row, n, y + c, 4, pf);
   }
   for (; c < count; c += 2) {
     const int left = static_cast<int>(std::min<int64_t>(2, count - c));
     const std::byte* row[2] = {at(c), at(c + left - 1)};
-    pair_rows<T, 1>(blocks, q, row, n, y + c, left, pf);
+    pair_rows<T, 1, Fine>(blocks, q, l, row, n, y + c, left, pf);
   }
 }
 
@@ -181,10 +225,19 @@ void quantize_int8(const float* x, int64_t n, Int8Block* blocks, int8_t* q) {
 void int8_rows_product(DType t, const Int8Block* blocks, const int8_t* q, const std::byte* w, int64_t rows, int64_t n,
                        float* y, Prefetcher& pf) {
   switch (t) {
-    case DType::Q8_0: return rows_of<DType::Q8_0>(blocks, q, w, rows, n, y, pf);
-    case DType::Q4_0: return rows_of<DType::Q4_0>(blocks, q, w, rows, n, y, pf);
-    case DType::Q4_1: return rows_of<DType::Q4_1>(blocks, q, w, rows, n, y, pf);
+    case DType::Q8_0: return rows_of<DType::Q8_0, false>(blocks, q, nullptr, w, rows, n, y, pf);
+    case DType::Q4_0: return rows_of<DType::Q4_0, false>(blocks, q, nullptr, w, rows, n, y, pf);
+    case DType::Q4_1: return rows_of<DType::Q4_1, false>(blocks, q, nullptr, w, rows, n, y, pf);
     default: return int8_block_rows_product(t, blocks, q, w, rows, n, y, pf);
+  }
+}
+
+void int15_rows_product(DType t, const Int8Block* blocks, const int8_t* h, const int8_t* l, const std::byte* w,
+                        int64_t rows, int64_t n, float* y, Prefetcher& pf) {
+  switch (t) {
+    case DType::Q8_0: return rows_of<DType::Q8_0, true>(blocks, h, l, w, rows, n, y, pf);
+    case DType::Q4_0: return rows_of<DType::Q4_0, true>(blocks, h, l, w, rows, n, y, pf);
+    default: return rows_of<DType::Q4_1, true>(blocks, h, l, w, rows, n, y, pf);
   }
 }
 
@@ -201,6 +254,10 @@ void int8_rows_product(DType, const Int8Block*, const int8_t*, const std::byte*,
   std::abort();
 }
 void quantize_int8(const float*, int64_t, Int8Block*, int8_t*) { std::abort(); }
+void int15_rows_product(DType, const Int8Block*, const int8_t*, const int8_t*, const std::byte*, int64_t, int64_t,
+                        float*, Prefetcher&) {
+  std::abort();
+}
 }  // namespace kvinfer::cpu::avx2
 
 #endif

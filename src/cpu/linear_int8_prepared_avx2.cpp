@@ -1,5 +1,5 @@
-// Prefill's 8-bit activation products on AVX2 (linear_avx2.h): each block of weight rows unpacked
-// once (int8_prepared.h), then every input row against it, with the arithmetic (and the bits) of
+// Prefill's 8-bit (and 15-bit) activation products on AVX2 (linear_avx2.h): each block of weight
+// rows unpacked once (int8_prepared.h), then every input row against it, with the arithmetic (and the bits) of
 // linear_int8_avx2.cpp's one-row kernels, less their unpacking: a Q4 pair of rows takes 8
 // instructions a block instead of 13.
 #include <algorithm>
@@ -74,19 +74,23 @@ void prepare(const std::byte* w, int64_t rows, int64_t in, Prepared<T>* out) {
 }
 
 // One input row × the 8 weight rows 8h .. 8h + 7 (those below `rows`): 4 pairs of rows, each
-// pair's 4 partial sums a 128-bit lane, as linear_int8_avx2.cpp's pair_rows computes them.
-template <DType T>
-void half(const Prepared<T>* wb, int64_t nb, int h, const Int8Block* blocks, const int8_t* q, int64_t rows,
-             float* y) {
+// pair's 4 partial sums a 128-bit lane, as linear_int8_avx2.cpp's pair_rows computes them. Fine:
+// 15-bit activations (linear_int15.h), q the high codes and l the low ones; else l is unused.
+template <DType T, bool Fine>
+void half(const Prepared<T>* wb, int64_t nb, int h, const Int8Block* blocks, const int8_t* q, const int8_t* l,
+          int64_t rows, float* y) {
   __m256 acc[4];  // acc[j], lane 4i + m: acc_m of weight row 8h + 2j + i
   for (auto& a : acc) a = _mm256_setzero_ps();
   __m256 off = _mm256_setzero_ps();  // lane i: row 8h + i's offset sum
-  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i ones = _mm256_set1_epi16(1), k128 = _mm256_set1_epi16(128);
   for (int64_t b = 0; b < nb; ++b) {
     const Prepared<T>& o = wb[b];
-    const __m256i x_lo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32 * b)));
-    const __m256i x_hi =
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32 * b + 16)));
+    const __m256i x_lo = both_lanes(q + 32 * b), x_hi = both_lanes(q + 32 * b + 16);
+    __m256i l_lo = _mm256_setzero_si256(), l_hi = _mm256_setzero_si256();
+    if constexpr (Fine) {
+      l_lo = both_lanes(l + 32 * b);
+      l_hi = both_lanes(l + 32 * b + 16);
+    }
     const __m256 dx = _mm256_set1_ps(blocks[b].d);
     for (int j = 0; j < 4; ++j) {
       const int g = 2 * h + j / 2, at = 32 * (j % 2);
@@ -95,9 +99,17 @@ void half(const Prepared<T>* wb, int64_t nb, int h, const Int8Block* blocks, con
       __m256i sums;
       if constexpr (T == DType::Q8_0) {  // each half apart: two pairs of products would not fit 16 bits
         sums = _mm256_add_epi32(signed_dot4(lo, x_lo), signed_dot4(hi, x_hi));
+        if constexpr (Fine)  // 128 · (the high codes' partials) + the low codes'
+          sums = _mm256_add_epi32(_mm256_slli_epi32(sums, 7),
+                                  _mm256_add_epi32(signed_dot4(lo, l_lo), signed_dot4(hi, l_hi)));
       } else {  // |pairs| ≤ 2 · 2 · 15 · 127 < 2¹⁵: exact in 16 bits
         const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x_lo), _mm256_maddubs_epi16(hi, x_hi));
-        sums = _mm256_madd_epi16(pairs, ones);
+        if constexpr (Fine) {
+          const __m256i low = _mm256_add_epi16(_mm256_maddubs_epi16(lo, l_lo), _mm256_maddubs_epi16(hi, l_hi));
+          sums = _mm256_add_epi32(_mm256_madd_epi16(pairs, k128), _mm256_madd_epi16(low, ones));
+        } else {
+          sums = _mm256_madd_epi16(pairs, ones);
+        }
       }
       const __m256 partials = _mm256_cvtepi32_ps(sums);
       const __m256 p = _mm256_mul_ps(_mm256_load_ps(o.d[g] + at / 4), dx);
@@ -116,13 +128,14 @@ void half(const Prepared<T>* wb, int64_t nb, int h, const Int8Block* blocks, con
   }
 }
 
-template <DType T>
-void products(const Prepared<T>* wb, int64_t rows, int64_t in, const Int8Block* blocks, const int8_t* q, int64_t n,
-                 float* y, int64_t ldy) {
+template <DType T, bool Fine = false>
+void products(const Prepared<T>* wb, int64_t rows, int64_t in, const Int8Block* blocks, const int8_t* q,
+              const int8_t* l, int64_t n, float* y, int64_t ldy) {
   const int64_t nb = in / 32;
   for (int h = 0; h < 2 && 8 * h < rows; ++h)  // each half's records stay in L1 for every input row
     for (int64_t t = 0; t < n; ++t)
-      half<T>(wb, nb, h, blocks + t * nb, q + t * in, std::min<int64_t>(8, rows - 8 * h), y + t * ldy + 8 * h);
+      half<T, Fine>(wb, nb, h, blocks + t * nb, q + t * in, Fine ? l + t * in : nullptr,
+                    std::min<int64_t>(8, rows - 8 * h), y + t * ldy + 8 * h);
 }
 
 }  // namespace
@@ -140,12 +153,24 @@ void int8_prepared_products(DType t, const std::byte* prep, int64_t rows, int64_
                             const int8_t* q, int64_t n, float* y, int64_t ldy) {
   switch (t) {
     case DType::Q8_0:
-      return products<DType::Q8_0>(reinterpret_cast<const Q8Prepared*>(prep), rows, in, blocks, q, n, y, ldy);
+      return products<DType::Q8_0>(reinterpret_cast<const Q8Prepared*>(prep), rows, in, blocks, q, nullptr, n, y, ldy);
     case DType::Q4_0:
-      return products<DType::Q4_0>(reinterpret_cast<const Q4Prepared*>(prep), rows, in, blocks, q, n, y, ldy);
+      return products<DType::Q4_0>(reinterpret_cast<const Q4Prepared*>(prep), rows, in, blocks, q, nullptr, n, y, ldy);
     case DType::Q4_1:
-      return products<DType::Q4_1>(reinterpret_cast<const Q4Prepared*>(prep), rows, in, blocks, q, n, y, ldy);
+      return products<DType::Q4_1>(reinterpret_cast<const Q4Prepared*>(prep), rows, in, blocks, q, nullptr, n, y, ldy);
     default: return int8_block_prepared_products(t, prep, rows, in, blocks, q, n, y, ldy);
+  }
+}
+
+void int15_prepared_products(DType t, const std::byte* prep, int64_t rows, int64_t in, const Int8Block* blocks,
+                             const int8_t* h, const int8_t* l, int64_t n, float* y, int64_t ldy) {
+  switch (t) {
+    case DType::Q8_0:
+      return products<DType::Q8_0, true>(reinterpret_cast<const Q8Prepared*>(prep), rows, in, blocks, h, l, n, y, ldy);
+    case DType::Q4_0:
+      return products<DType::Q4_0, true>(reinterpret_cast<const Q4Prepared*>(prep), rows, in, blocks, h, l, n, y, ldy);
+    default:
+      return products<DType::Q4_1, true>(reinterpret_cast<const Q4Prepared*>(prep), rows, in, blocks, h, l, n, y, ldy);
   }
 }
 
@@ -161,6 +186,10 @@ namespace kvinfer::cpu::avx2 {
 void int8_prepare(DType, const std::byte*, int64_t, int64_t, std::byte*) { std::abort(); }
 void int8_prepared_products(DType, const std::byte*, int64_t, int64_t, const Int8Block*, const int8_t*, int64_t, float*,
                             int64_t) {
+  std::abort();
+}
+void int15_prepared_products(DType, const std::byte*, int64_t, int64_t, const Int8Block*, const int8_t*, const int8_t*,
+                             int64_t, float*, int64_t) {
   std::abort();
 }
 }  // namespace kvinfer::cpu::avx2

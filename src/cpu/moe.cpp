@@ -16,7 +16,7 @@ void moe_route(const float* logits, int64_t n, int64_t experts, int64_t k, bool 
 }
 
 void moe_experts(const MoeWeights& m, const float* x, int64_t n, int64_t hidden, const int32_t* ids,
-                 const float* weights, int64_t k, const MoeScratch& s, float* out, bool int8_activations) {
+                 const float* weights, int64_t k, const MoeScratch& s, float* out, ActivationMode activations) {
   std::memset(out, 0, static_cast<size_t>(n * hidden) * sizeof(float));
   std::vector<int64_t> rows;    // (<= n) the rows that chose expert e
   std::vector<float> shares;    // (<= n) their weights for it
@@ -33,9 +33,9 @@ void moe_experts(const MoeWeights& m, const float* x, int64_t n, int64_t hidden,
     for (int64_t r = 0; r < rn; ++r)  // x_e (rn, hidden): the rows, gathered
       std::memcpy(s.x + r * hidden, x + rows[static_cast<size_t>(r)] * hidden, static_cast<size_t>(hidden) * sizeof(float));
     const LinearInto gate_up[] = {{&m.gate[i], s.gate}, {&m.up[i], s.up}};
-    linears(gate_up, s.x, rn, int8_activations);        // (rn, inter) ×2
+    linears(gate_up, s.x, rn, activations);        // (rn, inter) ×2
     silu_mul(s.gate, s.up, s.gate, rn * inter);          // (rn, inter)
-    linear(m.down[i], s.gate, rn, s.y, int8_activations);  // (rn, hidden)
+    linear(m.down[i], s.gate, rn, s.y, activations);  // (rn, hidden)
     // Rows' adds in expert order: ids are sorted by expert, so this is each row's j order.
     for (int64_t r = 0; r < rn; ++r) {
       float* o = out + rows[static_cast<size_t>(r)] * hidden;

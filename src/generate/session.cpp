@@ -42,7 +42,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
                                                         options_.prefill_chunk_tokens));
   if (options_.threads == 0) options_.threads = model_->threads();
   scratch_->exec.device = model_->device();
-  scratch_->exec.int8_activations = model_->int8_activations();
+  scratch_->exec.activations = model_->activations();
   scratch_->exec.check_finite = model_->check_finite();
   if (model_->device() == Device::CUDA) {
     auto context = cuda_backend::create_context(model_->device_index());

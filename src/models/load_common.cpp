@@ -465,7 +465,7 @@ std::shared_ptr<const Model> finish_load(const ModelConfig& c, std::unique_ptr<M
                      .device_index = options.device_index,
                      .tokenizer = std::move(tokenizer),
                      .source = path,
-                     .int8_activations = options.int8_activations,
+                     .activations = options.activations,
                      .memory = std::make_shared<MemoryAccount>(budget, weights),
                      .check_finite = options.check_finite || check_finite_from_env(),
                      .context_length = context,

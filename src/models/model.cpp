@@ -87,7 +87,7 @@ std::shared_ptr<const Model> ModelAccess::make(ModelParts p) {
   m->weight_dtype_ = w.layers.empty() ? w.embed.dtype : w.layers[0].q.weight.dtype;
   m->weight_bytes_ = model_weight_bytes(w, m->config_.tie_word_embeddings);
   m->step_weight_bytes_ = step_bytes(w, m->config_.num_experts_per_tok);
-  m->int8_activations_ = p.int8_activations;
+  m->activations_ = p.activations;
   m->check_finite_ = p.check_finite;
   m->context_length_ = p.context_length > 0 ? p.context_length : m->config_.max_position_embeddings;
   m->threads_ = p.threads > 0 ? p.threads : default_cpu_threads();

@@ -30,7 +30,7 @@ struct ModelParts {
   int device_index = 0;  // the CUDA device (LoadOptions::device_index)
   std::shared_ptr<const Tokenizer> tokenizer = nullptr;
   std::filesystem::path source = {};
-  bool int8_activations = false;
+  ActivationMode activations = ActivationMode::Exact;
   std::shared_ptr<MemoryAccount> memory = nullptr;
   bool check_finite = false;
   int64_t context_length = 0;  // 0: config.max_position_embeddings
@@ -53,7 +53,7 @@ struct ModelAccess {
 // shape; each norm/bias/rope vector whole; and of each weight matrix its first and last 4 KiB as
 // stored. Computed from host memory before the weights are packed or uploaded, so the same
 // checkpoint gives the same value on every device and CPU. Not covered: bytes in the middle of a
-// matrix (a change there alone is not detected), the tokenizer, LoadOptions (int8_activations,
+// matrix (a change there alone is not detected), the tokenizer, LoadOptions (activations,
 // the device: a cache from one continues in another, with the bits its own model computed).
 // storage: reads the matrices' bytes (HostStorage::read); null: config, shapes and dtypes only.
 struct HostStorage;

@@ -347,7 +347,7 @@ std::shared_ptr<const Model> random_model(const ModelConfig& c, const RandomMode
   LoadOptions load;
   load.device = device;
   load.device_index = options.device_index;
-  load.int8_activations = options.int8_activations;
+  load.activations = options.activations;
   load.threads = options.threads;
   if (device == Device::CUDA) load.on_progress = options.on_progress;  // the upload; host bytes are made already
   return finish_load(c, std::move(w), device, nullptr, "random_model", load, budget, *storage);

@@ -35,7 +35,7 @@ struct RandomModelOptions {
   Device device = Device::Auto;
   int device_index = 0;           // LoadOptions::device_index
   LoadProgress on_progress = {};  // bytes of weights made (or uploaded) of the total
-  bool int8_activations = false;  // LoadOptions::int8_activations
+  ActivationMode activations = ActivationMode::Exact;  // LoadOptions::activations
   int threads = 0;                // LoadOptions::threads (and the threads that make the weights)
 };
 

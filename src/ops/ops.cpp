@@ -25,7 +25,7 @@ void layer_norm(const Exec& e, const float* x, const Vector& weight, const Vecto
 
 void linear(const Exec& e, const Linear& layer, const float* x, int64_t n, float* y) {
   if (e.device == Device::CUDA) return cuda_backend::linear(*e.cuda, layer, x, n, y, e.segments);
-  cpu::linear(layer, x, n, y, e.int8_activations);
+  cpu::linear(layer, x, n, y, e.activations);
 }
 
 void linears(const Exec& e, std::initializer_list<LinearInto> products, const float* x, int64_t n) {
@@ -33,7 +33,7 @@ void linears(const Exec& e, std::initializer_list<LinearInto> products, const fl
     for (const LinearInto& p : products) cuda_backend::linear(*e.cuda, *p.layer, x, n, p.y, e.segments);
     return;
   }
-  cpu::linears({products.begin(), products.size()}, x, n, e.int8_activations);
+  cpu::linears({products.begin(), products.size()}, x, n, e.activations);
 }
 
 void rope(const Exec& e, float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t start, const Vector& inv_freq,
@@ -118,7 +118,7 @@ void moe_route(const Exec& e, const float* logits, int64_t n, int64_t experts, i
 void moe_experts(const Exec& e, const MoeWeights& m, const float* x, int64_t n, int64_t hidden, const int32_t* ids,
                  const float* weights, int64_t k, const MoeScratch& scratch, float* out) {
   if (e.device == Device::CUDA) return cuda_backend::moe_experts(*e.cuda, m, x, n, hidden, ids, weights, k, scratch, out, e.segments);
-  cpu::moe_experts(m, x, n, hidden, ids, weights, k, scratch, out, e.int8_activations);
+  cpu::moe_experts(m, x, n, hidden, ids, weights, k, scratch, out, e.activations);
 }
 
 void add_gated(const Exec& e, float* out, const float* gate, const float* y, int64_t n, int64_t dim) {

@@ -23,7 +23,7 @@ namespace ops {
 struct Exec {
   Device device = Device::CPU;
   cuda_backend::Context* cuda = nullptr;  // set when device == CUDA
-  bool int8_activations = false;          // CPU products with quantised weights (LoadOptions)
+  ActivationMode activations = ActivationMode::Exact;  // CPU products with quantised weights (LoadOptions)
   bool check_finite = false;              // LoadOptions::check_finite: the forward pass checks x per block
   // The rows of each sequence in the call, in order (set by the forward pass); one entry or none
   // for a single sequence. The CUDA products give each sequence's rows the bits they get alone.
