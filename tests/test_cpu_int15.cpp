@@ -10,10 +10,6 @@
 #include <limits>
 #include <vector>
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
-
 #include "core/convert.h"
 #include "cpu/cpu_features.h"
 #include "cpu/cpu_ops.h"
@@ -179,15 +175,10 @@ TEST_P(Int15LinearTest, IsTheDocumentedArithmeticCloseToExactAndBatchInvariant) 
   Linear lb{wb.m, {}};
   std::vector<std::vector<float>> yb;
   for (int threads : test::thread_counts()) {
-#if defined(_OPENMP)
-    omp_set_num_threads(threads);
-#endif
+    const test::ScopedThreads scoped(threads);
     yb.emplace_back(static_cast<size_t>(n * big), std::nanf(""));
     cpu::linear(lb, x.data(), n, yb.back().data(), ActivationMode::Int15);
   }
-#if defined(_OPENMP)
-  omp_set_num_threads(test::thread_counts().back());
-#endif
   for (size_t i = 1; i < yb.size(); ++i)
     EXPECT_EQ(0, std::memcmp(yb[0].data(), yb[i].data(), yb[0].size() * sizeof(float))) << "threads run " << i;
 }
