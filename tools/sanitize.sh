@@ -36,6 +36,11 @@ ASAN_CUDA_SKIP+='|CudaScheduler[.]'
 # The rings' long window (1,200 positions, 4 min under ASan): its backend sibling runs here; the
 # simulator bounds-checks every device access in step 5 anyway.
 ASAN_CUDA_SKIP+='|CudaRing[.]LongWindowSplits'
+# The device KV states' whole-model round trips for the int8 and fp8 caches (3-4 min each under
+# ASan, a third of its CUDA time): the default cache's run here takes the same host paths (save,
+# restore, fork, truncate, rings, moves between devices); the 8-bit stores and attention run here
+# in test_cuda_attention, and all three dtypes in step 5.
+ASAN_CUDA_SKIP+='|CudaKvState[.](RingsSaveRestoreAndMoveBetweenDevices|SaveRestoreForkTruncateOnTheDevice)/(int8|fp8)'
 
 # CPU tests that repeat, at length, code paths a shorter test covers under ASan already: the
 # rejection sampler's 200,000-draw statistics (SamplingDraftModelIsReproducible runs the same
