@@ -255,7 +255,7 @@ void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_r
       if (n > 1 && cpu_has_avx2_fma_f16c()) {
         auto* prepared = reinterpret_cast<std::byte*>(widened);  // (int8_prepared_bytes(dtype, in))
         if (packed) {
-          // The records are smaller than the rows they hold: the unpacked rows go after them.
+          // The unpacked rows go after the records (linears() sized the scratch for both).
           auto* unpacked = prepared + int8_prepared_bytes(w.dtype, in);  // (16, row_bytes)
           unpack_rows(w, o0, rows, unpacked);
           rows_at = unpacked;
@@ -407,7 +407,7 @@ void linears(std::span<const LinearInto> products, const float* x, int64_t n, Ac
     widens_bf16 = widens_bf16 || (path == Path::Widened && w.dtype == DType::BF16);
     if (path == Path::Widened && w.dtype != DType::F32) widen_rows = kRowBlock;
     if (path == Path::Int8 && int8_tiles(n, w.dtype) != Int8Tiles::None) widen_rows = kRowBlock;  // ≥ 32 · in bytes
-    // 15-bit prefill's records and a packed block unpacked (each < 16 · in · 2 bytes) fit 16 · in floats.
+    // 15-bit prefill's records (≤ 32 · in bytes) and a packed block unpacked (≤ 17 · in) fit 16 · in floats.
     if (path == Path::Int15 && (packed_rows(w) > 0 || (n > 1 && simd))) widen_rows = kRowBlock;
     split = split || w.dtype == DType::BF16;
   }
