@@ -249,25 +249,20 @@ void block_product(const Linear& layer, Path path, int64_t b, const Inputs& in_r
       for (int64_t t = 0; t < n; ++t)
         int8_rows_product(w.dtype, x8.blocks + t * (in / 32), x8.q + t * in, src, rows, in, y + t * out + o0, pf);
       break;
-    case Path::Int15: {  // prefill: AVX2 tiles; decode: one input row at a time (a packed block unpacked first)
+    case Path::Int15: {  // prefill: AVX2 tiles; decode: one input row at a time
       const Int15Input& x15 = in_rows.x15;
+      const bool tiles = n > 1 && cpu_has_avx2_fma_f16c();
+      auto* prepared = reinterpret_cast<std::byte*>(widened);  // (int8_prepared_bytes(dtype, in)) for the tiles
       const std::byte* rows_at = src;
-      if (n > 1 && cpu_has_avx2_fma_f16c()) {
-        auto* prepared = reinterpret_cast<std::byte*>(widened);  // (int8_prepared_bytes(dtype, in))
-        if (packed) {
-          // The unpacked rows go after the records (linears() sized the scratch for both).
-          auto* unpacked = prepared + int8_prepared_bytes(w.dtype, in);  // (16, row_bytes)
-          unpack_rows(w, o0, rows, unpacked);
-          rows_at = unpacked;
-        }
+      if (packed) {  // the kernels read rows as stored: unpacked after the records (linears() sized both)
+        auto* unpacked = prepared + (tiles ? int8_prepared_bytes(w.dtype, in) : 0);  // (16, row_bytes)
+        unpack_rows(w, o0, rows, unpacked);
+        rows_at = unpacked;
+      }
+      if (tiles) {
         avx2::int8_prepare(w.dtype, rows_at, rows, in, prepared);
         avx2::int15_prepared_products(w.dtype, prepared, rows, in, x15.blocks, x15.h, x15.l, n, y + o0, out);
         break;
-      }
-      if (packed) {
-        auto* unpacked = reinterpret_cast<std::byte*>(widened);  // (16, row_bytes)
-        unpack_rows(w, o0, rows, unpacked);
-        rows_at = unpacked;
       }
       for (int64_t t = 0; t < n; ++t)
         int15_rows_product(w.dtype, x15.blocks + t * (in / 32), x15.h + t * in, x15.l + t * in, rows_at, rows, in,
