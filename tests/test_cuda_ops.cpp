@@ -873,8 +873,8 @@ TEST_F(CudaOps, MoeExpertsMatchCpuForEveryWeightType) {
   for (DType t : kQuantTypes)  // the types quantize_row writes (not Q5_0/Q5_1: core::dequantize_group alike)
     if (kvinfer::can_quantize(t)) types.push_back(t);
 #ifdef KVINFER_TEST_SANITIZED
-  // Under the sanitizers (minutes per type): a float, a narrowed float, a block and a K-quant
-  // type; every type runs in the simulation build.
+  // Under the sanitizers (8 s a type): a float, a narrowed float, a block and a K-quant type;
+  // every type runs in the simulation build.
   types = {DType::F32, DType::BF16, DType::Q4_0, DType::Q4_K};
 #endif
   for (DType t : types)

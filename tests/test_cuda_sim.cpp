@@ -255,6 +255,30 @@ TEST_F(CudaSim, FreshDeviceMemoryIsPoison) {
   for (uint32_t v : d.host()) ASSERT_EQ(v, 0xffffffffu);
 }
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KVINFER_TEST_ASAN 1
+#endif
+#endif
+#if defined(KVINFER_TEST_ASAN)
+extern "C" int __asan_option_detect_stack_use_after_return;  // the ASan runtime's switch
+
+__global__ void read_use_after_return_switch(int* out) {
+  out[threadIdx.x] = __asan_option_detect_stack_use_after_return;
+}
+
+// The fibers of a launch run without fake stacks (sim/src/fiber.h: FakeStacksOff); host code
+// keeps ASAN_OPTIONS' detect_stack_use_after_return before and after it.
+TEST_F(CudaSim, KernelsRunWithoutFakeStacksAndHostCodeKeepsThem) {
+  const int host = __asan_option_detect_stack_use_after_return;
+  ASSERT_EQ(host, 1) << "run with ASAN_OPTIONS=detect_stack_use_after_return=1 (tools/sanitize.sh does)";
+  Dev<int> d(kThreads);
+  kvinfer::cuda::launch("read_use_after_return_switch", read_use_after_return_switch, 1, kThreads, 0, nullptr, d.p);
+  for (int v : d.host()) ASSERT_EQ(v, 0);
+  EXPECT_EQ(__asan_option_detect_stack_use_after_return, host);
+}
+#endif
+
 TEST_F(CudaSim, AMissingBarrierChangesTheResult) {
   const ScopedChecks mode(kLockstep);
   Dev<float> with(kThreads), without(kThreads);

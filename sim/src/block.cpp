@@ -218,6 +218,7 @@ void abandon_thread(Block& b) {
 }
 
 bool run_grid(const Grid& g, std::string& fault, cudaError_t& err) {
+  const FakeStacksOff fake_stacks_off;
   const uint64_t count = uint64_t{g.grid.x} * g.grid.y * g.grid.z;
   Block* saved = g_block;
   gridDim = g.grid;

@@ -19,6 +19,12 @@
 #if defined(KVI_SIM_ASAN)
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
+
+#include <mutex>
+
+// The ASan runtime's switch of detect_stack_use_after_return, read by every instrumented function
+// on entry (not in its public headers).
+extern "C" int __asan_option_detect_stack_use_after_return;
 #endif
 
 #if !defined(__x86_64__)
@@ -229,5 +235,28 @@ void fiber_abandon(Fiber* f) {
 #endif
   g_sched.pool.push_back(f);
 }
+
+#if defined(KVI_SIM_ASAN)
+namespace {
+std::mutex g_fake_stacks_mu;
+int g_fake_stacks_off = 0;  // FakeStacksOff objects alive, on any host thread
+int g_fake_stacks_saved = 0;
+}  // namespace
+
+FakeStacksOff::FakeStacksOff() {
+  std::lock_guard lock(g_fake_stacks_mu);
+  if (g_fake_stacks_off++ == 0) {
+    g_fake_stacks_saved = __asan_option_detect_stack_use_after_return;
+    __asan_option_detect_stack_use_after_return = 0;
+  }
+}
+FakeStacksOff::~FakeStacksOff() {
+  std::lock_guard lock(g_fake_stacks_mu);
+  if (--g_fake_stacks_off == 0) __asan_option_detect_stack_use_after_return = g_fake_stacks_saved;
+}
+#else
+FakeStacksOff::FakeStacksOff() = default;
+FakeStacksOff::~FakeStacksOff() = default;
+#endif
 
 }  // namespace kvi_sim

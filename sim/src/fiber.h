@@ -20,4 +20,15 @@ void fiber_yield(Fiber* f);
 // A fiber that will never be resumed (its block faulted): back to the pool, its stack reset.
 void fiber_abandon(Fiber* f);
 
+// While one exists, ASan's detect_stack_use_after_return is off (process-wide): with it, every
+// fiber (every simulated GPU thread) mapped a fake stack of its own at its first call and unmapped
+// it when it finished, and kernels ran ~15x slower. Host code outside a launch keeps the check.
+class FakeStacksOff {
+ public:
+  FakeStacksOff();
+  ~FakeStacksOff();
+  FakeStacksOff(const FakeStacksOff&) = delete;
+  FakeStacksOff& operator=(const FakeStacksOff&) = delete;
+};
+
 }  // namespace kvi_sim
