@@ -28,6 +28,9 @@ void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, 
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
+#if defined(KVINFER_CUDA_SIM)
+  kvi_sim::name_next_launch(name);  // the simulation's profiles name launches as errors do
+#endif
   cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
   if (err != cudaSuccess) {
     cudaGetLastError();  // a configuration error is not sticky: clear it for the next call

@@ -291,6 +291,43 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaEightBitKvCache, ::testing::ValuesIn(kEig
 
 // GPT-2 (LayerNorm with bias, gelu_new in place, learned positions, fused c_attn) is the only
 // model that runs the GPU's layer_norm and gelu_tanh end to end: its fixture must stay listed.
+#if defined(KVINFER_CUDA_SIM)
+// The simulation's profiler (kvi_sim.h) over one decode step: between them its launches read every
+// weight the step must (Model::step_weight_bytes) and, beyond those, at most the cache and the
+// activations; each read byte lies in a sector its launch counted; the kernels are named.
+TEST(CudaProfile, ADecodeStepReadsItsWeightsAndLittleElse) {
+  SKIP_WITHOUT_DEVICE();
+  ASSERT_TRUE(kvi_sim::access_checks_compiled()) << "the kernels were built without the access hooks";
+  auto gpu = Model::load(test::model_dir("llama_gqa4"), {.device = Device::CUDA});
+  KvCache kv(*gpu, 64, DType::F32);
+  Session s(gpu);
+  const std::vector<int32_t> prompt = {0, 4, 6, 16, 58, 102, 101, 80, 1};
+  s.prefill(kv, prompt);
+  const int32_t next = 11;
+  kvi_sim::profile_start();
+  s.decode(kv, next);
+  const std::vector<kvi_sim::LaunchProfile> launches = kvi_sim::profile_stop();
+  uint64_t read = 0;
+  std::set<std::string> kernels;
+  for (const auto& l : launches) {
+    SCOPED_TRACE(l.kernel);
+    read += l.unique_read_bytes;
+    kernels.insert(l.kernel);
+    EXPECT_GE(l.load_bytes, l.unique_read_bytes);
+    EXPECT_GE(32 * l.load_sectors, l.load_used);
+    EXPECT_GE(l.load_used, l.unique_read_bytes);
+    EXPECT_GE(32 * l.store_sectors, l.unique_written_bytes);
+  }
+  EXPECT_GE(read, gpu->step_weight_bytes());
+  EXPECT_LE(read, gpu->step_weight_bytes() + kv.bytes() + (64 << 10));
+  for (const char* k : {"embed", "rms_norm", "gemv_float", "rope", "store_kv", "attention_decode (split)", "silu_mul"})
+    EXPECT_TRUE(kernels.count(k)) << k << " did not run";
+  std::printf("decode step of llama_gqa4: %zu launches read %llu distinct bytes; its weights are %llu, its cache %llu\n",
+              launches.size(), static_cast<unsigned long long>(read),
+              static_cast<unsigned long long>(gpu->step_weight_bytes()), static_cast<unsigned long long>(kv.bytes()));
+}
+#endif
+
 TEST(CudaEndToEndFixtures, IncludeGpt2Tiny) {
   const std::string_view name = "gpt2_tiny";
   EXPECT_TRUE(std::any_of(std::begin(test::kFixtures), std::end(test::kFixtures),

@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kvinfer/error.h"
@@ -434,6 +435,135 @@ TEST_F(CudaSim, AMisalignedWordIsAFault) {
         std::exit(cudaDeviceSynchronize() == cudaErrorMisalignedAddress ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "misaligned address: a 4-byte load at 0x[0-9a-f]+ \\(a multiple of 4");
+}
+
+// ---- the profiler: kernels whose counts are known -----------------------------------------------
+
+// Thread t loads in[t * stride + offset] and stores it at out[t].
+__global__ void strided_copy_kernel(const float* in, float* out, int stride, int offset) {
+  out[blockIdx.x * blockDim.x + threadIdx.x] = in[(blockIdx.x * blockDim.x + threadIdx.x) * stride + offset];
+}
+
+// One warp fills a static and a dynamic shared array (lane i: word i + 32k, conflict-free), then
+// lane t reads word t * stride of each.
+constexpr int kSharedWords = 32 * 33;
+__global__ void shared_stride_kernel(int stride, float* out) {
+  __shared__ float s[kSharedWords];
+  float* d = kvinfer::cuda::dynamic_shared<float>();
+  for (int i = static_cast<int>(threadIdx.x); i < kSharedWords; i += 32) s[i] = d[i] = static_cast<float>(i);
+  __syncthreads();
+  const int w = static_cast<int>(threadIdx.x) * stride % kSharedWords;
+  out[threadIdx.x] = s[w] + d[w];
+}
+
+class CudaSimProfile : public CudaSim {};
+
+kvi_sim::LaunchProfile profile_one(const std::function<void()>& run) {
+  kvi_sim::profile_start();
+  run();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<kvi_sim::LaunchProfile> launches = kvi_sim::profile_stop();
+  EXPECT_EQ(launches.size(), 1u);
+  return launches.empty() ? kvi_sim::LaunchProfile{} : launches[0];
+}
+
+const kvi_sim::SiteProfile* only_site(const kvi_sim::LaunchProfile& p, bool shared, bool store) {
+  const kvi_sim::SiteProfile* found = nullptr;
+  for (const auto& s : p.sites)
+    if (s.shared == shared && s.store == store) {
+      EXPECT_EQ(found, nullptr) << "a second site: " << s.where;
+      found = &s;
+    }
+  EXPECT_NE(found, nullptr);
+  return found;
+}
+
+// 6 blocks of 2 warps copy 4-byte floats: each warp-level request is 128 bytes, whose sectors
+// depend on the stride and alignment of the 32 lanes' addresses.
+TEST_F(CudaSimProfile, GlobalRequestsCountTheSectorsTheirLanesTouch) {
+  constexpr int kBlocks = 6, kBlock = 64, kN = kBlocks * kBlock;
+  Dev<float> in(kN * 8 + 1), out(kN);
+  struct Case {
+    int stride, offset;
+    uint64_t sectors_per_request, used_per_request, unique_read;
+  };
+  // Contiguous and aligned: 4 sectors; 32-byte stride: one sector a lane, 4 of its bytes used;
+  // 4 bytes off: 5 sectors; every lane the same word: 1 sector, 4 bytes used, 4 distinct bytes.
+  for (const Case c : {Case{1, 0, 4, 128, 4 * kN}, Case{8, 0, 32, 128, 4 * kN}, Case{1, 1, 5, 128, 4 * kN},
+                       Case{0, 3, 1, 4, 4}}) {
+    SCOPED_TRACE("stride " + std::to_string(c.stride) + ", offset " + std::to_string(c.offset));
+    const auto p = profile_one([&] {
+      kvinfer::cuda::launch("strided_copy", strided_copy_kernel, kBlocks, kBlock, 0, nullptr, in.p, out.p, c.stride,
+                            c.offset);
+    });
+    EXPECT_EQ(p.kernel, "strided_copy");
+    EXPECT_EQ(p.grid.x * p.grid.y * p.grid.z, 6u);
+    EXPECT_EQ(p.block.x, 64u);
+    const uint64_t requests = kN / 32;
+    EXPECT_EQ(p.load_requests, requests);
+    EXPECT_EQ(p.load_bytes, 4u * kN);
+    EXPECT_EQ(p.load_sectors, requests * c.sectors_per_request);
+    EXPECT_EQ(p.load_used, requests * c.used_per_request);
+    EXPECT_EQ(p.unique_read_bytes, c.unique_read);
+    EXPECT_EQ(p.store_requests, requests);  // out[t]: always 4 aligned sectors
+    EXPECT_EQ(p.store_bytes, 4u * kN);
+    EXPECT_EQ(p.store_sectors, 4 * requests);
+    EXPECT_EQ(p.store_used, 4u * kN);
+    EXPECT_EQ(p.unique_written_bytes, 4u * kN);
+    EXPECT_EQ(p.shared_requests, 0u);
+    const auto* load = only_site(p, false, false);
+    ASSERT_NE(load, nullptr);
+    EXPECT_EQ(load->sectors, p.load_sectors);
+    EXPECT_EQ(load->used, p.load_used);
+    EXPECT_THAT(load->where, ::testing::HasSubstr("+0x"));  // addr2line -Cfe names its line
+  }
+}
+
+// Words a bank holds twice take two passes: stride 2 puts 2 of the warp's words in each of 16
+// banks, stride 32 all 32 in one bank; stride 33 spreads them over all 32, stride 0 is a broadcast.
+TEST_F(CudaSimProfile, SharedRequestsCountTheirBankConflicts) {
+  Dev<float> out(32);
+  for (const auto& [stride, ways] : {std::pair{1, 1}, {2, 2}, {4, 4}, {32, 32}, {33, 1}, {0, 1}}) {
+    SCOPED_TRACE("stride " + std::to_string(stride));
+    const auto p = profile_one([&] {
+      kvinfer::cuda::launch("shared_stride", shared_stride_kernel, 1, 32, kSharedWords * sizeof(float), nullptr,
+                            stride, out.p);
+    });
+    // Per array: 33 conflict-free stores and the read.
+    EXPECT_EQ(p.shared_requests, 2u * 34);
+    EXPECT_EQ(p.shared_ideal_wavefronts, 2u * 34);
+    EXPECT_EQ(p.shared_wavefronts, 2u * (33 + ways));
+    int reads = 0;
+    for (const auto& s : p.sites)
+      if (s.shared && !s.store) {
+        ++reads;
+        EXPECT_EQ(s.requests, 1u);
+        EXPECT_EQ(s.wavefronts, static_cast<uint64_t>(ways)) << s.where;
+        EXPECT_EQ(s.ideal, 1u);
+      }
+    EXPECT_EQ(reads, 2) << "one read site per array";
+    EXPECT_EQ(p.store_sectors, 4u);
+  }
+}
+
+// Launches are recorded only between profile_start and profile_stop, in the order they ran.
+TEST_F(CudaSimProfile, RecordsOnlyWhileStarted) {
+  Dev<float> in(64), out(64);
+  kvinfer::cuda::launch("before", strided_copy_kernel, 1, 32, 0, nullptr, in.p, out.p, 1, 0);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  kvi_sim::profile_start();
+  kvinfer::cuda::launch("first", strided_copy_kernel, 2, 32, 0, nullptr, in.p, out.p, 1, 0);
+  kvinfer::cuda::launch("second", strided_copy_kernel, 1, 32, 0, nullptr, in.p, out.p, 1, 0);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto launches = kvi_sim::profile_stop();
+  kvinfer::cuda::launch("after", strided_copy_kernel, 1, 32, 0, nullptr, in.p, out.p, 1, 0);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_EQ(launches[0].kernel, "first");
+  EXPECT_EQ(launches[0].grid.x, 2u);
+  EXPECT_EQ(launches[0].load_requests, 2u);
+  EXPECT_EQ(launches[1].kernel, "second");
+  EXPECT_TRUE(kvi_sim::profile_stop().empty());
 }
 #endif  // KVINFER_SIM_ACCESS_CHECKS
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -271,6 +272,8 @@ namespace kvi_sim {
 // the kernel's pointer arguments (null for the others); one into another device's memory faults.
 cudaError_t launch(const cudaLaunchConfig_t& config, const void* kernel, std::function<void()> run,
                    std::vector<const void*> pointers = {});
+// The name the next launch on this host thread goes by in profiles (kvinfer::cuda::launch's).
+void name_next_launch(const char* name);
 // Asynchronous copies from pageable host memory so far (tests: which copies are pinned).
 uint64_t pageable_copies();
 
@@ -295,6 +298,43 @@ void set_checks(const Checks& c);  // for later launches (tests)
 // Whether the kernels were compiled with the access hooks (sim/src/access.cpp): racecheck,
 // misaligned accesses and interleaved blocks need them (not in the sanitizer builds).
 bool access_checks_compiled();
+
+// ---- the profiler ---------------------------------------------------------------------------------
+// What each launch's threads did to memory, counted by the access hooks (so only where
+// access_checks_compiled()). A warp-level request is the accesses of one load or store site by a
+// warp's lanes, the n-th execution of the site by each lane grouped together, as a converged warp
+// issues them. Global: accesses to device allocations, cp.async sources included; a sector is an
+// aligned 32 bytes, the unit DRAM and L2 move. Shared: dynamic and static __shared__ arrays; a
+// request's wavefronts are the most distinct 4-byte words any of the 32 banks holds (the passes
+// it takes; a word that several lanes read is one broadcast), its ideal ceil(distinct words / 32).
+// Not counted: kernel parameters, local memory, cp.async's landing in shared memory, cuBLAS.
+struct SiteProfile {
+  std::string where;  // the instruction: "function+0xNN" (addr2line -Cfe BINARY names the line)
+  bool shared = false, store = false;
+  uint64_t requests = 0, bytes = 0;
+  uint64_t sectors = 0, used = 0;       // global: 32-byte sectors the requests touched; their bytes a lane asked for
+  uint64_t wavefronts = 0, ideal = 0;   // shared: bank passes, and without conflicts
+};
+struct LaunchProfile {
+  std::string kernel;  // demangled, without its parameter list
+  dim3 grid, block;
+  size_t dynamic_smem = 0;
+  // Global memory: bytes the threads asked for, warp-level requests, the sectors those touched and
+  // the bytes of them some lane asked for (sector efficiency: used / (32 × sectors), as a
+  // profiler's per-request view: L1 may serve a sector twice, DRAM moves it once), and the
+  // distinct bytes the launch read and wrote.
+  uint64_t load_bytes = 0, load_requests = 0, load_sectors = 0, load_used = 0;
+  uint64_t store_bytes = 0, store_requests = 0, store_sectors = 0, store_used = 0;
+  uint64_t unique_read_bytes = 0, unique_written_bytes = 0;
+  // Shared memory: warp-level requests and their bank passes, actual and without conflicts.
+  uint64_t shared_requests = 0, shared_wavefronts = 0, shared_ideal_wavefronts = 0;
+  std::vector<SiteProfile> sites;  // by first execution
+};
+// From profile_start() on (process-wide), every launch that runs is recorded; profile_stop()
+// returns them in the order they ran and stops. $KVINFER_SIM_PROFILE=1 records from the start and
+// prints each launch's line on stderr, and a table by kernel at exit.
+void profile_start();
+std::vector<LaunchProfile> profile_stop();
 // The device whose memory holds p, or -1.
 int pointer_device(const void* p);
 cudaError_t func_set_attribute(const void* kernel, cudaFuncAttribute attr, int value);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "block.h"
+#include "profile.h"
 
 namespace kvi_sim {
 
@@ -83,26 +84,6 @@ void note_static(uintptr_t a, size_t n) {
       return;
     }
   t_static.push_back({a, a + n});
-}
-
-// "function+0x1c" (demangled) or "module+0x1234" (addr2line -Cfe module 0x1234 names the line).
-std::string code_site(const void* pc) {
-  if (pc == nullptr) return "an async copy (__pipeline_memcpy_async) landing";
-  Dl_info info{};
-  if (dladdr(pc, &info) == 0) return "an unknown place";
-  char buf[32];
-  if (info.dli_sname != nullptr) {
-    int status = 0;
-    char* d = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
-    std::string name = status == 0 && d != nullptr ? d : info.dli_sname;
-    std::free(d);
-    std::snprintf(buf, sizeof buf, "+0x%zx", static_cast<size_t>(static_cast<const char*>(pc) -
-                                                                   static_cast<const char*>(info.dli_saddr)));
-    return name + buf;
-  }
-  std::snprintf(buf, sizeof buf, "+0x%zx",
-                static_cast<size_t>(static_cast<const char*>(pc) - static_cast<const char*>(info.dli_fbase)));
-  return std::string(info.dli_fname ? info.dli_fname : "?") + buf;
 }
 
 std::string who(const Block& b, unsigned thread, const void* pc) {
@@ -168,8 +149,12 @@ inline void access(const void* p, size_t n, size_t align, bool write, const void
     thread_fault(
         *b, [&] { return buf + who(*b, b->current->linear, pc); }, cudaErrorMisalignedAddress);
   }
-  if (!b->racecheck && !t_track_static) return;
   const auto smem = reinterpret_cast<uintptr_t>(b->smem.get());
+  if (t_profiling) {
+    if (a >= smem && a < smem + b->smem_bytes) profile_access(*b, a - smem, n, write, true, pc);
+    else profile_access(*b, a, n, write, tls_block(a) >= 0, pc);
+  }
+  if (!b->racecheck && !t_track_static) return;
   if (a >= smem && a < smem + b->smem_bytes) {
     if (b->racecheck) check_range(*b, b->shadow, a - smem, std::min(n, smem + b->smem_bytes - a), write, pc, dynamic_byte);
     return;
@@ -186,6 +171,26 @@ inline void access(const void* p, size_t n, size_t align, bool write, const void
 }
 
 }  // namespace
+
+// addr2line -Cfe module 0x1234 names the line of "module+0x1234".
+std::string code_site(const void* pc) {
+  if (pc == nullptr) return "an async copy (__pipeline_memcpy_async) landing";
+  Dl_info info{};
+  if (dladdr(pc, &info) == 0) return "an unknown place";
+  char buf[32];
+  if (info.dli_sname != nullptr) {
+    int status = 0;
+    char* d = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+    std::string name = status == 0 && d != nullptr ? d : info.dli_sname;
+    std::free(d);
+    std::snprintf(buf, sizeof buf, "+0x%zx", static_cast<size_t>(static_cast<const char*>(pc) -
+                                                                   static_cast<const char*>(info.dli_saddr)));
+    return name + buf;
+  }
+  std::snprintf(buf, sizeof buf, "+0x%zx",
+                static_cast<size_t>(static_cast<const char*>(pc) - static_cast<const char*>(info.dli_fbase)));
+  return std::string(info.dli_fname ? info.dli_fname : "?") + buf;
+}
 
 void misaligned_vector(const void* p, unsigned bytes, bool store) {
   Block* b = g_block;

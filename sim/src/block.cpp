@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/convert.h"
+#include "profile.h"
 
 thread_local uint3 threadIdx;
 thread_local uint3 blockIdx;
@@ -219,6 +220,7 @@ void abandon_thread(Block& b) {
 
 bool run_grid(const Grid& g, std::string& fault, cudaError_t& err) {
   const FakeStacksOff fake_stacks_off;
+  profile_begin_launch(g);
   const uint64_t count = uint64_t{g.grid.x} * g.grid.y * g.grid.z;
   Block* saved = g_block;
   gridDim = g.grid;
@@ -262,6 +264,7 @@ bool run_grid(const Grid& g, std::string& fault, cudaError_t& err) {
       err = b.fault_error;
       ok = false;
     } else if (b.live == 0) {
+      if (t_profiling) profile_block_end(b);
       if (next < count) {
         start_block(b, g, block_index(g.grid, nth(next++)), splitmix(rng));
       } else {
@@ -273,6 +276,7 @@ bool run_grid(const Grid& g, std::string& fault, cudaError_t& err) {
     for (auto& s : slots)
       for (Thread& t : s->threads)
         if (t.fiber) fiber_abandon(t.fiber), t.fiber = nullptr;
+  profile_end_launch(ok);
   g_block = saved;
   return ok;
 }
@@ -366,6 +370,8 @@ void pipeline_memcpy_async(void* dst, const void* src, size_t size, size_t zfill
     bad = "a destination outside the block's dynamic shared memory";
   else if (!is_device_range(src, size - zfill)) bad = "a source outside device memory";
   if (!bad.empty()) thread_fault(b, [&] { return thread_name(t) + ": __pipeline_memcpy_async with " + bad; });
+  if (t_profiling && size > zfill)  // the global read; its landing in shared memory is not counted
+    profile_access(b, s, size - zfill, false, false, __builtin_return_address(0));
   t.copies.push_back({static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src), size, zfill});
 }
 

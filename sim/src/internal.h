@@ -25,6 +25,8 @@ struct DeviceSpec {
 const DeviceSpec* device();
 
 struct Grid {
+  std::string name;             // launch()'s name of the kernel (kernels/launch.h), or empty
+  const void* kernel = nullptr;
   dim3 grid, block;
   size_t smem = 0;
   std::function<void()> run;  // one simulated thread
@@ -42,6 +44,10 @@ bool run_grid(const Grid& g, std::string& fault, cudaError_t& err);
 cudaError_t enqueue(cudaStream_t stream, std::function<void()> op);
 // Whether [p, p + bytes) lies inside one live device allocation.
 bool is_device_range(const void* p, size_t bytes);
+// The live device allocation [lo, hi) that holds p; false if none does.
+bool device_allocation(const void* p, uintptr_t& lo, uintptr_t& hi);
+// "function+0x1c" (demangled) or "module+0x1234" for a code address (access.cpp).
+std::string code_site(const void* pc);
 // Marks the device faulted (a sticky error, as a GPU's kernel fault is) and says why on stderr.
 void device_fault(cudaError_t err, const std::string& why);
 

@@ -347,6 +347,24 @@ bool is_device_range(const void* p, size_t bytes) {
   return device_range_locked(r, p, bytes);
 }
 
+bool device_allocation(const void* p, uintptr_t& lo, uintptr_t& hi) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.mu);
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = r.allocations.upper_bound(a);
+  if (it == r.allocations.begin()) return false;
+  --it;
+  if (a - it->first >= it->second.first) return false;
+  lo = it->first, hi = it->first + it->second.first;
+  return true;
+}
+
+namespace {
+thread_local const char* t_next_name = nullptr;
+}  // namespace
+
+void name_next_launch(const char* name) { t_next_name = name; }
+
 void device_fault(cudaError_t err, const std::string& why) {
   Runtime& r = rt();
   std::lock_guard lock(r.mu);
@@ -365,6 +383,7 @@ int current_device() { return t_device; }
 
 cudaError_t launch(const cudaLaunchConfig_t& c, const void* kernel, std::function<void()> run,
                    std::vector<const void*> pointers) {
+  const char* name = std::exchange(t_next_name, nullptr);
   Runtime& r = rt();
   std::lock_guard lock(r.mu);
   if (cudaError_t e = check_ready(r)) return ret(e);
@@ -384,8 +403,9 @@ cudaError_t launch(const cudaLaunchConfig_t& c, const void* kernel, std::functio
   // A kernel launch goes to a stream of the current device (CUDA refuses others).
   const CUstream_st* s = resolve(r, c.stream);
   if (s == nullptr || s->device != t_device) return ret(cudaErrorInvalidResourceHandle);
-  Grid grid{g, b, c.dynamicSmemBytes, std::move(run), r.seed ^ (0x9e3779b97f4a7c15ull * ++r.launches),
-            r.checks.schedule, r.checks.shuffle_blocks, r.checks.racecheck};
+  Grid grid{name ? name : "", kernel, g, b, c.dynamicSmemBytes, std::move(run),
+            r.seed ^ (0x9e3779b97f4a7c15ull * ++r.launches), r.checks.schedule, r.checks.shuffle_blocks,
+            r.checks.racecheck};
   std::string foreign;  // a pointer argument into another device's memory: the kernel faults there
   for (size_t i = 0; i < pointers.size(); ++i) {
     const int owner = allocation_device(r, pointers[i], 1);
