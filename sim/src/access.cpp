@@ -149,12 +149,13 @@ inline void access(const void* p, size_t n, size_t align, bool write, const void
     thread_fault(
         *b, [&] { return buf + who(*b, b->current->linear, pc); }, cudaErrorMisalignedAddress);
   }
-  const auto smem = reinterpret_cast<uintptr_t>(b->smem.get());
   if (t_profiling) {
-    if (a >= smem && a < smem + b->smem_bytes) profile_access(*b, a - smem, n, write, true, pc);
+    const auto base = reinterpret_cast<uintptr_t>(b->smem.get());
+    if (a >= base && a < base + b->smem_bytes) profile_access(*b, a - base, n, write, true, pc);
     else profile_access(*b, a, n, write, tls_block(a) >= 0, pc);
   }
   if (!b->racecheck && !t_track_static) return;
+  const auto smem = reinterpret_cast<uintptr_t>(b->smem.get());
   if (a >= smem && a < smem + b->smem_bytes) {
     if (b->racecheck) check_range(*b, b->shadow, a - smem, std::min(n, smem + b->smem_bytes - a), write, pc, dynamic_byte);
     return;
