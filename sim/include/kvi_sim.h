@@ -316,7 +316,7 @@ struct SiteProfile {
   uint64_t wavefronts = 0, ideal = 0;   // shared: bank passes, and without conflicts
 };
 struct LaunchProfile {
-  std::string kernel;  // demangled, without its parameter list
+  std::string kernel;  // kvinfer::cuda::launch's name, else code_site's "function+0x0" or "module+0x…"
   dim3 grid, block;
   size_t dynamic_smem = 0;
   // Global memory: bytes the threads asked for, warp-level requests, the sectors those touched and

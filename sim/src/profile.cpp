@@ -3,9 +3,6 @@
 // request's distinct sectors (global) or its banks' distinct words (shared) are counted.
 #include "profile.h"
 
-#include <cxxabi.h>
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -151,29 +148,6 @@ uint64_t bytes_of(const std::unordered_map<uint64_t, uint32_t>& touched) {
   return n;
 }
 
-// "kvinfer::cuda::(anonymous namespace)::gemv_kernel<...>": the symbol's demangled name less its
-// return type and parameter list.
-std::string kernel_name(const std::string& demangled) {
-  std::string s = demangled;
-  if (!s.empty() && s.back() == ')') {
-    int depth = 0;
-    for (size_t i = s.size(); i-- > 0;) {
-      if (s[i] == ')') ++depth;
-      if (s[i] == '(' && --depth == 0) {
-        s.resize(i);
-        break;
-      }
-    }
-  }
-  int angle = 0;  // a return type ends at the first space outside template arguments
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '<') ++angle;
-    if (s[i] == '>') --angle;
-    if (s[i] == ' ' && angle == 0 && s.compare(0, i, "(anonymous") != 0 && s.find('(') > i) return s.substr(i + 1);
-  }
-  return s;
-}
-
 }  // namespace
 
 void profile_start() {
@@ -199,15 +173,7 @@ void profile_begin_launch(const Grid& g) {
   if (!t_profiling) return;
   t_launch = new LaunchState;
   LaunchProfile& p = t_launch->p;
-  p.kernel = g.name;
-  Dl_info info{};
-  if (p.kernel.empty() && dladdr(g.kernel, &info) != 0 && info.dli_sname != nullptr) {
-    int status = 0;
-    char* d = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
-    p.kernel = kernel_name(status == 0 && d != nullptr ? d : info.dli_sname);
-    std::free(d);
-  }
-  if (p.kernel.empty()) p.kernel = "kernel";  // a local symbol dladdr cannot name
+  p.kernel = g.name.empty() ? code_site(g.kernel) : g.name;  // launched without kvinfer::cuda::launch
   p.grid = g.grid, p.block = g.block, p.dynamic_smem = g.smem;
 }
 
@@ -249,9 +215,9 @@ void profile_block_end(Block& b) {
       g.units.clear();
       for (const auto& [sector, mask] : sectors) g.units.push_back(sector), used += static_cast<uint64_t>(std::popcount(mask));
     }
-    std::sort(g.units.begin(), g.units.end());
-    g.units.erase(std::unique(g.units.begin(), g.units.end()), g.units.end());
-    if (k.shared) {
+    if (k.shared) {  // distinct words, by bank
+      std::sort(g.units.begin(), g.units.end());
+      g.units.erase(std::unique(g.units.begin(), g.units.end()), g.units.end());
       std::array<uint32_t, 32> per_bank{};
       for (uint64_t w : g.units) ++per_bank[w % 32];
       const uint64_t passes = *std::max_element(per_bank.begin(), per_bank.end());
